@@ -1,0 +1,90 @@
+"""Turn the timing model's counters into metrics and into plain sentences that
+can go straight into a planning prompt."""
+from __future__ import annotations
+
+from typing import Any
+
+from hw_runners.gemmini_sim.timing import DIM, TimingConfig
+
+# (counter, sentence) for every stall the model attributes; sentences say what waited on what.
+_STALLS = [
+    ("wait_ex_ld", "the execute unit waited for mvin data to arrive (load -> compute dependency)"),
+    ("wait_ex_st", "the execute unit waited for mvouts to drain accumulator rows it overwrites"),
+    ("wait_ld_ex", "loads waited for computes to finish reading the scratchpad rows they overwrite"),
+    ("wait_ld_st", "loads waited for mvouts on rows they overwrite"),
+    ("wait_st_ex", "stores waited for computes to finish their results (compute -> mvout dependency)"),
+    ("wait_st_ld", "stores waited for mvins into the rows they read"),
+    ("wait_ld_dma", "loads were limited by DMA read bandwidth"),
+    ("wait_st_dma", "stores were limited by DMA write bandwidth"),
+    ("cpu_stall_ld", "the CPU blocked on a full load queue"),
+    ("cpu_stall_ex", "the CPU blocked on a full execute queue"),
+    ("cpu_stall_st", "the CPU blocked on a full store queue"),
+    ("fence_wait", "the CPU waited in fence() for all queues to drain"),
+]
+
+
+def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg: TimingConfig) -> dict[str, Any]:
+    cycles = max(1, int(stats["cycles"]))
+    compute_bound = macs / cfg.macs_per_cycle
+    bw = cfg.dma_bytes_per_cycle
+    memory_bound = max(compulsory) / bw  # reads and writes use separate channels
+    roofline = max(compute_bound, memory_bound)
+    moved = stats["bytes_rd"] + stats["bytes_wr"]
+    m: dict[str, Any] = {
+        "cycles": cycles,
+        "utilization": macs / (cfg.macs_per_cycle * cycles),
+        "roofline_cycles": round(roofline),
+        "roofline_fraction": roofline / cycles,
+        "bound": "compute" if compute_bound >= memory_bound else "memory",
+        "compute_bound_cycles": round(compute_bound),
+        "memory_bound_cycles": round(memory_bound),
+        "busy": {q: stats[f"busy_{q}"] / cycles for q in ("ld", "ex", "st")},
+        "cpu_issue_busy": stats["cpu_busy"] / cycles,
+        "bytes_read": int(stats["bytes_rd"]),
+        "bytes_written": int(stats["bytes_wr"]),
+        "compulsory_bytes": int(sum(compulsory)),
+        "traffic_ratio": moved / max(1, sum(compulsory)),
+        "spad_kib_used": stats["spad_rows_used"] * DIM / 1024,
+        "spad_kib_total": cfg.spad_rows * DIM / 1024,
+        "acc_kib_used": stats["acc_rows_used"] * DIM * 4 / 1024,
+        "acc_kib_total": cfg.acc_rows * DIM * 4 / 1024,
+        "instructions": {k: int(stats[f"count_{k}"]) for k in ("mvin", "mvout", "preload", "compute", "config")},
+        "fsm_instructions": int(stats["fsm_instrs"]),
+        "bank_conflicts": int(stats["bank_conflicts"]),
+        "unfused_preloads": int(stats["unfused_preloads"]),
+        "macs_issued": int(stats["macs"]),
+        "stalls": sorted(((key, stats[key] / cycles) for key, _ in _STALLS if stats.get(key)),
+                         key=lambda kv: -kv[1]),
+    }
+    return m
+
+
+def text(m: dict[str, Any]) -> str:
+    busy = m["busy"]
+    ins = m["instructions"]
+    lines = [
+        f"Latency: {m['cycles']:,} cycles. Array utilization {m['utilization']:.1%} "
+        f"(MACs / (256 x cycles)); {m['roofline_fraction']:.1%} of the roofline of "
+        f"{m['roofline_cycles']:,} cycles, which is {m['bound']}-bound "
+        f"(compute bound {m['compute_bound_cycles']:,}, memory bound {m['memory_bound_cycles']:,} cycles).",
+        f"Busy: load unit {busy['ld']:.0%}, execute unit {busy['ex']:.0%}, store unit {busy['st']:.0%}, "
+        f"CPU issuing instructions {m['cpu_issue_busy']:.0%} of the time.",
+        f"Data moved: {m['bytes_read'] / 1e6:.2f} MB read + {m['bytes_written'] / 1e6:.2f} MB written = "
+        f"{m['traffic_ratio']:.1f}x the compulsory minimum of {m['compulsory_bytes'] / 1e6:.2f} MB.",
+        f"Scratchpad: {m['spad_kib_used']:.1f} KiB of {m['spad_kib_total']:.0f} KiB used; accumulator: "
+        f"{m['acc_kib_used']:.1f} KiB of {m['acc_kib_total']:.0f} KiB used.",
+        f"Instructions: {ins['mvin']:,} mvin, {ins['mvout']:,} mvout, {ins['preload']:,} preload, "
+        f"{ins['compute']:,} compute, {ins['config']:,} config"
+        + (f"; {m['fsm_instructions']:,} issued by the hardware loop FSM." if m["fsm_instructions"] else "."),
+    ]
+    sentences = dict(_STALLS)
+    top = [f"{sentences[k]} ({share:.0%} of cycles)" for k, share in m["stalls"][:3] if share >= 0.01]
+    if top:
+        lines.append("Main stalls: " + "; ".join(top) + ".")
+    if m["bank_conflicts"]:
+        lines.append(f"{m['bank_conflicts']:,} preload/compute pairs read A and B (or D) from the same "
+                     "scratchpad bank and could not overlap (banks are 4096 rows each).")
+    if m["unfused_preloads"]:
+        lines.append(f"{m['unfused_preloads']:,} preloads did not directly follow a compute and cost "
+                     f"{DIM} cycles each instead of overlapping.")
+    return "\n".join(lines)

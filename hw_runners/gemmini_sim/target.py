@@ -1,0 +1,184 @@
+"""gemmini-sim: evaluate C kernels written with Gemmini intrinsics on the host.
+
+One evaluation: static policy check -> compile with the host gcc against the
+shim (sandboxed) -> run every seeded input set in one sandboxed child, where
+the functional model executes each intrinsic and the timing model prices the
+first run -> compare every output bit-exactly with numpy -> feedback.
+"""
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hw_runners import sandbox
+from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.buildcache import cached_build, run_build
+from hw_runners.gemmini_sim import feedback
+from hw_runners.gemmini_sim.policy import PolicyError, check_source
+from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
+from hw_runners.gemmini_sim.timing import TimingConfig
+
+CSRC = Path(__file__).with_name("csrc")
+_SHIM_SOURCES = ("functional.c", "timing.c", "fsm.c", "harness.c")
+CFLAGS = ["-std=gnu11", "-O2"]
+
+
+def shim_library() -> Path:
+    """The simulator and harness as a static library, built once per machine."""
+    sources = [CSRC / s for s in _SHIM_SOURCES] + sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("include/**/*.h"))
+
+    def build(out: Path) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            objs = []
+            for src in _SHIM_SOURCES:
+                obj = Path(tmp) / (src[:-2] + ".o")
+                run_build(["gcc", *CFLAGS, "-c", str(CSRC / src), "-o", str(obj)])
+                objs.append(str(obj))
+            run_build(["ar", "rcs", str(out), *objs])
+    return cached_build("libgemminisim.a", sources, CFLAGS, build)
+
+
+@functools.lru_cache(maxsize=8)
+def _inputs_and_expected(family: str, dims: tuple[tuple[str, int], ...], seed: int, sets: int):
+    fam, d = FAMILIES[family], dict(dims)
+    inputs = [fam.make_inputs(d, seed, INPUT_SETS[s % len(INPUT_SETS)]) for s in range(sets)]
+    return inputs, [fam.reference(d, x) for x in inputs]
+
+
+@dataclass
+class Options:
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    compile_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60))
+    run_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=120, cpu_s=120, mem_bytes=2 << 30))
+    input_sets: int = 3
+    work_root: Path | None = None
+    keep_workdir: bool = False
+
+
+@register("gemmini-sim")
+class GemminiSim(Target):
+    """Embedded Gemmini model: the default target, needs only a C compiler."""
+
+    def __init__(self, **options) -> None:
+        if isinstance(options.get("timing"), dict):
+            options["timing"] = TimingConfig.from_dict(options["timing"])
+        self.options = Options(**options)
+
+    def problems(self) -> list[Problem]:
+        return list(load_problems(self.name))
+
+    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None) -> EvalResult:
+        started = time.monotonic()
+        try:
+            check_source(code)
+        except PolicyError as exc:
+            return EvalResult.failure("policy", f"kernel rejected before compiling: {exc}")
+        work = Path(tempfile.mkdtemp(prefix="gemmini-sim-", dir=self.options.work_root))
+        try:
+            result = self._evaluate_in(work, problem, code, seed, trace_path)
+        finally:
+            if not self.options.keep_workdir:
+                shutil.rmtree(work, ignore_errors=True)
+        result.wall_s = time.monotonic() - started
+        return result
+
+    # -- steps ----------------------------------------------------------------
+    def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None) -> EvalResult:
+        fam = FAMILIES[problem.family]
+        args = fam.args(problem.dims)
+        opts = self.options
+        (work / "kernel.c").write_text(code)
+        call = ", ".join(f"b[{i}]" for i in range(len(args)))
+        (work / "entry.c").write_text(f"void autocomp_entry(void **b) {{ solution({call}); }}\n")
+        shutil.copytree(CSRC / "include", work / "inc")
+        shutil.copy(shim_library(), work / "libgemminisim.a")
+        sandbox.prepare_workdir(work, opts.compile_limits)
+
+        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *fam.defines(problem.dims),
+              "-o", "kernel", "kernel.c", "entry.c", "libgemminisim.a", "-static", "-lm"]
+        out = sandbox.run(cc, work, opts.compile_limits, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        diagnostics = sandbox.read_tail(work / "stderr.txt", 6000).replace(str(work) + "/", "")
+        if not out.ok or not (work / "kernel").exists():
+            why = "compile error" if out.returncode == 1 else f"compiler {out.describe(opts.compile_limits)}"
+            return EvalResult.failure("compile", f"{why}:\n{diagnostics}", stderr=diagnostics, sandbox=out.notes)
+
+        inputs, expected = _inputs_and_expected(problem.family, tuple(problem.dims.items()), seed, opts.input_sets)
+        out_spec = next(a for a in args if a.output)
+        header = ["gemmini-sim-job 1", *opts.timing.header_lines()]
+        header += [f"arg {'out' if a.output else 'in'} {a.nbytes}" for a in args]
+        header += [f"out_arg {args.index(out_spec)}", f"sets {len(inputs)}", f"macs {fam.macs(problem.dims)}",
+                   f"trace {int(trace_path is not None)}", "end"]
+        with open(work / "job.bin", "wb") as fh:
+            fh.write(("\n".join(header) + "\n").encode())
+            for arrays in inputs:
+                for a in arrays:
+                    fh.write(np.ascontiguousarray(a).tobytes())
+        fds = {3: ("r", "job.bin"), 4: ("w", "out.bin"), 5: ("w", "stats.txt"), 6: ("w", "trace.txt")}
+        limits = opts.run_limits
+        run = sandbox.run(["./kernel"], work, limits, fds=fds)
+        stdout = sandbox.read_tail(work / "stdout.txt")
+        stats, verdict = _parse_stats(work / "stats.txt")
+        if trace_path is not None and (work / "trace.txt").exists():
+            shutil.copy(work / "trace.txt", trace_path)
+        common = dict(stdout=stdout, stderr=diagnostics, sandbox=run.notes + verdict.get("notes", []))
+        if "error" in verdict:
+            return EvalResult.failure("gemmini", verdict["error"], **common)
+        if "crash" in verdict:
+            return EvalResult.failure("crash", f"kernel {verdict['crash']}", **common)
+        if not run.ok or "ok" not in verdict:
+            kind = "timeout" if run.timed_out else "limit"
+            reason = run.describe(limits)
+            if run.returncode is not None and not run.timed_out:
+                reason = f"the program exited with status {run.returncode} before the harness finished " \
+                         "(the kernel must return from solution(), not exit)"
+            return EvalResult.failure(kind, f"kernel {reason}", **common)
+
+        m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing)
+        result = EvalResult(correct=True, cycles=m["cycles"], utilization=m["utilization"],
+                            roofline_fraction=m["roofline_fraction"], bound=m["bound"], feedback=m,
+                            feedback_text=feedback.text(m), **common)
+        produced = np.fromfile(work / "out.bin", dtype=out_spec.dtype)
+        per_set = int(np.prod(out_spec.shape))
+        for s, want in enumerate(expected):
+            got = produced[s * per_set:(s + 1) * per_set].reshape(out_spec.shape)
+            if got.shape != want.shape or not np.array_equal(got, want):
+                result.correct = False
+                result.error_kind = "wrong_result"
+                result.error = _mismatch(out_spec.name, got, want, s, len(expected))
+                break
+        return result
+
+
+def _parse_stats(path: Path) -> tuple[dict[str, float], dict]:
+    stats: dict[str, float] = {}
+    verdict: dict = {"notes": []}
+    text = path.read_text(errors="replace") if path.exists() else ""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("error", "crash"):
+            verdict[key] = value
+        elif key == "ok":
+            verdict["ok"] = True
+        elif key == "seccomp":
+            verdict["notes"].append(f"seccomp {value}")
+        else:
+            try:
+                stats[key] = float(value)
+            except ValueError:
+                verdict["notes"].append(line[:200])
+    return stats, verdict
+
+
+def _mismatch(name: str, got: np.ndarray, want: np.ndarray, s: int, total: int) -> str:
+    bad = np.argwhere(got != want)
+    first = tuple(int(i) for i in bad[0])
+    where = name + "".join(f"[{i}]" for i in first)
+    return (f"wrong result on input set {s + 1} of {total} ({INPUT_SETS[s % len(INPUT_SETS)]} values): "
+            f"{len(bad):,} of {got.size:,} output elements differ; first at {where}: got {int(got[first])}, "
+            f"expected {int(want[first])}")

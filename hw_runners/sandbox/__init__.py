@@ -1,0 +1,148 @@
+"""Run an untrusted program in a sandboxed child process.
+
+The child starts in a new session (so the whole process group can be killed),
+with an empty environment unless told otherwise, inside a private working
+directory, through `launcher.c`, which applies hard rlimits, a private network
+namespace and drops root. A wall-clock timer kills the process group. The
+evaluator that calls this never runs candidate code in its own process.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hw_runners.buildcache import cached_build, run_build
+
+_LAUNCHER_SRC = Path(__file__).with_name("launcher.c")
+NOBODY_UID = 65534
+
+
+def launcher_path() -> Path:
+    return cached_build("sandbox-launcher", [_LAUNCHER_SRC], ["-O2"],
+                        lambda out: run_build(["gcc", "-O2", "-o", str(out), str(_LAUNCHER_SRC)]))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one sandboxed program. All injectable for tests."""
+    wall_s: float = 60.0
+    cpu_s: int = 60
+    mem_bytes: int = 4 << 30
+    fsize_bytes: int = 64 << 20
+    nofile: int = 64
+    nproc: int = 0  # 0: no RLIMIT_NPROC (it does not bind root; seccomp blocks fork instead)
+    isolate_net: bool = True
+    drop_root: bool = True
+
+
+@dataclass
+class Outcome:
+    returncode: int | None
+    signal: int | None
+    timed_out: bool
+    wall_s: float
+    max_rss_kb: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self, limits: Limits) -> str:
+        """One sentence saying why the program did not finish normally."""
+        if self.timed_out:
+            return f"timed out after {limits.wall_s:g} s (wall-clock limit); it may loop forever or sleep"
+        if self.signal == signal.SIGKILL:
+            if self.max_rss_kb * 1024 > 0.9 * limits.mem_bytes:
+                return f"killed: memory limit of {limits.mem_bytes >> 20} MiB exceeded"
+            return f"killed (SIGKILL), likely the CPU time limit of {limits.cpu_s} s"
+        if self.signal == signal.SIGXCPU:
+            return f"CPU time limit of {limits.cpu_s} s exceeded"
+        if self.signal == signal.SIGXFSZ:
+            return f"file size limit of {limits.fsize_bytes >> 20} MiB exceeded (too much output)"
+        if self.signal is not None:
+            return f"killed by signal {signal.Signals(self.signal).name}"
+        if self.returncode == 125:
+            return "the sandbox could not be set up: " + "; ".join(self.notes)
+        return f"exited with status {self.returncode}"
+
+
+def prepare_workdir(path: Path, limits: Limits) -> None:
+    """Let the unprivileged sandbox user write the private directory."""
+    if limits.drop_root and os.geteuid() == 0:
+        os.chown(path, NOBODY_UID, NOBODY_UID)
+        for child in path.iterdir():
+            os.chown(child, NOBODY_UID, NOBODY_UID)
+
+
+def run(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,
+        env: dict[str, str] | None = None) -> Outcome:
+    """Run argv in workdir. fds maps descriptor number -> ("r"|"w", path relative to workdir);
+    stdout/stderr go to workdir/stdout.txt and workdir/stderr.txt unless fds name 1/2."""
+    fds = {1: ("w", "stdout.txt"), 2: ("w", "stderr.txt"), **(fds or {})}
+    status = workdir / ".sandbox-status"
+    cmd = [str(launcher_path()), "--status", str(status), "--chdir", str(workdir),
+           "--cpu", str(limits.cpu_s), "--mem", str(limits.mem_bytes),
+           "--fsize", str(limits.fsize_bytes), "--nofile", str(limits.nofile)]
+    if limits.nproc:
+        cmd += ["--nproc", str(limits.nproc)]
+    if limits.isolate_net:
+        cmd.append("--isolate-net")
+    if limits.drop_root:
+        cmd.append("--drop-root")
+    for num, (mode, rel) in sorted(fds.items()):
+        cmd += ["--fd", f"{num}:{mode}:{workdir / rel}"]
+    cmd += ["--", *argv]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env or {}, cwd=workdir, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, close_fds=True)
+    timed_out = threading.Event()
+
+    def kill_group() -> None:
+        timed_out.set()
+        _killpg(proc.pid)
+
+    timer = threading.Timer(limits.wall_s, kill_group)
+    timer.daemon = True
+    timer.start()
+    try:
+        # Wait without reaping: while the leader is a zombie its process-group id
+        # cannot be reused, so killing the group cannot hit an unrelated process.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    finally:
+        timer.cancel()
+        _killpg(proc.pid)  # stragglers of a program that forked before dying
+    _, wstatus, rusage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(wstatus)
+    sig = -proc.returncode if proc.returncode < 0 else None
+    notes = status.read_text().splitlines() if status.exists() else []
+    return Outcome(returncode=None if sig else proc.returncode, signal=sig,
+                   timed_out=timed_out.is_set(), wall_s=time.monotonic() - started,
+                   max_rss_kb=rusage.ru_maxrss, notes=notes)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_tail(path: Path, limit: int = 4000) -> str:
+    """Last `limit` bytes of a file the sandboxed program wrote, decoded leniently."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    return ("[... %d bytes omitted ...]\n" % (size - limit) + text) if size > limit else text
