@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agents import logsetup
 from hw_runners import get_target, target_names
 from hw_runners.base import UnknownProblemError, UnknownTargetError
 
@@ -97,6 +98,96 @@ def _print_result(name: str, r) -> None:
         console.print(f"[red]failed[/red] {name} ({r.error_kind}): {r.error}", highlight=False)
     if r.stdout:
         console.print("[dim]kernel stdout:[/dim]\n" + r.stdout, highlight=False, markup=False)
+
+
+@app.command()
+def run(
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Hardware target [gemmini-sim].")] = None,
+    problem: Annotated[Optional[str], typer.Option("--problem", "-p", help="Problem to optimize.")] = None,
+    kernel: Annotated[Optional[Path], typer.Option(help="Starting kernel (default: the problem's naive kernel).")] = None,
+    iterations: Annotated[Optional[int], typer.Option("--iterations", "-T", help="Beam-search iterations.")] = None,
+    beam: Annotated[Optional[int], typer.Option("--beam", "-B", help="Beam width.")] = None,
+    plans: Annotated[Optional[int], typer.Option("--plans", "-N", help="Plans per beam candidate.")] = None,
+    codes: Annotated[Optional[int], typer.Option("--codes", "-K", help="Code candidates per plan.")] = None,
+    dropout: Annotated[Optional[float], typer.Option(help="Menu dropout as the keep-probability of each option.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", help="Planning model (repeatable: ensembling).")] = None,
+    code_model: Annotated[Optional[list[str]], typer.Option("--code-model", help="Coding model (repeatable).")] = None,
+    evaluators: Annotated[Optional[int], typer.Option(help="Local evaluator processes (default: one per core).")] = None,
+    planners: Annotated[Optional[int], typer.Option(help="Local planner processes.")] = None,
+    coders: Annotated[Optional[int], typer.Option(help="Local coder processes.")] = None,
+    repairers: Annotated[Optional[int], typer.Option(help="Local repairer processes.")] = None,
+    max_evals: Annotated[Optional[int], typer.Option(help="Stop after this many evaluations.")] = None,
+    patience: Annotated[Optional[int], typer.Option(help="Stop after this many iterations without improvement.")] = None,
+    bind: Annotated[Optional[str], typer.Option(help="Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to create.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options.")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
+    live: Annotated[Optional[bool], typer.Option("--live/--no-live", help="Live table (default: on a terminal).")] = None,
+) -> None:
+    """Optimize a kernel: beam search over plans and code from the agents."""
+    from agents.run import RunConfig, RunError, execute
+    logsetup.configure()
+    given = {"target": target, "problem": problem, "kernel": str(kernel) if kernel else None,
+             "iterations": iterations, "beam": beam, "plans": plans, "codes": codes, "dropout": dropout,
+             "seed": seed, "models": model, "code_models": code_model, "evaluators": evaluators,
+             "planners": planners, "coders": coders, "repairers": repairers, "max_evals": max_evals,
+             "patience": patience, "bind": bind}
+    try:
+        base = RunConfig.from_toml(config) if config else {}
+        cfg = RunConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
+        summary = execute(cfg, out=out, resume=resume, live=live)
+    except RunError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if "speedup" not in summary:
+        err.print(f"[red]no result:[/red] {summary['stop_reason']}")
+        raise typer.Exit(1)
+    console.print(f"Stopped: {summary['stop_reason']} after {summary['evaluations']} evaluations.")
+    console.print(f"Best kernel: {summary['best_cycles']:,.0f} cycles vs {summary['baseline_cycles']:,.0f} "
+                  f"for the starting kernel; {summary['best_roofline']:.1%} of roofline. "
+                  f"Written to {summary['run_dir']}/best.c")
+    console.print(f"Speedup: {summary['speedup']:.2f}x")
+
+
+@app.command()
+def worker(
+    role: Annotated[str, typer.Option(help="planner, coder, repairer or evaluator.")],
+    connect: Annotated[str, typer.Option(help="Coordinator endpoint, e.g. tcp://head:5555.")],
+    secret_file: Annotated[Path, typer.Option(help="The run's secret file (copy RUN_DIR/secret, mode 0600).")],
+    impl: Annotated[Optional[str], typer.Option(help="Implementation (default: heuristic; target for evaluators).")] = None,
+    target: Annotated[str, typer.Option(help="Target an evaluator runs.")] = "gemmini-sim",
+    capacity: Annotated[int, typer.Option(help="Jobs this worker runs at once.")] = 1,
+    heartbeat: Annotated[float, typer.Option(help="Heartbeat interval until the coordinator sets its own.")] = 1.0,
+    curve_server_key: Annotated[Optional[Path], typer.Option(help="Coordinator's CurveZMQ public key file.")] = None,
+    parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.")] = None,
+) -> None:
+    """Serve jobs of one role for a running coordinator (this host or another)."""
+    from agents import coder, evaluator, planner, repairer
+    from agents.worker import serve
+    from bus.auth import SecretError, load_secret
+    from bus.curve import load_public_key
+    from bus.timing import BusTiming
+    logsetup.configure()
+    roles = {"planner": planner, "coder": coder, "repairer": repairer, "evaluator": evaluator}
+    if role not in roles:
+        err.print(f"[red]error:[/red] unknown role {role!r}; choose from {', '.join(roles)}")
+        raise typer.Exit(2)
+    impls = roles[role].IMPLEMENTATIONS
+    name = impl or next(iter(impls))
+    if name not in impls:
+        err.print(f"[red]error:[/red] role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
+        raise typer.Exit(2)
+    try:
+        key = load_secret(secret_file)
+        server_key = load_public_key(curve_server_key) if curve_server_key else None
+        implementation = impls[name](target) if role == "evaluator" else impls[name]()
+    except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
+                           target=target if role == "evaluator" else None, timing=BusTiming(heartbeat_s=heartbeat),
+                           curve_server_key=server_key, parent_pid=parent_pid))
 
 
 @app.command()

@@ -1,0 +1,223 @@
+"""Coordinator: owns all policy and all state of a run.
+
+One event loop around the ROUTER socket: agents join and leave, results come
+in, leases expire. Every job goes to an agent of the right role (and model,
+for LLM roles) that has credit left; it carries a lease and an attempt
+number. A dead agent or an expired lease puts the job back in the queue for
+another agent, up to max_attempts; a late or duplicate result is acknowledged
+and counted once. Results are committed to the run store before they are
+acknowledged.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import structlog
+
+from agents.runstore import RunStore
+from agents.search import BeamSearch, Job
+from bus.router import Event, Peer, Router
+from protocols.envelope import MessageType
+from protocols.jobs import ROLE_OF_KIND, validate_result
+from protocols.schema import ProtocolError
+
+log = structlog.get_logger("agents.coordinator")
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    lease_s: dict[str, float] = field(default_factory=lambda: {"plan": 600.0, "code": 600.0, "repair": 600.0,
+                                                                "eval": 600.0})
+    max_attempts: int = 3
+
+
+@dataclass
+class InFlight:
+    job: Job
+    peer: Peer
+    attempt: int
+    deadline: float
+    started: float
+
+
+@dataclass
+class Stats:
+    started: float = field(default_factory=time.monotonic)
+    dispatched: int = 0
+    duplicates: int = 0
+    requeued: int = 0
+    lost: int = 0
+    failed: dict[str, int] = field(default_factory=dict)   # per kind: jobs answered with ok=False
+    handler_s: float = 0.0            # time spent in coordinator logic (not waiting)
+    busy_s: dict[str, float] = field(default_factory=dict)   # per role: agent-seconds with a job
+    agent_s: dict[str, float] = field(default_factory=dict)  # per role: agent-seconds connected
+
+
+class Coordinator:
+    def __init__(self, router: Router, store: RunStore, search: BeamSearch, leases: LeasePolicy = LeasePolicy(),
+                 on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5) -> None:
+        self.router = router
+        self.store = store
+        self.search = search
+        self.leases = leases
+        self.on_progress = on_progress
+        self.progress_every_s = progress_every_s
+        self.queue: deque[Job] = deque()
+        self.attempts: dict[str, int] = {}
+        self.in_flight: dict[str, InFlight] = {}
+        self.stats = Stats()
+        self._warned: set[str] = set()
+        self._last_tick = time.monotonic()
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        t0 = time.perf_counter()
+        self.search.start()
+        self._enqueue(self.search.take_jobs())
+        self.stats.handler_s += time.perf_counter() - t0
+        next_progress = 0.0
+        while not self.search.done and not should_stop():
+            events = self.router.poll(timeout_s=0.05)
+            t0 = time.perf_counter()
+            now = time.monotonic()
+            self._account(now)
+            for ev in events:
+                self._on_event(ev)
+            self._expire_leases(now)
+            self._enqueue(self.search.take_jobs())
+            self._dispatch(now)
+            self.stats.handler_s += time.perf_counter() - t0
+            if self.on_progress and now >= next_progress:
+                next_progress = now + self.progress_every_s
+                self.on_progress(self)
+        if self.on_progress:
+            self.on_progress(self)
+
+    # -- events -------------------------------------------------------------------
+    def _on_event(self, ev: Event) -> None:
+        if ev.kind == "joined":
+            log.info("agent_joined", agent=ev.peer.describe(), models=ev.peer.models, capacity=ev.peer.capacity)
+        elif ev.kind in ("dead", "left"):
+            log.warning("agent_gone", agent=ev.peer.describe(), how=ev.kind, jobs=len(ev.peer.in_flight))
+            for job_id in list(ev.peer.in_flight):
+                self._requeue(job_id, f"agent {ev.peer.describe()} {'died' if ev.kind == 'dead' else 'left'}")
+        elif ev.kind == "message" and ev.message.type is MessageType.RESULT:
+            self._on_result(ev.peer, ev.message.body)
+
+    def _on_result(self, peer: Peer, body: dict) -> None:
+        job_id = body["job_id"]
+        flight = self.in_flight.get(job_id)
+        peer.in_flight.discard(job_id)
+        if flight is None or job_id not in self.search.outstanding:
+            self.stats.duplicates += 1     # late, duplicate or already-settled: ack, count nothing
+            self.router.send(peer, MessageType.ACK, {"job_id": job_id})
+            return
+        ok, payload, error = bool(body["ok"]), body.get("payload"), body.get("error")
+        if ok:
+            try:
+                validate_result(flight.job.kind, payload or {})
+            except ProtocolError as exc:
+                ok, payload, error = False, None, f"malformed result from {peer.describe()}: {exc}"
+        if flight.peer is not peer:
+            flight.peer.in_flight.discard(job_id)
+        del self.in_flight[job_id]
+        with self.store.tx():
+            self.store.end_attempt(job_id, body["attempt"], "ok" if ok else "failed")
+            self.store.finish_job(job_id, ok, payload, error, "done" if ok else "failed")
+            for call in (payload or {}).get("calls", []) if isinstance(payload, dict) else []:
+                if isinstance(call, dict):
+                    self.store.add_model_call(job_id, ROLE_OF_KIND[flight.job.kind], call)
+            self.search.on_result(job_id, ok, payload, error)
+        self.router.send(peer, MessageType.ACK, {"job_id": job_id})  # only after the commit above
+        if not ok:
+            self.stats.failed[flight.job.kind] = self.stats.failed.get(flight.job.kind, 0) + 1
+            log.debug("job_failed", kind=flight.job.kind, job=job_id, error=(error or "")[:300])
+
+    # -- leases -------------------------------------------------------------------
+    def _expire_leases(self, now: float) -> None:
+        for job_id, flight in list(self.in_flight.items()):
+            if now > flight.deadline:
+                flight.peer.in_flight.discard(job_id)
+                self._requeue(job_id, f"lease of {self.leases.lease_s[flight.job.kind]:g} s expired on "
+                                      f"{flight.peer.describe()}")
+
+    def _requeue(self, job_id: str, why: str) -> None:
+        flight = self.in_flight.pop(job_id, None)
+        if flight is None:
+            return
+        self.store.end_attempt(job_id, flight.attempt, f"lost: {why}")
+        if self.attempts[job_id] >= self.leases.max_attempts:
+            self.stats.lost += 1
+            error = f"job lost after {self.attempts[job_id]} attempts (last: {why})"
+            with self.store.tx():
+                self.store.finish_job(job_id, False, None, error, "failed")
+                self.search.on_result(job_id, False, None, error)
+            log.error("job_lost", kind=flight.job.kind, job=job_id, why=why)
+            return
+        self.stats.requeued += 1
+        self.store.requeue_job(job_id)
+        self.queue.appendleft(flight.job)
+        log.warning("job_requeued", kind=flight.job.kind, job=job_id, why=why)
+
+    # -- dispatch -----------------------------------------------------------------
+    def _enqueue(self, jobs: list[Job]) -> None:
+        self.queue.extend(jobs)
+
+    def _dispatch(self, now: float) -> None:
+        if not self.queue:
+            return
+        waiting: deque[Job] = deque()
+        # evaluations first: they are on the critical path and the expensive resource
+        for job in sorted(self.queue, key=lambda j: j.kind != "eval"):
+            peer = self._pick_agent(job)
+            if peer is None:
+                waiting.append(job)
+                continue
+            attempt = self.attempts.get(job.id, 0) + 1
+            self.attempts[job.id] = attempt
+            lease = self.leases.lease_s[job.kind]
+            body = {"job_id": job.id, "kind": job.kind, "attempt": attempt, "lease_s": lease, "payload": job.payload}
+            if not self.router.send(peer, MessageType.JOB, body):
+                self.attempts[job.id] -= 1
+                waiting.append(job)
+                continue
+            peer.in_flight.add(job.id)
+            self.in_flight[job.id] = InFlight(job, peer, attempt, now + lease, now)
+            self.store.start_attempt(job.id, attempt, peer.describe())
+            self.stats.dispatched += 1
+        self.queue = waiting
+
+    def _pick_agent(self, job: Job) -> Peer | None:
+        role = ROLE_OF_KIND[job.kind]
+        target = job.payload["problem"]["target"]
+        best = None
+        for peer in self.router.peers.values():
+            if peer.role != role or peer.credit <= 0:
+                continue
+            if role == "evaluator" and peer.target != target:
+                continue
+            if role != "evaluator" and job.model is not None and job.model not in peer.models:
+                continue
+            if best is None or peer.credit > best.credit:
+                best = peer
+        if best is None:
+            key = f"{role}:{job.model}"
+            if key not in self._warned and not any(p.role == role for p in self.router.alive()):
+                self._warned.add(key)
+                log.warning("no_agent_for_job", role=role, model=job.model, target=target)
+        return best
+
+    def _account(self, now: float) -> None:
+        dt = now - self._last_tick
+        self._last_tick = now
+        for peer in self.router.peers.values():
+            if peer.state == "dead":
+                continue
+            self.stats.agent_s[peer.role] = self.stats.agent_s.get(peer.role, 0.0) + dt * peer.capacity
+            self.stats.busy_s[peer.role] = self.stats.busy_s.get(peer.role, 0.0) + dt * len(peer.in_flight)
+
+    def busy_fraction(self, role: str) -> float:
+        total = self.stats.agent_s.get(role, 0.0)
+        return self.stats.busy_s.get(role, 0.0) / total if total else 0.0

@@ -1,0 +1,77 @@
+"""Live progress of a run: a rich table on a terminal, a plain line every few
+seconds otherwise (CI logs, files)."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from agents.coordinator import Coordinator
+
+
+class Progress:
+    def __init__(self, cfg, problem: str, live: bool | None = None, plain_every_s: float = 5.0) -> None:
+        self.cfg = cfg
+        self.problem = problem
+        self.console = Console(stderr=True)
+        self.live_mode = sys.stderr.isatty() if live is None else live
+        self.plain_every_s = plain_every_s
+        self._live: Live | None = None
+        self._last_plain = 0.0
+
+    def __enter__(self) -> "Progress":
+        if self.live_mode:
+            self._live = Live(Table(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live:
+            self._live.__exit__(*exc)
+
+    def snapshot(self, coord: "Coordinator") -> dict:
+        s = coord.search
+        base, best = s.baseline, s.best
+        return {"iteration": s.iteration, "iterations": self.cfg.iterations, "evals": s.evals_done,
+                "beam": [c.cycles for c in s.beam],
+                "speedup": base.cycles / best.cycles if base and best else None,
+                "roofline": (best.result or {}).get("roofline_fraction") if best else None,
+                "evaluator_busy": coord.busy_fraction("evaluator"), "queued": len(coord.queue),
+                "in_flight": len(coord.in_flight), "requeued": coord.stats.requeued,
+                "agents": len(coord.router.alive())}
+
+    def update(self, coord: "Coordinator") -> None:
+        snap = self.snapshot(coord)
+        if self._live:
+            self._live.update(self._table(snap))
+        elif time.monotonic() - self._last_plain >= self.plain_every_s:
+            self._last_plain = time.monotonic()
+            speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
+            self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
+                               f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
+                               f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}",
+                               highlight=False)
+
+    @staticmethod
+    def _beam(snap: dict) -> str:
+        return ", ".join(f"{c:,.0f}" for c in snap["beam"][:6]) or "-"
+
+    def _table(self, snap: dict) -> Table:
+        t = Table(title=f"{self.problem}: beam search", show_header=False, min_width=60)
+        t.add_column(style="bold")
+        t.add_column()
+        t.add_row("iteration", f"{snap['iteration']} / {snap['iterations']}")
+        t.add_row("best speedup", f"{snap['speedup']:.2f}x" if snap["speedup"] else "-")
+        t.add_row("best % of roofline", f"{snap['roofline']:.1%}" if snap["roofline"] else "-")
+        t.add_row("beam (cycles)", self._beam(snap))
+        t.add_row("evaluations", str(snap["evals"]))
+        t.add_row("evaluators busy", f"{snap['evaluator_busy']:.0%}")
+        t.add_row("jobs queued / running", f"{snap['queued']} / {snap['in_flight']}")
+        t.add_row("agents connected", str(snap["agents"]))
+        t.add_row("jobs requeued", str(snap["requeued"]))
+        return t

@@ -1,0 +1,147 @@
+"""SQLite run store (WAL), one database per run directory.
+
+Holds everything needed to audit a run and to resume it: the configuration,
+every job (content-derived id, payload, attempts, result), every candidate
+(content-hash id, parent, plan, code, iteration), every evaluation, every
+model call and the beam after each iteration. The coordinator commits a
+result before acknowledging it, so an acknowledged result is never lost.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, iteration INTEGER NOT NULL, payload TEXT NOT NULL,
+    state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, ok INTEGER, result TEXT, error TEXT,
+    created REAL NOT NULL, finished REAL);
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL, attempt INTEGER NOT NULL, agent TEXT NOT NULL, started REAL NOT NULL,
+    finished REAL, outcome TEXT, PRIMARY KEY (job_id, attempt));
+CREATE TABLE IF NOT EXISTS candidates (
+    id TEXT PRIMARY KEY, parent_id TEXT, iteration INTEGER NOT NULL, plan_job TEXT, origin TEXT NOT NULL,
+    model TEXT, code TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS evals (
+    candidate_id TEXT PRIMARY KEY, correct INTEGER NOT NULL, cycles REAL, utilization REAL,
+    roofline REAL, error_kind TEXT, error TEXT, feedback TEXT, job_id TEXT);
+CREATE TABLE IF NOT EXISTS plans (
+    job_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, iteration INTEGER NOT NULL, model TEXT,
+    option_id TEXT, text TEXT, params TEXT, menu TEXT);
+CREATE TABLE IF NOT EXISTS model_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT, role TEXT, model TEXT, prompt_hash TEXT,
+    tokens_in INTEGER, tokens_out INTEGER, cost REAL, latency REAL, outcome TEXT, created REAL);
+CREATE TABLE IF NOT EXISTS beams (
+    iteration INTEGER NOT NULL, rank INTEGER NOT NULL, candidate_id TEXT NOT NULL, cycles REAL,
+    PRIMARY KEY (iteration, rank));
+"""
+
+
+class RunStore:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable at checkpoints, safe on crash
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def tx(self):
+        """`with store.tx():` groups writes into one transaction (one fsync)."""
+        return _Tx(self.db)
+
+    # -- meta -----------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    # -- jobs -----------------------------------------------------------------------------
+    def add_job(self, job_id: str, kind: str, iteration: int, payload: dict) -> None:
+        self.db.execute("INSERT OR IGNORE INTO jobs (id, kind, iteration, payload, state, created) "
+                        "VALUES (?, ?, ?, ?, 'pending', ?)", (job_id, kind, iteration, json.dumps(payload), time.time()))
+
+    def finished_job(self, job_id: str) -> tuple[bool, dict | None, str | None] | None:
+        row = self.db.execute("SELECT ok, result, error FROM jobs WHERE id = ? AND state IN ('done', 'failed')",
+                              (job_id,)).fetchone()
+        if row is None:
+            return None
+        return bool(row[0]), json.loads(row[1]) if row[1] else None, row[2]
+
+    def start_attempt(self, job_id: str, attempt: int, agent: str) -> None:
+        self.db.execute("UPDATE jobs SET state = 'leased', attempts = ? WHERE id = ?", (attempt, job_id))
+        self.db.execute("INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, NULL, NULL)",
+                        (job_id, attempt, agent, time.time()))
+
+    def end_attempt(self, job_id: str, attempt: int, outcome: str) -> None:
+        self.db.execute("UPDATE attempts SET finished = ?, outcome = ? WHERE job_id = ? AND attempt = ?",
+                        (time.time(), outcome, job_id, attempt))
+
+    def finish_job(self, job_id: str, ok: bool, result: dict | None, error: str | None, state: str = "done") -> None:
+        self.db.execute("UPDATE jobs SET state = ?, ok = ?, result = ?, error = ?, finished = ? WHERE id = ?",
+                        (state, int(ok), json.dumps(result) if result is not None else None, error, time.time(), job_id))
+
+    def requeue_job(self, job_id: str) -> None:
+        self.db.execute("UPDATE jobs SET state = 'pending' WHERE id = ?", (job_id,))
+
+    # -- search records -----------------------------------------------------------------
+    def add_candidate(self, cid: str, parent_id: str | None, iteration: int, plan_job: str | None,
+                      origin: str, model: str | None, code: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (cid, parent_id, iteration, plan_job, origin, model, code, time.time()))
+
+    def add_eval(self, cid: str, job_id: str, r: dict) -> None:
+        self.db.execute("INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (cid, int(r["correct"]), r.get("cycles"), r.get("utilization"), r.get("roofline_fraction"),
+                         r.get("error_kind"), r.get("error"), json.dumps(r.get("feedback") or {}), job_id))
+
+    def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: dict, menu: list[str]) -> None:
+        self.db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (job_id, parent_id, iteration, model, plan.get("option_id"), plan.get("text"),
+                         json.dumps(plan.get("params") or {}), json.dumps(menu)))
+
+    def add_model_call(self, job_id: str, role: str, call: dict) -> None:
+        self.db.execute("INSERT INTO model_calls (job_id, role, model, prompt_hash, tokens_in, tokens_out, cost, "
+                        "latency, outcome, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (job_id, role, call.get("model"), call.get("prompt_hash"), call.get("tokens_in", 0),
+                         call.get("tokens_out", 0), call.get("cost", 0.0), call.get("latency", 0.0),
+                         call.get("outcome", "ok"), time.time()))
+
+    def set_beam(self, iteration: int, beam: list[tuple[str, float]]) -> None:
+        self.db.execute("DELETE FROM beams WHERE iteration = ?", (iteration,))
+        self.db.executemany("INSERT INTO beams VALUES (?, ?, ?, ?)",
+                            [(iteration, rank, cid, cycles) for rank, (cid, cycles) in enumerate(beam)])
+
+    def beam(self, iteration: int | None = None) -> list[tuple[str, float]]:
+        if iteration is None:
+            row = self.db.execute("SELECT MAX(iteration) FROM beams").fetchone()
+            iteration = row[0]
+        return [(r[0], r[1]) for r in self.db.execute(
+            "SELECT candidate_id, cycles FROM beams WHERE iteration = ? ORDER BY rank", (iteration,))]
+
+    def candidate_code(self, cid: str) -> str | None:
+        row = self.db.execute("SELECT code FROM candidates WHERE id = ?", (cid,)).fetchone()
+        return row[0] if row else None
+
+    def count(self, table: str, where: str = "1=1") -> int:
+        return self.db.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
+
+
+class _Tx:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN")
+        return self
+
+    def __exit__(self, exc_type, *_):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -1,0 +1,303 @@
+"""Beam search policy: which jobs to run next, given the results so far.
+
+Pure logic, no sockets: the coordinator feeds results in and dispatches the
+jobs that come out. Within an iteration nothing waits for a stage: a plan
+immediately yields K code jobs, a code immediately yields its evaluation, a
+failed evaluation immediately yields a repair. Only the beam selection at the
+end of an iteration waits for the iteration's jobs.
+
+Everything random or order-dependent is derived from content: job ids hash
+what the job is, the dropout draw of a plan request is seeded by (run seed,
+iteration, parent, index), models are assigned by position, and the beam is
+sorted by (cycles, id). Hence results may arrive in any order, and a resumed
+run that replays stored results reaches exactly the same beam.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.runstore import RunStore
+
+
+def content_id(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
+
+
+def seed_of(*parts: Any) -> int:
+    return int(content_id(*parts)[:12], 16)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    iterations: int = 8            # T
+    beam: int = 4                  # B
+    plans: int = 4                 # N plans per parent
+    codes: int = 2                 # K codes per plan
+    keep_prob: float = 0.3         # menu dropout: probability that an option is kept
+    seed: int = 0
+    plan_models: tuple[str, ...] = ("heuristic",)
+    code_models: tuple[str, ...] = ("heuristic",)
+    max_repairs: int = 1           # repair attempts per failed candidate
+    patience: int = 3              # stop after this many iterations without a new best
+    max_evals: int | None = None   # stop dispatching evaluations after this many
+    stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
+    eval_seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "beam", "plans", "codes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not 0 < self.keep_prob <= 1:
+            raise ValueError("dropout keep-probability must be in (0, 1]")
+        if not self.plan_models or not self.code_models:
+            raise ValueError("at least one planning and one coding model are needed")
+
+
+@dataclass
+class Candidate:
+    id: str
+    code: str
+    parent_id: str | None
+    iteration: int
+    origin: str                     # initial | code | repair
+    plan: dict | None = None
+    plan_job: str | None = None
+    model: str | None = None
+    repairs: int = 0
+    result: dict | None = None
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.result and self.result.get("correct"))
+
+    @property
+    def cycles(self) -> float:
+        return float(self.result["cycles"]) if self.correct else float("inf")
+
+    def as_parent(self) -> dict:
+        r = self.result or {}
+        return {"id": self.id, "code": self.code, "cycles": r.get("cycles"),
+                "feedback_text": r.get("feedback_text", ""), "metrics": r.get("feedback") or {}}
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str                       # plan | code | repair | eval
+    iteration: int
+    payload: dict
+    model: str | None = None        # which model must serve it (None: any agent of the role)
+    ctx: dict = field(default_factory=dict)
+
+
+class BeamSearch:
+    def __init__(self, cfg: SearchConfig, problem: dict, initial_code: str, menu: list[dict],
+                 store: RunStore | None = None) -> None:
+        self.cfg = cfg
+        self.problem = problem
+        self.menu = menu
+        self.store = store
+        self.initial_code = initial_code
+        self.candidates: dict[str, Candidate] = {}
+        self.beam: list[Candidate] = []
+        self.baseline: Candidate | None = None
+        self.iteration = 0
+        self.jobs: dict[str, Job] = {}
+        self.outstanding: set[str] = set()
+        self.queue: deque[Job] = deque()
+        self._replayed: deque[tuple[str, bool, dict | None, str | None]] = deque()
+        self.evals_emitted = 0
+        self.evals_done = 0
+        self.replayed_results = 0
+        self.stale_iterations = 0
+        self.done = False
+        self.stop_reason = ""
+        self.history: list[dict] = []   # one entry per finished iteration
+
+    # -- public API ---------------------------------------------------------------------
+    def start(self) -> None:
+        cand = self._candidate(self.initial_code, None, 0, "initial")
+        self._emit_eval(cand)
+        self._drain()
+
+    def take_jobs(self) -> list[Job]:
+        jobs = list(self.queue)
+        self.queue.clear()
+        return jobs
+
+    def on_result(self, job_id: str, ok: bool, payload: dict | None, error: str | None) -> None:
+        self._resolve(job_id, ok, payload, error)
+        self._drain()
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.beam[0] if self.beam else None
+
+    # -- internals ---------------------------------------------------------------------
+    def _drain(self) -> None:
+        while self._replayed:
+            self._resolve(*self._replayed.popleft())
+        if not self.outstanding and not self.done:
+            self._advance()
+            if self._replayed:
+                self._drain()
+
+    def _resolve(self, job_id: str, ok: bool, payload: dict | None, error: str | None) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or job_id not in self.outstanding:
+            return  # duplicate or late result: counted once
+        self.outstanding.discard(job_id)
+        {"plan": self._on_plan, "code": self._on_code, "repair": self._on_code, "eval": self._on_eval}[job.kind](
+            job, ok, payload or {}, error)
+
+    def _emit(self, job: Job) -> None:
+        if job.id in self.jobs:
+            return
+        self.jobs[job.id] = job
+        self.outstanding.add(job.id)
+        stored = self.store.finished_job(job.id) if self.store else None
+        if stored is not None:
+            self.replayed_results += 1
+            self._replayed.append((job.id, *stored))
+            return
+        if self.store:
+            self.store.add_job(job.id, job.kind, job.iteration, job.payload)
+        self.queue.append(job)
+
+    def _candidate(self, code: str, parent: Candidate | None, iteration: int, origin: str, **extra: Any) -> Candidate:
+        cid = content_id("candidate", parent.id if parent else None, code)
+        if cid not in self.candidates:
+            self.candidates[cid] = Candidate(cid, code, parent.id if parent else None, iteration, origin, **extra)
+            if self.store:
+                self.store.add_candidate(cid, parent.id if parent else None, iteration, extra.get("plan_job"),
+                                         origin, extra.get("model"), code)
+        return self.candidates[cid]
+
+    def _emit_eval(self, cand: Candidate) -> None:
+        if self.cfg.max_evals is not None and self.evals_emitted >= self.cfg.max_evals:
+            return
+        self.evals_emitted += 1
+        code_hash = hashlib.sha256(cand.code.encode()).hexdigest()
+        jid = content_id("eval", self.problem["target"], self.problem["name"], code_hash, self.cfg.eval_seed)
+        job = Job(jid, "eval", self.iteration, {"problem": self.problem, "code": cand.code, "seed": self.cfg.eval_seed},
+                  ctx={"cids": [cand.id]})
+        if jid in self.jobs:  # same code already being evaluated for another parent: share the result
+            other = self.jobs[jid]
+            other.ctx["cids"].append(cand.id)
+            if jid not in self.outstanding:
+                first = self.candidates[other.ctx["cids"][0]]
+                cand.result = first.result
+            return
+        self._emit(job)
+
+    def _on_eval(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
+        result = payload if ok else {"correct": False, "error": error or "evaluation failed", "error_kind": "lost"}
+        self.evals_done += 1
+        for cid in job.ctx["cids"]:
+            cand = self.candidates[cid]
+            cand.result = result
+            if self.store:
+                self.store.add_eval(cid, job.id, result)
+            if not cand.correct and cand.iteration > 0 and cand.repairs < self.cfg.max_repairs \
+                    and result.get("error_kind") != "lost" and cand.plan is not None:
+                self._emit_repair(cand)
+
+    def _emit_repair(self, cand: Candidate) -> None:
+        models = self.cfg.code_models
+        model = models[(seed_of("repair-model", cand.id)) % len(models)]
+        r = cand.result or {}
+        payload = {"problem": self.problem, "plan": cand.plan, "code": cand.code,
+                   "error": (r.get("error") or "unknown failure")[:60000], "stdout": (r.get("stdout") or "")[:60000],
+                   "model": model, "seed": seed_of(self.cfg.seed, "repair", cand.id)}
+        jid = content_id("repair", cand.id, model, cand.repairs)
+        self._emit(Job(jid, "repair", self.iteration, payload, model,
+                       ctx={"parent_id": cand.parent_id, "plan": cand.plan, "plan_job": cand.plan_job,
+                            "repairs": cand.repairs + 1}))
+
+    def _on_plan(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
+        if not ok:
+            return
+        plan = payload["plan"]
+        if self.store:
+            self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, payload.get("model", job.model), plan,
+                                [o["id"] for o in job.payload["menu"]])
+        parent = self.candidates[job.ctx["parent_id"]]
+        models = self.cfg.code_models
+        for c in range(self.cfg.codes):
+            model = models[(job.ctx["index"] * self.cfg.codes + c) % len(models)]
+            code_payload = {"problem": self.problem, "parent": parent.as_parent(), "plan": plan, "model": model,
+                            "seed": seed_of(self.cfg.seed, "code", job.id, c)}
+            self._emit(Job(content_id("code", job.id, c, model), "code", job.iteration, code_payload, model,
+                           ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
+
+    def _on_code(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
+        if not ok:
+            return
+        parent = self.candidates[job.ctx["parent_id"]]
+        fresh = content_id("candidate", parent.id, payload["code"]) not in self.candidates
+        cand = self._candidate(payload["code"], parent, job.iteration, job.kind, plan=job.ctx["plan"],
+                               plan_job=job.ctx["plan_job"], model=payload.get("model", job.model),
+                               repairs=job.ctx.get("repairs", 0))
+        if fresh:
+            self._emit_eval(cand)
+
+    def _advance(self) -> None:
+        it = self.iteration
+        if it == 0:
+            base = next(iter(self.candidates.values()))
+            if not base.correct:
+                self.done = True
+                self.stop_reason = f"the initial kernel is not correct: {(base.result or {}).get('error')}"
+                return
+            self.baseline = base
+            self.beam = [base]
+        else:
+            old_best = self.best.cycles
+            new = [c for c in self.candidates.values()
+                   if c.iteration == it and c.correct and c.cycles < self.candidates[c.parent_id].cycles]
+            pool: dict[str, Candidate] = {}
+            for c in sorted(self.beam + new, key=lambda c: (c.cycles, c.id)):
+                pool.setdefault(hashlib.sha256(c.code.encode()).hexdigest(), c)  # one entry per distinct code
+            self.beam = list(pool.values())[:self.cfg.beam]
+            self.stale_iterations = 0 if self.best.cycles < old_best else self.stale_iterations + 1
+        if self.store:
+            self.store.set_beam(it, [(c.id, c.cycles) for c in self.beam])
+        self.history.append({"iteration": it, "beam": [c.cycles for c in self.beam], "evals": self.evals_done})
+        self.stop_reason = self._stop_reason()
+        if self.stop_reason:
+            self.done = True
+            return
+        self.iteration += 1
+        for rank, parent in enumerate(self.beam):
+            for j in range(self.cfg.plans):
+                self._emit_plan(parent, rank * self.cfg.plans + j, j)
+        if not self.outstanding:
+            self.done, self.stop_reason = True, "no jobs left to run"
+
+    def _emit_plan(self, parent: Candidate, index: int, j: int) -> None:
+        seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
+        rng = random.Random(seed)
+        kept = [o for o in self.menu if rng.random() < self.cfg.keep_prob] or [rng.choice(self.menu)]
+        model = self.cfg.plan_models[index % len(self.cfg.plan_models)]
+        payload = {"problem": self.problem, "parent": parent.as_parent(), "menu": kept, "model": model,
+                   "iteration": self.iteration, "iterations": self.cfg.iterations, "seed": seed}
+        jid = content_id("plan", parent.id, self.iteration, j, model, [o["id"] for o in kept], seed)
+        self._emit(Job(jid, "plan", self.iteration, payload, model, ctx={"parent_id": parent.id, "index": index}))
+
+    def _stop_reason(self) -> str:
+        cfg = self.cfg
+        if self.iteration >= cfg.iterations:
+            return f"finished {cfg.iterations} iterations"
+        if self.iteration > 0 and self.stale_iterations >= cfg.patience:
+            return f"no improvement for {cfg.patience} iterations"
+        if cfg.max_evals is not None and self.evals_emitted >= cfg.max_evals:
+            return f"evaluation budget of {cfg.max_evals} spent"
+        best = self.best.result or {}
+        if cfg.stop_roofline is not None and (best.get("roofline_fraction") or 0) >= cfg.stop_roofline:
+            return f"reached {best['roofline_fraction']:.1%} of roofline"
+        return ""

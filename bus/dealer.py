@@ -1,0 +1,217 @@
+"""Agent side of the bus: one DEALER socket owned by an I/O thread.
+
+The I/O thread performs the HELLO/WELCOME handshake, sends heartbeats even
+while the agent's worker threads are busy for minutes, watches the
+coordinator's heartbeats, reconnects forever with exponential backoff and
+jitter, and re-sends results the coordinator has not acknowledged yet.
+Worker threads only see two calls: next_job() and send_result().
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import random
+import socket
+import threading
+import time
+from typing import Any
+
+import structlog
+import zmq
+
+from bus.auth import Signer
+from bus.timing import BusTiming
+from bus.wire import Codec, Message
+from protocols.envelope import MAX_FRAME_BYTES, MessageType
+from protocols.schema import ProtocolError
+
+log = structlog.get_logger("bus.dealer")
+_ids = itertools.count()
+
+
+class Dealer:
+    def __init__(self, connect: str, key: bytes, hello: dict[str, Any], timing: BusTiming = BusTiming(),
+                 curve_server_key: bytes | None = None, ctx: zmq.Context | None = None) -> None:
+        self.ctx = ctx or zmq.Context.instance()
+        self.connect_to = connect
+        self.timing = timing
+        self.curve_server_key = curve_server_key
+        self.hello = {"host": socket.gethostname(), "pid": os.getpid(), **hello}
+        name = f"{self.hello['role']}-{self.hello['host']}-{self.hello['pid']}-{next(_ids)}"
+        self.codec = Codec(Signer(key), name)
+        self.identity = f"{name}-{self.codec.incarnation:x}".encode()
+        self.jobs: queue.Queue[Message | None] = queue.Queue()
+        self.connected = threading.Event()
+        self.finished = threading.Event()          # coordinator said DISCONNECT
+        self.reconnects = 0
+        self.rejected = 0
+        self._outbox: queue.Queue[tuple[MessageType, dict]] = queue.Queue()
+        self._unacked: dict[str, dict] = {}        # job_id -> RESULT body
+        self._stop = threading.Event()
+        self._wake_addr = f"inproc://dealer-wake-{id(self)}"
+        self._wake_pull = self.ctx.socket(zmq.PULL)
+        self._wake_pull.bind(self._wake_addr)
+        self._local = threading.local()
+        self._pushers: list[zmq.Socket] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="bus-io", daemon=True)
+
+    # -- API for worker threads ----------------------------------------------------
+    def start(self) -> "Dealer":
+        self._thread.start()
+        return self
+
+    def next_job(self, timeout: float | None = None) -> Message | None:
+        """The next JOB/CANCEL message; None once the run is over or on timeout."""
+        try:
+            return self.jobs.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def send_result(self, body: dict[str, Any]) -> None:
+        self._outbox.put((MessageType.RESULT, body))
+        self._wake()
+
+    def close(self, reason: str = "agent stopping") -> None:
+        if self._thread.is_alive():
+            self._outbox.put((MessageType.DISCONNECT, {"reason": reason}))
+            self._wake()
+            self._stop.set()
+            self._thread.join(timeout=2)
+        with self._lock:
+            for s in self._pushers:
+                s.close(linger=0)
+        self._wake_pull.close(linger=0)
+
+    def _wake(self) -> None:
+        push = getattr(self._local, "push", None)
+        if push is None:
+            push = self._local.push = self.ctx.socket(zmq.PUSH)
+            push.setsockopt(zmq.LINGER, 0)
+            push.connect(self._wake_addr)
+            with self._lock:
+                self._pushers.append(push)
+        push.send(b"", zmq.NOBLOCK)
+
+    # -- I/O thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = self.timing.reconnect_min_s
+        while not self._stop.is_set():
+            sock = self._socket()
+            reason = "handshake"
+            if self._handshake(sock):
+                backoff = self.timing.reconnect_min_s
+                self.connected.set()
+                reason = self._serve(sock)
+                self.connected.clear()
+            sock.close(linger=0)
+            if reason in ("disconnect", "stop"):
+                break
+            self.reconnects += 1
+            delay = backoff * random.uniform(0.5, 1.0)
+            log.info("reconnecting", to=self.connect_to, reason=reason, delay_s=round(delay, 2))
+            self._stop.wait(delay)
+            backoff = min(backoff * 2, self.timing.reconnect_max_s)
+        self.jobs.put(None)
+
+    def _socket(self) -> zmq.Socket:
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, self.identity)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)       # queue nothing for a peer that is not connected
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
+        if self.curve_server_key:
+            public, secret = zmq.curve_keypair()
+            sock.curve_serverkey = self.curve_server_key
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
+        sock.connect(self.connect_to)
+        return sock
+
+    def _send(self, sock: zmq.Socket, mtype: MessageType, body: dict) -> bool:
+        try:
+            sock.send_multipart(self.codec.encode(mtype, body), zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError:
+            return False
+
+    def _recv(self, sock: zmq.Socket) -> Message | None:
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        try:
+            msg = self.codec.decode(frames)
+        except (ProtocolError, ValueError) as exc:
+            self.rejected += 1
+            log.warning("rejected_frame", reason=str(exc)[:200])
+            return Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+        if not msg.sender.startswith("coordinator:"):
+            self.rejected += 1
+            return Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+        return msg
+
+    def _handshake(self, sock: zmq.Socket) -> bool:
+        deadline = time.monotonic() + self.timing.handshake_timeout_s
+        sent = False
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if not sent:
+                sent = self._send(sock, MessageType.HELLO, self.hello)
+            if sock.poll(50):
+                while (msg := self._recv(sock)) is not None:
+                    if msg.type is MessageType.WELCOME:
+                        self.welcome = msg.body
+                        return True
+        return False
+
+    def _serve(self, sock: zmq.Socket) -> str:
+        hb = float(self.welcome["heartbeat_s"])
+        dead_s = hb * int(self.welcome["dead_after"])
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_pull, zmq.POLLIN)
+        last_heard = now = time.monotonic()
+        next_hb = now + hb
+        for body in list(self._unacked.values()):   # results the previous coordinator link lost
+            self._send(sock, MessageType.RESULT, body)
+        while True:
+            ready = dict(poller.poll(max(0.0, next_hb - time.monotonic()) * 1000))
+            now = time.monotonic()
+            if sock in ready:
+                while (msg := self._recv(sock)) is not None:
+                    if msg.sender:
+                        last_heard = now
+                    if msg.type in (MessageType.JOB, MessageType.CANCEL):
+                        self.jobs.put(msg)
+                    elif msg.type is MessageType.ACK:
+                        self._unacked.pop(msg.body["job_id"], None)
+                    elif msg.type is MessageType.DISCONNECT:
+                        self.finished.set()
+                        return "disconnect"
+                    elif msg.type is MessageType.ERROR and msg.body["code"] == "unknown_peer":
+                        return "unknown to coordinator"
+            if self._wake_pull in ready:
+                while True:
+                    try:
+                        self._wake_pull.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+            while True:
+                try:
+                    mtype, body = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if mtype is MessageType.RESULT:
+                    self._unacked[body["job_id"]] = body
+                self._send(sock, mtype, body)
+                if mtype is MessageType.DISCONNECT:
+                    return "stop"
+            if self._stop.is_set():
+                return "stop"
+            if now >= next_hb:
+                self._send(sock, MessageType.HEARTBEAT, {})
+                next_hb = now + hb
+            if now - last_heard > dead_s:
+                return "coordinator silent"

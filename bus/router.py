@@ -1,0 +1,171 @@
+"""Coordinator side of the bus: one ROUTER socket, a table of peers with
+liveness (alive -> suspect -> dead) and credit (jobs in flight vs the
+capacity each agent declared in HELLO). Not thread-safe: owned by the
+coordinator's event loop, which calls poll() regularly."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import zmq
+
+from bus.auth import Signer
+from bus.timing import BusTiming
+from bus.wire import Codec, Message
+from protocols.envelope import MAX_FRAME_BYTES, MessageType
+from protocols.schema import ProtocolError
+
+log = structlog.get_logger("bus.router")
+
+
+@dataclass
+class Peer:
+    identity: bytes
+    sender: str
+    role: str
+    impl: str
+    models: list[str]
+    target: str | None
+    capacity: int
+    host: str
+    pid: int
+    joined: float
+    last_seen: float
+    state: str = "alive"          # alive | suspect | dead
+    in_flight: set[str] = field(default_factory=set)
+
+    @property
+    def credit(self) -> int:
+        return self.capacity - len(self.in_flight) if self.state == "alive" else 0
+
+    def describe(self) -> str:
+        return f"{self.role}/{self.impl}@{self.host}:{self.pid}"
+
+
+@dataclass
+class Event:
+    kind: str                     # joined | message | suspect | dead | left
+    peer: Peer
+    message: Message | None = None
+
+
+class Router:
+    def __init__(self, binds: list[str], key: bytes, run_id: str, timing: BusTiming = BusTiming(),
+                 curve_secret_key: bytes | None = None, ctx: zmq.Context | None = None) -> None:
+        self.ctx = ctx or zmq.Context.instance()
+        self.timing = timing
+        self.run_id = run_id
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # unroutable sends raise instead of vanishing
+        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a reconnecting agent takes over its identity
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        self.sock.setsockopt(zmq.SNDHWM, 100_000)
+        self.sock.setsockopt(zmq.RCVHWM, 100_000)
+        self.sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
+        if curve_secret_key:
+            self.sock.curve_server = True
+            self.sock.curve_secretkey = curve_secret_key
+        self.endpoints = []
+        for b in binds:
+            self.sock.bind(b)
+            self.endpoints.append(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        self.codec = Codec(Signer(key), f"coordinator:{run_id}")
+        self.peers: dict[bytes, Peer] = {}
+        self.rejected: Counter[str] = Counter()
+        self.messages_in = 0
+        self._next_heartbeat = 0.0
+
+    # -- receiving ---------------------------------------------------------------
+    def poll(self, timeout_s: float, max_messages: int = 1000) -> list[Event]:
+        events: list[Event] = []
+        if self.sock.poll(max(0, int(timeout_s * 1000))):
+            for _ in range(max_messages):
+                try:
+                    frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=True)
+                except zmq.Again:
+                    break
+                self._handle(frames, events)
+        self._tick(time.monotonic(), events)
+        return events
+
+    def _handle(self, frames: list[bytes], events: list[Event]) -> None:
+        identity = frames[0]
+        try:
+            msg = self.codec.decode(frames[1:])
+        except (ProtocolError, ValueError) as exc:
+            reason = str(exc).split(":")[0][:80]
+            self.rejected[reason] += 1
+            if sum(self.rejected.values()) <= 20 or self.rejected[reason] == 1:
+                log.warning("rejected_frame", reason=str(exc)[:200])
+            return
+        self.messages_in += 1
+        msg.identity = identity
+        now = time.monotonic()
+        if msg.type is MessageType.HELLO:
+            b = msg.body
+            old = self.peers.get(identity)
+            if old and old.state != "dead":
+                events.append(Event("dead", old))  # same identity re-introduced itself: its jobs are lost
+            peer = Peer(identity, msg.sender, b["role"], b["impl"], list(b["models"]), b.get("target"),
+                        b["capacity"], b["host"], b["pid"], now, now)
+            self.peers[identity] = peer
+            self.send(peer, MessageType.WELCOME, {"run_id": self.run_id, "heartbeat_s": self.timing.heartbeat_s,
+                                                  "dead_after": self.timing.dead_after})
+            events.append(Event("joined", peer))
+            return
+        peer = self.peers.get(identity)
+        if peer is None or peer.state == "dead" or peer.sender != msg.sender:
+            self._send_raw(identity, MessageType.ERROR, {"code": "unknown_peer", "message": "say hello first"})
+            return
+        peer.last_seen = now
+        if peer.state == "suspect":
+            peer.state = "alive"
+        if msg.type is MessageType.HEARTBEAT:
+            return
+        if msg.type is MessageType.DISCONNECT:
+            peer.state = "dead"
+            events.append(Event("left", peer, msg))
+            return
+        events.append(Event("message", peer, msg))
+
+    def _tick(self, now: float, events: list[Event]) -> None:
+        if now >= self._next_heartbeat:
+            self._next_heartbeat = now + self.timing.heartbeat_s
+            for peer in self.peers.values():
+                if peer.state != "dead":
+                    self.send(peer, MessageType.HEARTBEAT, {})
+        for peer in self.peers.values():
+            silent = now - peer.last_seen
+            if peer.state != "dead" and silent > self.timing.dead_s:
+                peer.state = "dead"
+                events.append(Event("dead", peer))
+            elif peer.state == "alive" and silent > self.timing.suspect_s:
+                peer.state = "suspect"
+                events.append(Event("suspect", peer))
+
+    # -- sending -----------------------------------------------------------------
+    def send(self, peer: Peer, mtype: MessageType, body: dict[str, Any]) -> bool:
+        ok = self._send_raw(peer.identity, mtype, body)
+        if not ok and peer.state != "dead":
+            peer.last_seen = min(peer.last_seen, time.monotonic() - self.timing.dead_s - 1)
+        return ok
+
+    def _send_raw(self, identity: bytes, mtype: MessageType, body: dict[str, Any]) -> bool:
+        try:
+            self.sock.send_multipart([identity, *self.codec.encode(mtype, body)], zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: peer gone; EAGAIN: its queue is full
+            log.debug("send_failed", errno=exc.errno, error=str(exc))
+            return False
+
+    def alive(self, role: str | None = None) -> list[Peer]:
+        return [p for p in self.peers.values() if p.state != "dead" and (role is None or p.role == role)]
+
+    def close(self, reason: str = "run finished") -> None:
+        for peer in self.alive():
+            self.send(peer, MessageType.DISCONNECT, {"reason": reason})
+        self.sock.close(linger=200)
