@@ -161,6 +161,7 @@ def worker(
     heartbeat: Annotated[float, typer.Option(help="Heartbeat interval until the coordinator sets its own.")] = 1.0,
     curve_server_key: Annotated[Optional[Path], typer.Option(help="Coordinator's CurveZMQ public key file.")] = None,
     parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.")] = None,
+    latency: Annotated[float, typer.Option(help="Seconds per job of the synthetic implementation.")] = 0.0,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
     from agents import coder, evaluator, planner, repairer
@@ -181,7 +182,7 @@ def worker(
     try:
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        implementation = impls[name](target) if role == "evaluator" else impls[name]()
+        implementation = impls[name](target=target, latency_s=latency)
     except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from agents.heuristic import for_target
+from agents.synthetic import SyntheticCoder
 from agents.worker import call_record
 
 
@@ -11,10 +12,13 @@ class HeuristicCoder:
     name = "heuristic"
     models = ["heuristic"]
 
+    def __init__(self, **options) -> None:
+        pass  # the heuristic needs no options
+
     def handle(self, kind: str, payload: dict) -> dict:
         started = time.monotonic()
         code = for_target(payload["problem"]["target"]).code(payload)
         return {"code": code, "model": "heuristic", "calls": [call_record("heuristic", payload, started)]}
 
 
-IMPLEMENTATIONS = {"heuristic": HeuristicCoder}
+IMPLEMENTATIONS = {"heuristic": HeuristicCoder, "synthetic": SyntheticCoder}

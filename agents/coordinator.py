@@ -67,6 +67,7 @@ class Coordinator:
         self.progress_every_s = progress_every_s
         self.queue: deque[Job] = deque()
         self.attempts: dict[str, int] = {}
+        self.avoid: dict[str, set[bytes]] = {}   # job id -> agents that already lost it
         self.in_flight: dict[str, InFlight] = {}
         self.stats = Stats()
         self._warned: set[str] = set()
@@ -148,6 +149,7 @@ class Coordinator:
         if flight is None:
             return
         self.store.end_attempt(job_id, flight.attempt, f"lost: {why}")
+        self.avoid.setdefault(job_id, set()).add(flight.peer.identity)
         if self.attempts[job_id] >= self.leases.max_attempts:
             self.stats.lost += 1
             error = f"job lost after {self.attempts[job_id]} attempts (last: {why})"
@@ -193,6 +195,7 @@ class Coordinator:
         role = ROLE_OF_KIND[job.kind]
         target = job.payload["problem"]["target"]
         best = None
+        avoid = self.avoid.get(job.id, set())
         for peer in self.router.peers.values():
             if peer.role != role or peer.credit <= 0:
                 continue
@@ -200,7 +203,8 @@ class Coordinator:
                 continue
             if role != "evaluator" and job.model is not None and job.model not in peer.models:
                 continue
-            if best is None or peer.credit > best.credit:
+            # prefer agents that have not lost this job before, then the one with most free credit
+            if best is None or (peer.identity not in avoid, peer.credit) > (best.identity not in avoid, best.credit):
                 best = peer
         if best is None:
             key = f"{role}:{job.model}"

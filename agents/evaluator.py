@@ -2,6 +2,7 @@
 Run one per core/device, next to the simulator or the hardware."""
 from __future__ import annotations
 
+from agents.synthetic import SyntheticEvaluator
 from hw_runners import get_target
 from hw_runners.base import UnknownProblemError
 
@@ -9,9 +10,9 @@ from hw_runners.base import UnknownProblemError
 class TargetEvaluator:
     """Evaluates on the target named at start-up; rejects jobs for any other."""
 
-    def __init__(self, target: str, **options) -> None:
+    def __init__(self, target: str = "gemmini-sim", **options) -> None:
         self.target_name = target
-        self.target = get_target(target, **options)
+        self.target = get_target(target)
         self.name = target
         self.models: list[str] = []
 
@@ -27,4 +28,4 @@ class TargetEvaluator:
         return {k: v for k, v in result.items() if v is not None}
 
 
-IMPLEMENTATIONS = {"target": TargetEvaluator}
+IMPLEMENTATIONS = {"target": TargetEvaluator, "synthetic": SyntheticEvaluator}

@@ -52,7 +52,7 @@ class RunConfig:
     seed: int = 0
     models: list[str] = field(default_factory=lambda: ["heuristic"])
     code_models: list[str] = field(default_factory=list)   # default: same as models
-    evaluators: int = 0                  # 0: one per core
+    evaluators: int | None = None        # None: one per core; 0: only remote workers
     planners: int = 1
     coders: int = 1
     repairers: int = 1
@@ -206,7 +206,8 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
 
 
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str) -> list[subprocess.Popen]:
-    counts = {"evaluator": cfg.evaluators or psutil.cpu_count(logical=True) or 1,
+    local_evals = (psutil.cpu_count(logical=True) or 1) if cfg.evaluators is None else cfg.evaluators
+    counts = {"evaluator": local_evals,
               "planner": cfg.planners, "coder": cfg.coders, "repairer": cfg.repairers}
     # Agents never need the user's API keys, and candidate code must never see them.
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}

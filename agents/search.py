@@ -24,6 +24,9 @@ from typing import Any
 from agents.runstore import RunStore
 
 
+_STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
+
+
 def content_id(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
 
@@ -47,6 +50,7 @@ class SearchConfig:
     max_evals: int | None = None   # stop dispatching evaluations after this many
     stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
     eval_seed: int = 0
+    stage_barriers: bool = False   # emulate the original's stage-serial schedule (for benchmarks)
 
     def __post_init__(self) -> None:
         for name in ("iterations", "beam", "plans", "codes"):
@@ -118,6 +122,7 @@ class BeamSearch:
         self.done = False
         self.stop_reason = ""
         self.history: list[dict] = []   # one entry per finished iteration
+        self._held: list[Job] = []      # stage_barriers: jobs waiting for earlier stages to finish
 
     # -- public API ---------------------------------------------------------------------
     def start(self) -> None:
@@ -126,6 +131,12 @@ class BeamSearch:
         self._drain()
 
     def take_jobs(self) -> list[Job]:
+        if self._held:
+            held_ids = {j.id for j in self._held}
+            busy = {_STAGE[self.jobs[i].kind] for i in self.outstanding if i not in held_ids}
+            ready = [j for j in self._held if not any(st < _STAGE[j.kind] for st in busy)]
+            self._held = [j for j in self._held if j not in ready]
+            self.queue.extend(ready)
         jobs = list(self.queue)
         self.queue.clear()
         return jobs
@@ -167,7 +178,7 @@ class BeamSearch:
             return
         if self.store:
             self.store.add_job(job.id, job.kind, job.iteration, job.payload)
-        self.queue.append(job)
+        (self._held if self.cfg.stage_barriers else self.queue).append(job)
 
     def _candidate(self, code: str, parent: Candidate | None, iteration: int, origin: str, **extra: Any) -> Candidate:
         cid = content_id("candidate", parent.id if parent else None, code)

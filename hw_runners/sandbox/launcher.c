@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <unistd.h>
 
 static FILE *status;
@@ -62,6 +64,7 @@ static void isolate_network(void) {
 }
 
 int main(int argc, char **argv) {
+  pid_t parent = getppid();
   unsigned long long cpu = 0, mem = 0, fsize = 0, nofile = 64, nproc = 0;
   int net = 0, drop = 0, i;
   const char *status_path = NULL, *dir = NULL;
@@ -107,6 +110,8 @@ int main(int argc, char **argv) {
     if (setgroups(0, NULL) || setgid(65534) || setuid(65534)) die("drop root");
     fprintf(status, "user nobody\n");
   }
+  /* Die with the evaluator that started us (set after the uid change, which clears it). */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) die("parent-death signal");
   limit(RLIMIT_CORE, 0, 0);
   if (cpu) limit(RLIMIT_CPU, cpu, cpu + 1); /* SIGXCPU first, SIGKILL a second later */
   if (mem) limit(RLIMIT_AS, mem, mem);

@@ -1,0 +1,109 @@
+"""Helpers for tests that drive real runs: launch.py in subprocesses, fast
+timing constants through a TOML config, and read-only looks at run.db."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = {"problem": "gemm-256x256x256", "iterations": 3, "beam": 2, "plans": 2, "codes": 1, "seed": 7,
+         "patience": 3, "heartbeat_s": 0.1}
+
+
+def write_config(path: Path, **values) -> Path:
+    lines = []
+    for k, v in {**SMALL, **values}.items():
+        lines.append(f"{k} = {json.dumps(v)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def launch(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "AUTOCOMP_LOG_LEVEL": "WARNING", **(env or {})})
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, _ = proc.communicate()
+        raise AssertionError(f"process did not finish in {timeout} s:\n{out[-3000:]}")
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    try:
+        procs = psutil.Process(pid).children(recursive=True) + [psutil.Process(pid)]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float = 60, every: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def query(run_dir: Path, sql: str, *args):
+    if not (run_dir / "run.db").exists():
+        return []
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        return db.execute(sql, args).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        db.close()
+
+
+def summary(run_dir: Path) -> dict:
+    rows = query(run_dir, "SELECT value FROM meta WHERE key = 'summary'")
+    assert rows, f"no summary in {run_dir}"
+    return json.loads(rows[0][0])
+
+
+def agents_of(pid: int, role: str) -> list[psutil.Process]:
+    try:
+        kids = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in kids if f"--role" in p.cmdline() and role in p.cmdline()]
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(text in part for part in (p.info["cmdline"] or [])):
+            found.append(p)
+    return found
+
+
+SLOW_GEMM = (ROOT / "problems" / "gemmini-sim" / "gemm_naive.c").read_text().replace(
+    "  config_ex(WEIGHT_STATIONARY", "  for (volatile unsigned long spin = 0; spin < 150000000UL; spin++) {}\n"
+    "  config_ex(WEIGHT_STATIONARY", 1)

@@ -1,0 +1,127 @@
+"""Whole runs with real processes: the offline optimization, agent and
+coordinator crashes, a remote worker over TCP, and an agent that never
+answers."""
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from bus.auth import load_secret
+from bus.dealer import Dealer
+from bus.timing import BusTiming
+from tests.system.runkit import (SLOW_GEMM, agents_of, finish, free_port, launch, processes_mentioning, query,
+                                 summary, wait_for, write_config)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_offline_run_improves_the_naive_kernel(tmp_path):
+    cfg = write_config(tmp_path / "cfg.toml")
+    out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(tmp_path / "run")))
+    speedup = float(re.search(r"Speedup: ([0-9.]+)x", out).group(1))
+    assert speedup > 1.5, out
+    run = tmp_path / "run"
+    assert (run / "best.c").read_text().startswith("// autocomp-schedule:")
+    s = summary(run)
+    assert s["speedup"] == pytest.approx(speedup, rel=0.01)
+    assert query(run, "SELECT COUNT(*) FROM evals")[0][0] == s["evaluations"]
+    assert query(run, "SELECT COUNT(*) FROM model_calls WHERE model = 'heuristic'")[0][0] > 0
+    assert oct((run / "secret").stat().st_mode & 0o777) == "0o600"
+
+
+def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
+    kernel = tmp_path / "slow.c"
+    kernel.write_text(SLOW_GEMM)   # ~1 s of CPU per input set: long enough to kill mid-job
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    proc = launch("run", "--config", str(cfg), "--evaluators", "2", "--kernel", str(kernel),
+                  "--out", str(tmp_path / "run"))
+    busy = wait_for(lambda: [p for p in agents_of(proc.pid, "evaluator") if p.children(recursive=True)],
+                    timeout=60, what="an evaluator running a job")
+    victim = busy[0]
+    victim.send_signal(signal.SIGKILL)
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    run = tmp_path / "run"
+    s = summary(run)
+    assert s["requeued_jobs"] >= 1 and s["lost_jobs"] == 0
+    lost = query(run, "SELECT job_id FROM attempts WHERE outcome LIKE 'lost: agent % died'")
+    assert lost, query(run, "SELECT * FROM attempts")
+    redone = query(run, "SELECT outcome FROM attempts WHERE job_id = ? AND outcome = 'ok'", lost[0][0])
+    assert redone, "the requeued job was not completed by another evaluator"
+    base = query(run, "SELECT correct FROM evals e JOIN candidates c ON c.id = e.candidate_id "
+                      "WHERE c.origin = 'initial'")
+    assert base == [(1,)]
+
+
+def test_coordinator_kill_and_resume_reaches_the_same_beam(tmp_path):
+    cfg = write_config(tmp_path / "cfg.toml", iterations=4, beam=2, plans=2, codes=2, patience=4)
+    finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(tmp_path / "a")))
+    expected = summary(tmp_path / "a")
+
+    run_b = tmp_path / "b"
+    proc = launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run_b))
+    half = max(2, expected["evaluations"] // 2)
+    wait_for(lambda: (query(run_b, "SELECT COUNT(*) FROM evals") or [(0,)])[0][0] >= half,
+             timeout=120, what=f"{half} evaluations")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not query(run_b, "SELECT value FROM meta WHERE key = 'summary'"), "killed too late: the run had finished"
+    # agents started by the dead coordinator notice and exit
+    wait_for(lambda: not processes_mentioning(str(run_b / "secret")), timeout=30, what="orphaned agents to exit")
+
+    out = finish(launch("run", "--resume", str(run_b), "--evaluators", "2"))
+    resumed = summary(run_b)
+    assert resumed["replayed_results"] > 0, out
+    assert resumed["best_id"] == expected["best_id"]
+    assert resumed["best_cycles"] == expected["best_cycles"]
+    assert resumed["beam"] == expected["beam"]
+
+
+def test_remote_worker_joins_over_tcp(tmp_path):
+    port = free_port()
+    cfg = write_config(tmp_path / "cfg.toml", iterations=2)
+    run = tmp_path / "run"
+    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", f"tcp://127.0.0.1:{port}",
+                  "--out", str(run))
+    wait_for(lambda: (run / "secret").exists(), what="the run directory")
+    worker = launch("worker", "--role", "evaluator", "--connect", f"tcp://127.0.0.1:{port}",
+                    "--secret-file", str(run / "secret"), "--target", "gemmini-sim")
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    assert "Speedup:" in out
+    worker_out = finish(worker, timeout=30)   # told to disconnect when the run ends
+    assert worker.returncode == 0, worker_out
+    agents = {row[0] for row in query(run, "SELECT agent FROM attempts a JOIN jobs j ON j.id = a.job_id "
+                                           "WHERE j.kind = 'eval'")}
+    assert len(agents) == 1 and f":{worker.pid}" in agents.pop()
+
+
+def test_agent_that_never_answers_loses_its_lease(tmp_path):
+    port = free_port()
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, eval_lease_s=1.5)
+    run = tmp_path / "run"
+    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", f"tcp://127.0.0.1:{port}",
+                  "--out", str(run))
+    wait_for(lambda: (run / "secret").exists(), what="the run directory")
+    silent = Dealer(f"tcp://127.0.0.1:{port}", load_secret(run / "secret"),
+                    {"role": "evaluator", "impl": "silent", "models": [], "target": "gemmini-sim", "capacity": 1},
+                    BusTiming(heartbeat_s=0.1)).start()
+    try:
+        got = wait_for(lambda: silent.next_job(timeout=0.1), timeout=60, what="a job for the silent agent")
+        assert got.body["kind"] == "eval"
+        worker = launch("worker", "--role", "evaluator", "--connect", f"tcp://127.0.0.1:{port}",
+                        "--secret-file", str(run / "secret"))
+        out = finish(proc)
+        assert proc.returncode == 0, out
+        finish(worker, timeout=30)
+    finally:
+        silent.close()
+    s = summary(run)
+    assert s["requeued_jobs"] >= 1 and s["lost_jobs"] == 0
+    expired = query(run, "SELECT job_id, agent FROM attempts WHERE outcome LIKE 'lost: lease of 1.5 s expired%'")
+    assert any("silent" in agent for _, agent in expired)
+    assert query(run, "SELECT outcome FROM attempts WHERE job_id = ? AND outcome = 'ok'", expired[0][0])
