@@ -4,6 +4,7 @@ capacity each agent declared in HELLO). Not thread-safe: owned by the
 coordinator's event loop, which calls poll() regularly."""
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -97,10 +98,10 @@ class Router:
         try:
             msg = self.codec.decode(frames[1:])
         except (ProtocolError, ValueError) as exc:
-            reason = str(exc).split(":")[0][:80]
+            reason = re.sub(r"\d+", "N", str(exc).split(":")[0])[:80]   # one bucket per kind of fault
             self.rejected[reason] += 1
-            if sum(self.rejected.values()) <= 20 or self.rejected[reason] == 1:
-                log.warning("rejected_frame", reason=str(exc)[:200])
+            if self.rejected[reason] in (1, 10, 100, 1000, 10000):
+                log.warning("rejected_frames", reason=str(exc)[:200], count=self.rejected[reason])
             return
         self.messages_in += 1
         msg.identity = identity

@@ -1,0 +1,124 @@
+"""Beam-search policy driven by scripted results: determinism under any
+arrival order, duplicates counted once, dropout and ensembling statistics,
+stage barriers."""
+from __future__ import annotations
+
+import hashlib
+import random
+import statistics
+
+import pytest
+
+from agents.search import BeamSearch, SearchConfig
+
+PROBLEM = {"target": "t", "name": "p", "family": "gemm", "dims": {}, "description": ""}
+MENU = [{"id": f"opt-{i}", "title": f"Option {i}", "description": "d"} for i in range(20)]
+
+
+def answer(job):
+    """A deterministic stand-in for the agents: code from the request, cycles from the code."""
+    p = job.payload
+    if job.kind == "plan":
+        return {"plan": {"text": "t", "option_id": p["menu"][0]["id"]}, "model": job.model}
+    if job.kind in ("code", "repair"):
+        return {"code": f"code {p['seed']}", "model": job.model}
+    h = int(hashlib.sha256(p["code"].encode()).hexdigest()[:8], 16)
+    if h % 7 == 0:
+        return {"correct": False, "error": "wrong", "error_kind": "wrong_result"}
+    return {"correct": True, "cycles": 1000 - h % 600 if p["code"] != "naive" else 1000}
+
+
+def drive(cfg, order="fifo", seed=0, duplicates=False):
+    search = BeamSearch(cfg, PROBLEM, "naive", MENU)
+    rng = random.Random(seed)
+    search.start()
+    pending = []
+    seen = []
+    while not search.done:
+        pending += search.take_jobs()
+        assert pending, "search stalled"
+        job = pending.pop(rng.randrange(len(pending)) if order == "random" else 0)
+        seen.append(job)
+        search.on_result(job.id, True, answer(job), None)
+        if duplicates:
+            search.on_result(job.id, True, answer(job), None)
+    return search, seen
+
+
+CFG = SearchConfig(iterations=4, beam=3, plans=3, codes=2, keep_prob=0.3, seed=5, patience=10)
+
+
+def test_any_arrival_order_gives_the_same_beam():
+    ref, _ = drive(CFG)
+    for s in range(5):
+        other, _ = drive(CFG, order="random", seed=s)
+        assert [c.id for c in other.beam] == [c.id for c in ref.beam]
+    assert ref.best.cycles < 1000
+
+
+def test_duplicate_results_count_once():
+    ref, _ = drive(CFG)
+    dup, _ = drive(CFG, duplicates=True)
+    assert dup.evals_done == ref.evals_done and [c.id for c in dup.beam] == [c.id for c in ref.beam]
+
+
+def test_failed_candidates_get_one_repair_each():
+    search, seen = drive(CFG)
+    failed = [c for c in search.candidates.values() if c.result and not c.correct and c.origin == "code"]
+    repairs = [j for j in seen if j.kind == "repair"]
+    assert failed and len(repairs) == len(failed)
+
+
+def test_dropout_keeps_the_configured_fraction_on_average():
+    cfg = SearchConfig(iterations=6, beam=4, plans=6, codes=1, keep_prob=0.3, seed=11, patience=10)
+    _, seen = drive(cfg)
+    kept = [len(j.payload["menu"]) / len(MENU) for j in seen if j.kind == "plan"]
+    assert len(kept) > 60
+    mean = statistics.mean(kept)
+    # binomial(20, 0.3)/20 has sd 0.102 per draw; 3 standard errors of the mean
+    assert abs(mean - 0.3) < 3 * 0.102 / len(kept) ** 0.5 + 0.01, mean
+
+
+def test_samples_are_divided_over_all_models():
+    cfg = SearchConfig(iterations=3, beam=2, plans=1, codes=1, seed=3, patience=10,
+                       plan_models=("a", "b", "c"), code_models=("x", "y"))
+    _, seen = drive(cfg)
+    plans = [j for j in seen if j.kind == "plan" and j.iteration == 2]
+    codes = [j for j in seen if j.kind == "code" and j.iteration == 2]
+    assert {j.model for j in plans} == {"a", "b"} and {j.model for j in codes} == {"x", "y"}
+    for it in (1, 2, 3):
+        ms = [j.model for j in seen if j.kind == "plan" and j.iteration == it]
+        assert max(ms.count(m) for m in set(ms)) - min(ms.count(m) for m in set(ms)) <= 1
+
+
+def test_stage_barriers_hold_later_stages():
+    cfg = SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1, stage_barriers=True)
+    search = BeamSearch(cfg, PROBLEM, "naive", MENU)
+    search.start()
+    base = search.take_jobs()
+    search.on_result(base[0].id, True, answer(base[0]), None)
+    plans = search.take_jobs()
+    assert [j.kind for j in plans] == ["plan"] * 4
+    search.on_result(plans[0].id, True, answer(plans[0]), None)
+    assert search.take_jobs() == []                  # codes wait for the other plans
+    for j in plans[1:]:
+        search.on_result(j.id, True, answer(j), None)
+    codes = search.take_jobs()
+    assert [j.kind for j in codes] == ["code"] * 8
+
+
+def test_streaming_releases_codes_as_soon_as_a_plan_exists():
+    search = BeamSearch(SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1), PROBLEM, "naive", MENU)
+    search.start()
+    base = search.take_jobs()[0]
+    search.on_result(base.id, True, answer(base), None)
+    plans = search.take_jobs()
+    search.on_result(plans[0].id, True, answer(plans[0]), None)
+    assert [j.kind for j in search.take_jobs()] == ["code", "code"]
+
+
+def test_invalid_configuration_is_refused():
+    with pytest.raises(ValueError, match="beam"):
+        SearchConfig(beam=0)
+    with pytest.raises(ValueError, match="keep-probability"):
+        SearchConfig(keep_prob=0)
