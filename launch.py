@@ -161,7 +161,9 @@ def worker(
     heartbeat: Annotated[float, typer.Option(help="Heartbeat interval until the coordinator sets its own.")] = 1.0,
     curve_server_key: Annotated[Optional[Path], typer.Option(help="Coordinator's CurveZMQ public key file.")] = None,
     parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.")] = None,
-    latency: Annotated[float, typer.Option(help="Seconds per job of the synthetic implementation.")] = 0.0,
+    latency: Annotated[float, typer.Option(help="Mean seconds per job of the synthetic implementation.")] = 0.0,
+    jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).")] = 0.0,
+    latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.")] = "uniform",
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
     from agents import coder, evaluator, planner, repairer
@@ -182,7 +184,8 @@ def worker(
     try:
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        implementation = impls[name](target=target, latency_s=latency)
+        implementation = impls[name](target=target, latency_s=latency, jitter=jitter,
+                                      latency_dist=latency_dist)
     except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -51,7 +51,8 @@ class Stats:
     requeued: int = 0
     lost: int = 0
     failed: dict[str, int] = field(default_factory=dict)   # per kind: jobs answered with ok=False
-    handler_s: float = 0.0            # time spent in coordinator logic (not waiting)
+    handler_s: float = 0.0            # wall time spent in coordinator logic (not waiting)
+    cpu_s: float = 0.0                # CPU time of the coordinator process (incl. its ZeroMQ I/O threads)
     busy_s: dict[str, float] = field(default_factory=dict)   # per role: agent-seconds with a job
     agent_s: dict[str, float] = field(default_factory=dict)  # per role: agent-seconds connected
 
@@ -74,6 +75,7 @@ class Coordinator:
         self._last_tick = time.monotonic()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         self.search.start()
         self._enqueue(self.search.take_jobs())
@@ -93,6 +95,7 @@ class Coordinator:
             if self.on_progress and now >= next_progress:
                 next_progress = now + self.progress_every_s
                 self.on_progress(self)
+        self.stats.cpu_s += time.process_time() - cpu0
         if self.on_progress:
             self.on_progress(self)
 
@@ -170,35 +173,43 @@ class Coordinator:
     def _dispatch(self, now: float) -> None:
         if not self.queue:
             return
+        free: dict[str, list[Peer]] = {}      # agents with credit left, by role: built once per pass
+        for peer in self.router.peers.values():
+            if peer.credit > 0:
+                free.setdefault(peer.role, []).append(peer)
+        if not free:
+            return
         waiting: deque[Job] = deque()
         # evaluations first: they are on the critical path and the expensive resource
         for job in sorted(self.queue, key=lambda j: j.kind != "eval"):
-            peer = self._pick_agent(job)
+            peers = free.get(ROLE_OF_KIND[job.kind])
+            peer = self._pick_agent(job, peers) if peers else None
             if peer is None:
                 waiting.append(job)
                 continue
             attempt = self.attempts.get(job.id, 0) + 1
-            self.attempts[job.id] = attempt
             lease = self.leases.lease_s[job.kind]
             body = {"job_id": job.id, "kind": job.kind, "attempt": attempt, "lease_s": lease, "payload": job.payload}
             if not self.router.send(peer, MessageType.JOB, body):
-                self.attempts[job.id] -= 1
+                peers.remove(peer)
                 waiting.append(job)
                 continue
+            self.attempts[job.id] = attempt
             peer.in_flight.add(job.id)
+            if peer.credit <= 0:
+                peers.remove(peer)
             self.in_flight[job.id] = InFlight(job, peer, attempt, now + lease, now)
             self.store.start_attempt(job.id, attempt, peer.describe())
             self.stats.dispatched += 1
         self.queue = waiting
+        self._warn_unserved()
 
-    def _pick_agent(self, job: Job) -> Peer | None:
+    def _pick_agent(self, job: Job, peers: list[Peer]) -> Peer | None:
         role = ROLE_OF_KIND[job.kind]
         target = job.payload["problem"]["target"]
+        avoid = self.avoid.get(job.id, ())
         best = None
-        avoid = self.avoid.get(job.id, set())
-        for peer in self.router.peers.values():
-            if peer.role != role or peer.credit <= 0:
-                continue
+        for peer in peers:
             if role == "evaluator" and peer.target != target:
                 continue
             if role != "evaluator" and job.model is not None and job.model not in peer.models:
@@ -206,12 +217,22 @@ class Coordinator:
             # prefer agents that have not lost this job before, then the one with most free credit
             if best is None or (peer.identity not in avoid, peer.credit) > (best.identity not in avoid, best.credit):
                 best = peer
-        if best is None:
-            key = f"{role}:{job.model}"
-            if key not in self._warned and not any(p.role == role for p in self.router.alive()):
-                self._warned.add(key)
-                log.warning("no_agent_for_job", role=role, model=job.model, target=target)
         return best
+
+    def _warn_unserved(self) -> None:
+        if time.monotonic() - self.stats.started < 10.0:   # agents are still starting
+            return
+        for job in self.queue:
+            role = ROLE_OF_KIND[job.kind]
+            key = f"{role}:{job.model}"
+            if key in self._warned:
+                continue
+            servers = [p for p in self.router.alive(role)
+                       if role == "evaluator" or job.model is None or job.model in p.models]
+            if not servers:
+                self._warned.add(key)
+                log.warning("no_agent_for_job", role=role, model=job.model,
+                            target=job.payload["problem"]["target"])
 
     def _account(self, now: float) -> None:
         dt = now - self._last_tick

@@ -127,7 +127,8 @@ def _create(cfg: RunConfig, out: Path | None, code: str) -> tuple[Path, RunStore
     return run_dir, store, key
 
 
-def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None, live: bool | None = None) -> dict:
+def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None, live: bool | None = None,
+            progress: bool = True) -> dict:
     store = key = None
     if resume:
         run_dir = Path(resume)
@@ -154,7 +155,7 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
                                   "eval": cfg.eval_lease_s})
     procs = spawn_local_agents(cfg, run_dir, router.endpoints[0])
-    progress = Progress(cfg, problem.name, live=live)
+    progress = Progress(cfg, problem.name, live=live, plain_every_s=5.0 if progress else float("inf"))
     coord = Coordinator(router, store, search, leases, on_progress=progress.update)
     interrupted = False
 

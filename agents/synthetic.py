@@ -1,42 +1,67 @@
 """Synthetic implementations of every role, for measuring the orchestration
-itself (bench/bench_orchestration.py): each job sleeps for a fixed latency
-and returns a well-formed, deterministic answer. Not a model and not a
-target: nothing here pretends to optimize anything."""
+itself (bench/bench_orchestration.py): each job sleeps and returns a
+well-formed, deterministic answer. Not a model and not a target: nothing here
+pretends to optimize anything.
+
+Sleep times vary like real latencies, drawn from the job's content so the
+benchmark can recompute every job's latency and the critical-path bound:
+"uniform" is uniform in [L(1-j), L(1+j)]; "lognormal" has mean L and log-sd j,
+the long right tail of LLM response times.
+"""
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import statistics
 import time
+
+
+def digest(payload: dict) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def synthetic_latency(mean_s: float, jitter: float, payload: dict, dist: str = "uniform") -> float:
+    u = (int(digest(payload)[:8], 16) + 0.5) / 2**32
+    if dist == "lognormal":
+        return mean_s * math.exp(jitter * statistics.NormalDist().inv_cdf(u) - jitter * jitter / 2)
+    return mean_s * (1 - jitter + 2 * jitter * u)
 
 
 class _Sleeper:
     name = "synthetic"
     models = ["synthetic"]
 
-    def __init__(self, latency_s: float = 0.0, **options) -> None:
+    def __init__(self, latency_s: float = 0.0, jitter: float = 0.0, latency_dist: str = "uniform",
+                 **options) -> None:
+        if latency_dist not in ("uniform", "lognormal"):
+            raise ValueError(f"latency distribution must be uniform or lognormal, not {latency_dist!r}")
         self.latency_s = latency_s
+        self.jitter = jitter
+        self.dist = latency_dist
 
-    def _digest(self, payload: dict) -> str:
-        return hashlib.sha256(repr(sorted(payload.items())).encode()).hexdigest()
+    def _sleep(self, payload: dict) -> None:
+        time.sleep(synthetic_latency(self.latency_s, self.jitter, payload, self.dist))
 
 
 class SyntheticPlanner(_Sleeper):
     def handle(self, kind: str, payload: dict) -> dict:
-        time.sleep(self.latency_s)
+        self._sleep(payload)
         return {"plan": {"text": f"synthetic plan {payload['seed']}", "option_id": payload["menu"][0]["id"]},
                 "model": "synthetic"}
 
 
 class SyntheticCoder(_Sleeper):
     def handle(self, kind: str, payload: dict) -> dict:
-        time.sleep(self.latency_s)
-        return {"code": f"// synthetic candidate {self._digest(payload)}\n", "model": "synthetic"}
+        self._sleep(payload)
+        return {"code": f"// synthetic candidate {digest(payload)}\n", "model": "synthetic"}
 
 
 class SyntheticEvaluator(_Sleeper):
-    """Correct; cycles a deterministic function of the code, mostly below the parent's."""
+    """Always correct; cycles are a deterministic function of the code."""
     models: list[str] = []
 
     def handle(self, kind: str, payload: dict) -> dict:
-        time.sleep(self.latency_s)
+        self._sleep(payload)
         h = int(hashlib.sha256(payload["code"].encode()).hexdigest()[:8], 16)
         return {"correct": True, "cycles": 1_000_000 - (h % 900_000), "utilization": 0.5, "roofline_fraction": 0.5}

@@ -105,7 +105,7 @@ class Dealer:
                 self.connected.set()
                 reason = self._serve(sock)
                 self.connected.clear()
-            sock.close(linger=0)
+            sock.close(linger=None if reason in ("stop", "disconnect") else 0)
             if reason in ("disconnect", "stop"):
                 break
             self.reconnects += 1
@@ -118,7 +118,7 @@ class Dealer:
     def _socket(self) -> zmq.Socket:
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, self.identity)
-        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.LINGER, 500)        # flush a final RESULT/DISCONNECT on close (set before connecting)
         sock.setsockopt(zmq.IMMEDIATE, 1)       # queue nothing for a peer that is not connected
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
@@ -189,6 +189,7 @@ class Dealer:
                         self._unacked.pop(msg.body["job_id"], None)
                     elif msg.type is MessageType.DISCONNECT:
                         self.finished.set()
+                        self._send(sock, MessageType.DISCONNECT, {"reason": "acknowledged"})  # close handshake
                         return "disconnect"
                     elif msg.type is MessageType.ERROR and msg.body["code"] == "unknown_peer":
                         return "unknown to coordinator"

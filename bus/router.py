@@ -62,7 +62,8 @@ class Router:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # unroutable sends raise instead of vanishing
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a reconnecting agent takes over its identity
-        self.sock.setsockopt(zmq.LINGER, 0)
+        # bounded linger: queued messages get a chance to leave on close, exit never hangs
+        self.sock.setsockopt(zmq.LINGER, 500)
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         self.sock.setsockopt(zmq.SNDHWM, 100_000)
         self.sock.setsockopt(zmq.RCVHWM, 100_000)
@@ -166,7 +167,16 @@ class Router:
     def alive(self, role: str | None = None) -> list[Peer]:
         return [p for p in self.peers.values() if p.state != "dead" and (role is None or p.role == role)]
 
-    def close(self, reason: str = "run finished") -> None:
-        for peer in self.alive():
-            self.send(peer, MessageType.DISCONNECT, {"reason": reason})
-        self.sock.close(linger=200)
+    def close(self, reason: str = "run finished", grace_s: float = 2.0) -> None:
+        """Tell every peer ever seen (dead ones included: one wrongly declared dead while busy would
+        otherwise reconnect forever) that the run is over, and wait, at most grace_s, for each to
+        answer: libzmq drops messages a peer has not read yet when the connection closes, so closing
+        right after sending could lose the DISCONNECT."""
+        waiting = {identity for identity in self.peers
+                   if self._send_raw(identity, MessageType.DISCONNECT, {"reason": reason})}
+        deadline = time.monotonic() + grace_s
+        while waiting and time.monotonic() < deadline:
+            for ev in self.poll(0.02):
+                if ev.kind == "left":
+                    waiting.discard(ev.peer.identity)
+        self.sock.close()

@@ -1,0 +1,110 @@
+"""Helpers shared by the gemmini-sim tests: small custom problems, kernel
+templates and numpy predictions of what a (deliberately wrong) kernel produces.
+
+Custom problems are built directly from hw_runners.base.Problem and the family
+classes of hw_runners.gemmini_sim.problems, so single intrinsics can be tested
+on 16..64-sized GEMMs that evaluate in a fraction of a second.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hw_runners.base import EvalResult, Problem
+from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, PROBLEM_DIR
+
+TARGET = "gemmini-sim"
+GEMM_KERNELS = {role: PROBLEM_DIR / f"gemm_{role}.c" for role in ("naive", "tuned", "hwloop")}
+
+
+def gemm(I: int, J: int, K: int) -> Problem:  # noqa: E741 - the problem's own dimension names
+    dims = {"I": I, "J": J, "K": K}
+    return Problem(name=FAMILIES["gemm"].name(dims), target=TARGET, family="gemm", dims=dims,
+                   description="test problem", kernels=dict(GEMM_KERNELS))
+
+
+def conv(P: int, C: int) -> Problem:
+    dims = {"P": P, "C": C}
+    return Problem(name=FAMILIES["conv3x3"].name(dims), target=TARGET, family="conv3x3", dims=dims,
+                   description="test problem", kernels={})
+
+
+def kernel(role: str) -> str:
+    return GEMM_KERNELS[role].read_text()
+
+
+def gemm_kernel(body: str, prelude: str = "") -> str:
+    """A complete GEMM kernel: `prelude` at file scope, `body` inside solution()."""
+    return ('#include "include/gemmini.h"\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n'
+            f"{prelude}\n"
+            "void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {\n"
+            f"{body}\n"
+            "}\n")
+
+
+# The naive schedule as a reusable body (one 16x16 output tile at a time).
+NAIVE_BODY = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def naive_with(before: str = "", after: str = "", prelude: str = "") -> str:
+    """The naive GEMM with extra code before and/or after its schedule."""
+    return gemm_kernel(before + NAIVE_BODY + after, prelude)
+
+
+def inputs(problem: Problem, seed: int = 0, set_index: int = 0) -> list[np.ndarray]:
+    fam = FAMILIES[problem.family]
+    return fam.make_inputs(problem.dims, seed, INPUT_SETS[set_index])
+
+
+def reference(problem: Problem, seed: int = 0, set_index: int = 0) -> np.ndarray:
+    fam = FAMILIES[problem.family]
+    return fam.reference(problem.dims, inputs(problem, seed, set_index))
+
+
+def sat8(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -128, 127).astype(np.int8)
+
+
+def mismatch_summary(got: np.ndarray, want: np.ndarray, name: str = "C") -> str:
+    """The part of the evaluator's wrong-result message that depends on the data."""
+    bad = np.argwhere(got != want)
+    assert len(bad), "prediction equals the reference; the test kernel would not be wrong"
+    first = tuple(int(i) for i in bad[0])
+    where = name + "".join(f"[{i}]" for i in first)
+    return (f"{len(bad):,} of {got.size:,} output elements differ; first at {where}: "
+            f"got {int(got[first])}, expected {int(want[first])}")
+
+
+def describe(r: EvalResult) -> str:
+    """Everything useful for an assertion message."""
+    return (f"correct={r.correct} kind={r.error_kind} error={r.error!r} cycles={r.cycles} "
+            f"stdout={r.stdout[-500:]!r} sandbox={r.sandbox}")
+
+
+def assert_correct(r: EvalResult) -> None:
+    assert r.correct, describe(r)
+    assert r.error is None and r.error_kind is None, describe(r)
+    assert r.cycles and r.cycles > 0, describe(r)
+
+
+def assert_fails(r: EvalResult, kind: str | tuple[str, ...], *substrings: str) -> None:
+    kinds = (kind,) if isinstance(kind, str) else kind
+    assert not r.correct, describe(r)
+    assert r.error_kind in kinds, describe(r)
+    for s in substrings:
+        assert s in (r.error or ""), f"{s!r} not in error: " + describe(r)

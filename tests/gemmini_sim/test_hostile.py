@@ -1,0 +1,418 @@
+"""Hostile kernels. Each must end with correct == False and a clear reason, and
+the evaluator (one shared target object, as a search would use it) must keep
+working afterwards. Kernels that escape the checks today are kept as strict
+xfail tests naming the product bug."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from hw_runners import get_target
+from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
+from hw_runners.sandbox import Limits
+from .simkit import NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, naive_with
+
+pytestmark = pytest.mark.timeout(90)
+
+PROBLEM = gemm(32, 32, 32)
+
+# Prototypes of libc functions whose headers the policy does not allow:
+# declaring them by hand is legal C, so the sandbox must stop the calls.
+DECLS = """
+int fork(void); int vfork(void); long syscall(long, ...); unsigned sleep(unsigned);
+int socket(int, int, int); int connect(int, const void *, unsigned);
+int execl(const char *, const char *, ...); int kill(int, int); int getppid(void);
+int close(int); int pthread_create(void *, const void *, void *(*)(void *), void *);
+int chdir(const char *); int unlink(const char *); int setrlimit(int, const void *);
+long write(int, const void *, unsigned long); long pread(int, void *, unsigned long, long);
+static void *thread_main(void *arg) { return arg; }
+static int deep(int n) { volatile char pad[512]; pad[0] = (char)n; return deep(n + 1) + pad[0]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def work_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("hostile-work")
+
+
+@pytest.fixture(scope="module")
+def hostile(work_root):
+    """One evaluator for all hostile kernels, with limits small enough to keep the suite fast."""
+    return get_target("gemmini-sim",
+                      run_limits=Limits(wall_s=4, cpu_s=2, mem_bytes=512 << 20, fsize_bytes=1 << 20),
+                      compile_limits=Limits(wall_s=20, cpu_s=20, mem_bytes=300 << 20),
+                      work_root=work_root)
+
+
+def evil(before: str = "", after: str = "", prelude: str = "") -> str:
+    return naive_with(before, after, DECLS + prelude)
+
+
+def tcp_connect() -> str:
+    return """
+  int s = socket(2 /* AF_INET */, 1 /* SOCK_STREAM */, 0);
+  unsigned char addr[16] = {2, 0, 0x1f, 0x90, 127, 0, 0, 1};   /* 127.0.0.1:8080 */
+  connect(s, addr, sizeof addr);
+"""
+
+
+FORBIDDEN = "forbidden system call"
+SIGSYS_BLOCKED = pytest.mark.xfail(
+    reason="BUG: glibc blocks all signals around clone in pthread_create()/system(), so the seccomp trap kills "
+           "the kernel with SIGSYS instead of reaching the crash handler; the evaluator then reports error_kind "
+           "'limit' and 'kernel killed by signal SIGSYS' instead of a 'crash' naming the forbidden system call",
+    strict=True)
+CASES = [
+    # id, code, accepted error kinds, substrings of the error[, xfail mark]
+    ("fork_bomb", evil("  for (;;) fork();\n"), "crash", [FORBIDDEN, "(clone)"]),
+    ("vfork", evil("  if (vfork() == 0) for (;;);\n"), "crash", [FORBIDDEN]),
+    ("pthread_create", evil("  char t[64]; pthread_create(t, NULL, thread_main, NULL);\n"), "crash",
+     [FORBIDDEN], SIGSYS_BLOCKED),
+    ("system", evil('  system("echo pwned > /tmp/autocomp-system-pwned");\n'), "crash", [FORBIDDEN],
+     SIGSYS_BLOCKED),
+    ("popen", evil('  FILE *p = popen("id", "r"); if (p) fgetc(p);\n'), "crash", [FORBIDDEN]),
+    ("exec_shell", evil('  execl("/bin/sh", "sh", "-c", "echo pwned", (char *)0);\n'), "crash",
+     [FORBIDDEN, "(execve)"]),
+    ("tcp_socket", evil(tcp_connect()), "crash", [FORBIDDEN, "(socket)"]),
+    ("open_proc_self_environ", evil('  FILE *f = fopen("/proc/self/environ", "r"); if (f) fgetc(f);\n'),
+     "crash", [FORBIDDEN, "(openat)"]),
+    ("open_proc_1_environ", evil('  FILE *f = fopen("/proc/1/environ", "r"); if (f) fgetc(f);\n'),
+     "crash", [FORBIDDEN, "(openat)"]),
+    ("read_etc_passwd", evil('  FILE *f = fopen("/etc/passwd", "r"); if (f) printf("%c", fgetc(f));\n'),
+     "crash", [FORBIDDEN, "(openat)"]),
+    ("kill_parent", evil("  kill(getppid(), 9);\n"), "crash", [FORBIDDEN]),
+    ("kill_init", evil("  kill(1, 9);\n"), "crash", [FORBIDDEN, "(kill)"]),
+    ("kill_everything", evil("  kill(-1, 9);\n"), "crash", [FORBIDDEN, "(kill)"]),
+    ("close_stdout_fd", evil("  close(1);\n"), "crash", [FORBIDDEN, "(close)"]),
+    ("fclose_stdout", evil("  fclose(stdout);\n"), "crash", [FORBIDDEN, "(close)"]),
+    ("unlink_binary", evil('  unlink("kernel");\n'), "crash", [FORBIDDEN]),
+    ("chdir_root", evil('  chdir("/");\n'), "crash", [FORBIDDEN, "(chdir)"]),
+    ("raise_rlimit", evil("  long lim[2] = {-1, -1}; setrlimit(9 /* RLIMIT_AS */, lim);\n"), "crash", [FORBIDDEN]),
+    ("null_write", evil("  *(volatile int *)0 = 1;\n"), "crash",
+     ["segmentation fault (invalid memory access or stack overflow)", "last Gemmini instruction: startup #0"]),
+    ("write_rodata", evil('  char *s = (char *)"constant"; s[0] = 1; printf("%s", s);\n'), "crash",
+     ["segmentation fault"]),
+    ("stack_overflow", evil("  printf(\"%d\", deep(0));\n"), "crash", ["segmentation fault"]),
+    ("memory_bomb", evil("  for (;;) { char *p = malloc(1 << 20); memset(p, 1, 1 << 20); }\n"), ("crash", "limit"), []),
+    ("abort", evil("  abort();\n"), "crash", ["aborted (assert or abort())"]),
+    ("divide_by_zero", evil("  volatile int a = 7, z = 0; volatile int q = a / z; (void)q;\n"), "crash",
+     ["arithmetic exception (e.g. integer division by zero)"]),
+    ("trap_instruction", evil("  __builtin_trap();\n"), "crash", ["illegal instruction"]),
+    ("exit_early", evil("  exit(0);\n"), "limit",
+     ["exited with status 0 before the harness finished (the kernel must return from solution(), not exit)"]),
+    ("exit_after_results", evil(after="  exit(0);\n"), "limit", ["exited with status 0 before the harness finished"]),
+    ("huge_output", evil('  for (;;) printf("%s\\n", "flood flood flood flood flood flood flood flood");\n'),
+     "crash", ["output size limit exceeded (the kernel printed too much)"]),
+    ("infinite_loop", evil("  volatile unsigned long x = 0; for (;;) x++;\n"), ("crash", "timeout"), ["time"]),
+    ("sleep_forever", evil("  for (;;) sleep(100);\n"), "timeout",
+     ["timed out after 4 s (wall-clock limit); it may loop forever or sleep"]),
+    ("cpu_store_after_mvout", evil(after="  for (int i = 0; i < I; i++) C[i][i] ^= 0x5a;\n"), "gemmini",
+     ["output bytes differ from what mvout wrote"]),
+    # rejected before compiling
+    ("include_etc_passwd", evil(prelude='#include "/etc/passwd"\n'), "policy", ["#include of '/etc/passwd' is not allowed"]),
+    ("include_proc_environ", evil(prelude="#include </proc/self/environ>\n"), "policy",
+     ["#include of '/proc/self/environ' is not allowed"]),
+    ("include_parent_environ", evil(prelude='#include "../../../../proc/1/environ"\n'), "policy", ["is not allowed"]),
+    ("include_unistd", evil(prelude="#include <unistd.h>\n"), "policy", ["#include of 'unistd.h' is not allowed"]),
+    ("include_macro", evil(prelude='#define F "/etc/passwd"\n#include F\n'), "policy",
+     ['only literal #include "file" or <file> is allowed']),
+    ("include_next", evil(prelude="#include_next <stdio.h>\n"), "policy", ["#include_next is not allowed"]),
+    ("inline_asm", evil('  __asm__ volatile("syscall");\n'), "policy", ["inline assembly is not allowed"]),
+    ("incbin", evil(prelude='static const char blob[] = "x"; /* .incbin */\nvoid f(void) { asm(".incbin \\"/etc/passwd\\""); }\n'),
+     "policy", ["inline assembly is not allowed"]),
+    ("constructor", evil(prelude="__attribute__((constructor)) static void early(void) { fork(); }\n"), "policy",
+     ["constructors/destructors (code that runs outside solution()) are not allowed"]),
+    ("destructor", evil(prelude="__attribute__((destructor)) static void late(void) { fork(); }\n"), "policy",
+     ["constructors/destructors"]),
+    ("init_array", evil(prelude='static void f(void) {}\n__attribute__((section(".init_array"))) void (*p)(void) = f;\n'),
+     "policy", ["placing code or data in ELF sections is not allowed"]),
+    ("define_main", evil(prelude="int main(void) { return 0; }\n"), "policy",
+     ["kernels may not define or call the harness's own functions"]),
+    ("call_harness_fail", evil(after='  { void harness_fail(const char *); harness_fail("ok 1"); }\n'), "policy",
+     ["kernels may not define or call the harness's own functions"]),
+    ("oversized_source", evil(prelude="/*" + "x" * (MAX_SOURCE_BYTES + 10) + "*/\n"), "policy",
+     ["kernel source is larger than 256 KiB"]),
+    ("nul_byte", evil(prelude="/* \0 */\n"), "policy", ["NUL bytes"]),
+    ("no_entry_point", "int x;\n", "policy", ["kernel defines no `void solution(...)` entry point"]),
+    # rejected by the compiler
+    ("macro_expansion_bomb",
+     evil(prelude="#define X0 1\n" + "".join(f"#define X{i} (X{i - 1}+X{i - 1})\n" for i in range(1, 40))
+          + "static int bomb = X34;\n"), "compile", []),
+    ("wrong_signature", gemm_kernel("", "").replace("int8_t C[I][J]", "int32_t C[I][J]"), "compile",
+     ["compile error", "conflicting types for 'solution'"]),
+    ("syntax_error", evil("  this is not C;\n"), "compile", ["compile error", "kernel.c:"]),
+]
+
+
+def _case_params():
+    # (id, code, kinds, substrings[, marks])
+    for c in CASES:
+        yield pytest.param(*c[1:4], id=c[0], marks=c[4:])
+
+
+def _case_ids():
+    return [c[0] for c in CASES]
+
+
+@pytest.mark.parametrize("code,kinds,substrings", list(_case_params()))
+def test_hostile_kernel_fails_cleanly(hostile, code, kinds, substrings):
+    started = time.monotonic()
+    r = hostile.evaluate(PROBLEM, code)
+    assert_fails(r, kinds, *substrings)
+    assert r.cycles is None, describe(r)
+    assert time.monotonic() - started < 30
+    if r.error_kind not in ("policy", "compile"):
+        assert "seccomp on" in r.sandbox and "net isolated" in r.sandbox, describe(r)
+    if os.geteuid() == 0 and r.error_kind != "policy":
+        assert "user nobody" in r.sandbox, describe(r)
+
+
+def test_enough_hostile_cases():
+    assert len(CASES) >= 15 and len(set(_case_ids())) == len(CASES)
+
+
+def test_huge_output_is_truncated(hostile):
+    r = hostile.evaluate(PROBLEM, evil('  for (;;) printf("%s\\n", "flood flood flood flood flood flood flood");\n'))
+    assert_fails(r, "crash", "output size limit exceeded")
+    assert len(r.stdout) < 5000 and "bytes omitted" in r.stdout and "flood" in r.stdout
+
+
+def test_memory_bomb_is_bounded(hostile):
+    r = hostile.evaluate(PROBLEM, evil("  for (;;) { char *p = malloc(1 << 20); if (!p) { puts(\"NULL\"); fflush(stdout); abort(); } memset(p, 1, 1 << 20); }\n"))
+    # The 512 MiB address-space limit makes malloc fail; the kernel then aborts.
+    assert_fails(r, "crash", "aborted")
+    assert "NULL" in r.stdout
+
+
+def test_file_outside_workdir_is_not_created(hostile):
+    target = Path(f"/tmp/autocomp-pwned-{uuid.uuid4().hex}")
+    try:
+        r = hostile.evaluate(PROBLEM, evil(f'  FILE *f = fopen("{target}", "w"); if (f) {{ fputs("pwned", f); fclose(f); }}\n'))
+        assert_fails(r, "crash", FORBIDDEN, "(openat)")
+        assert not target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def test_file_inside_workdir_is_not_created(tmp_path):
+    t = get_target("gemmini-sim", run_limits=Limits(wall_s=10, cpu_s=5), work_root=tmp_path, keep_workdir=True)
+    r = t.evaluate(PROBLEM, evil('  FILE *f = fopen("pwned.txt", "w"); if (f) { fputs("pwned", f); fclose(f); }\n'))
+    assert_fails(r, "crash", FORBIDDEN, "(openat)")
+    workdirs = list(tmp_path.iterdir())
+    assert len(workdirs) == 1 and (workdirs[0] / "kernel.c").exists()
+    assert not (workdirs[0] / "pwned.txt").exists()
+
+
+def test_parent_environment_does_not_leak(hostile, monkeypatch):
+    secret = "s3cr3t-" + uuid.uuid4().hex
+    monkeypatch.setenv("AUTOCOMP_TEST_SECRET", secret)
+    code = evil("""
+  extern char **environ;
+  const char *s = getenv("AUTOCOMP_TEST_SECRET");
+  int n = 0;
+  for (char **e = environ; e && *e; e++, n++) printf("ENV %s\\n", *e);
+  printf("SECRET=%s ENVCOUNT=%d\\n", s ? s : "NONE", n);
+""")
+    r = hostile.evaluate(PROBLEM, code)
+    blob = r.stdout + r.stderr + (r.error or "") + r.feedback_text
+    assert secret not in blob
+    assert r.correct, describe(r)
+    assert "SECRET=NONE ENVCOUNT=0" in r.stdout  # the kernel ran with an empty environment
+
+
+def test_killing_the_parent_does_not_hurt_the_evaluator(hostile):
+    r = hostile.evaluate(PROBLEM, evil("  kill(getppid(), 9); kill(0, 9);\n"))
+    assert_fails(r, "crash", FORBIDDEN)
+    os.kill(os.getpid(), 0)  # still alive
+
+
+def test_raw_clone_syscall_is_forbidden(hostile):
+    if platform.machine() != "x86_64":
+        pytest.skip("system call number is x86_64-specific")
+    r = hostile.evaluate(PROBLEM, evil("  syscall(56 /* SYS_clone */, 17 /* SIGCHLD */, 0, 0, 0, 0);\n"))
+    assert_fails(r, "crash", "forbidden system call 56 (clone)")
+
+
+# --------------------------------------------------------------------------- known escapes (product bugs)
+@pytest.mark.xfail(reason="BUG: the seccomp filter allows write() to every descriptor, so a kernel can append "
+                          "'cycles N' lines to the harness's stats descriptor (fd 5) and the parser keeps the "
+                          "last value: the reported latency is forged", strict=True)
+def test_kernel_cannot_forge_cycles_through_stats_fd(hostile):
+    honest = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
+    assert_correct(honest)
+    r = hostile.evaluate(PROBLEM, evil(after='  static int calls; if (calls++ == 1) write(5, "cycles 7\\n", 9);\n'))
+    assert (not r.correct) or r.cycles == honest.cycles, describe(r)
+
+
+FORGED_VERDICT = """
+  /* Never touches Gemmini: reads every input set from the job descriptor,
+   * multiplies on the CPU, writes the outputs and a fake "ok" verdict. */
+  static char job[1 << 20];
+  static int8_t c[I][J];
+  long n = pread(3, job, sizeof job, 0);
+  char *p = strstr(job, "\\nend\\n") + 5;
+  long hdr = p - job, per = I * K + K * J;
+  for (int s = 0; hdr + (s + 1) * per <= n; s++) {
+    int8_t *a = (int8_t *)job + hdr + s * per, *b = a + I * K;
+    for (int i = 0; i < I; i++)
+      for (int j = 0; j < J; j++) {
+        int acc = 0;
+        for (int k = 0; k < K; k++) acc += a[i * K + k] * b[k * J + j];
+        c[i][j] = acc > 127 ? 127 : acc < -128 ? -128 : acc;
+      }
+    write(4, c, sizeof c);
+  }
+  const char *st = "cycles 1\\ncpu_busy 0\\nfsm_instrs 0\\ninstrs 0\\nbytes_rd 0\\nbytes_wr 0\\nmacs 0\\n"
+    "bank_conflicts 0\\nunfused_preloads 0\\nspad_rows_used 0\\nacc_rows_used 0\\nbusy_ld 0\\nbusy_ex 0\\n"
+    "busy_st 0\\ncount_config 0\\ncount_mvin 0\\ncount_mvout 0\\ncount_preload 0\\ncount_compute 0\\nok 1\\n";
+  write(5, st, strlen(st));
+  exit(0);
+"""
+
+
+@pytest.mark.xfail(reason="BUG: a kernel can pread() every input set from the job descriptor (fd 3), write CPU-"
+                          "computed outputs to fd 4 and a fake stats/'ok' verdict to fd 5, then exit(0): the "
+                          "evaluator reports correct=True with cycles=1 for a kernel that never used Gemmini",
+                   strict=True)
+def test_kernel_cannot_forge_the_whole_verdict(hostile):
+    r = hostile.evaluate(PROBLEM, gemm_kernel(FORGED_VERDICT, DECLS))
+    assert not r.correct, describe(r)
+
+
+@pytest.mark.xfail(reason="BUG: the simulator's globals (g_cfg, g_stats, g_spad, g_acc) are linked into the "
+                          "kernel's binary with external linkage; a kernel can declare `extern long long g_cfg[]` "
+                          "and zero cpu_issue_cycles/unfused_preload_cycles to cut its reported cycles",
+                   strict=True)
+def test_kernel_cannot_retune_the_timing_model(hostile):
+    honest = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
+    assert_correct(honest)
+    tampered = naive_with("  { extern long long g_cfg[]; g_cfg[9] = 0; g_cfg[11] = 0; g_cfg[4] = 1; }\n")
+    r = hostile.evaluate(PROBLEM, tampered)
+    assert (not r.correct) or r.cycles == honest.cycles, describe(r)
+
+
+CPU_ROUTED = """
+  /* C is computed on the CPU, then routed DRAM -> scratchpad -> DRAM; the
+   * required number of MACs is issued on noise, results discarded. */
+  static int8_t c[I][J];
+  for (int i = 0; i < I; i++)
+    for (int j = 0; j < J; j++) {
+      int acc = 0;
+      for (int k = 0; k < K; k++) acc += A[i][k] * B[k][j];
+      c[i][j] = acc > 127 ? 127 : acc < -128 ? -128 : acc;
+    }
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(J, 1.0f, DIM, 0);
+  config_st(J);
+  for (long m = 0; m < (long)I * J * K / (DIM * DIM * DIM); m++) {
+    preload(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+    compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+  }
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      mvin(&c[i][j], 64, DIM, DIM);
+      mvout(&C[i][j], 64, DIM, DIM);
+    }
+  fence();
+"""
+
+
+@pytest.mark.xfail(reason="BUG: the MAC-floor and mvout-shadow checks only count MACs and watch C; a kernel that "
+                          "computes C on the CPU, issues the required MACs on garbage and copies its CPU result "
+                          "through mvin/mvout is judged correct ('results must be computed by Gemmini' is not "
+                          "enforced)", strict=True)
+def test_cpu_result_routed_through_scratchpad_is_rejected(hostile):
+    r = hostile.evaluate(PROBLEM, gemm_kernel(CPU_ROUTED))
+    assert not r.correct, describe(r)
+
+
+@pytest.mark.xfail(reason="BUG: policy only matches the word `constructor`; `__attribute__((__constructor__))` "
+                          "passes, and constructors run before main() installs seccomp, so the code can open "
+                          "files (here: create a file in /tmp as nobody)", strict=True)
+def test_constructor_spelled_with_underscores_cannot_escape_seccomp(hostile):
+    target = Path(f"/tmp/autocomp-pwned-ctor-{uuid.uuid4().hex}")
+    try:
+        code = evil(prelude=f'__attribute__((__constructor__)) static void early(void) {{ '
+                            f'FILE *f = fopen("{target}", "w"); if (f) fclose(f); }}\n')
+        r = hostile.evaluate(PROBLEM, code)
+        assert not target.exists(), "constructor ran outside the seccomp sandbox"
+        assert not r.correct, describe(r)
+    finally:
+        target.unlink(missing_ok=True)
+
+
+@pytest.mark.xfail(reason="BUG: the kernel is statically linked with the harness, so a kernel that defines its "
+                          "own `int prctl(int, ...) { return 0; }` replaces the harness's prctl(): seccomp is never "
+                          "installed, yet the harness still reports 'seccomp on' and forbidden calls succeed",
+                   strict=True)
+def test_kernel_cannot_replace_prctl_to_skip_seccomp(hostile):
+    target = Path(f"/tmp/autocomp-pwned-prctl-{uuid.uuid4().hex}")
+    try:
+        code = evil(after=f'  FILE *f = fopen("{target}", "w"); if (f) fclose(f);\n',
+                    prelude="int prctl(int option, ...) { (void)option; return 0; }\n")
+        r = hostile.evaluate(PROBLEM, code)
+        assert not target.exists(), "forbidden openat succeeded"
+        assert not r.correct, describe(r)
+    finally:
+        target.unlink(missing_ok=True)
+
+
+@pytest.mark.xfail(reason="BUG: with seccomp bypassed (prctl override), a forked child that calls setsid() leaves "
+                          "the process group that the sandbox kills, and keeps running after evaluate() returned "
+                          "(no PID namespace/cgroup, RLIMIT_NPROC not set)", strict=True)
+@pytest.mark.timeout(30)
+def test_no_process_survives_the_evaluation(hostile):
+    marker = Path(f"/tmp/autocomp-survivor-{uuid.uuid4().hex}")
+    try:
+        code = evil(after=f"""
+  static int once;
+  if (!once++) {{
+    if (fork() == 0) {{
+      int setsid(void);
+      setsid();
+      sleep(1);
+      FILE *f = fopen("{marker}", "w"); if (f) fclose(f);
+      _Exit(0);
+    }}
+    sleep(1);  /* give the child time to leave the process group */
+  }}
+""", prelude="int prctl(int option, ...) { (void)option; return 0; }\n")
+        hostile.evaluate(PROBLEM, code)
+        time.sleep(2.5)
+        assert not marker.exists(), "a process created by the kernel outlived the evaluation"
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+@pytest.mark.xfail(reason="BUG: the inline-assembly ban is a regex on the source text; token pasting "
+                          "(CAT(__as, m__)) and string-literal concatenation ('.inc' 'bin') produce an asm "
+                          "statement with .incbin after preprocessing, which copies a host file (/etc/passwd, "
+                          "readable by the sandbox user) into the kernel, from where it is printed to stdout",
+                   strict=True)
+def test_token_pasted_asm_cannot_embed_host_files(hostile):
+    prelude = ('#define CAT(a, b) a##b\n'
+               'CAT(__as, m__)(".section .rodata\\n.globl leaked\\nleaked:\\n.inc" "bin \\"/etc/passwd\\"\\n'
+               '.byte 0\\n.text");\nextern const char leaked[];\n')
+    r = hostile.evaluate(PROBLEM, evil(after='  printf("%.200s", leaked);\n', prelude=prelude))
+    first_line = Path("/etc/passwd").read_text().splitlines()[0]
+    assert first_line not in r.stdout, "host file content reached the kernel's output"
+    assert not r.correct, describe(r)
+
+
+# --------------------------------------------------------------------------- the evaluator survived
+def test_evaluator_still_works_after_all_hostile_kernels(hostile, work_root):
+    """Runs last in this module: the same target object still evaluates correctly."""
+    r = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
+    assert_correct(r)
+    assert "seccomp on" in r.sandbox
+    p = gemm(64, 64, 64)
+    for role in ("naive", "tuned", "hwloop"):
+        assert_correct(hostile.evaluate(p, p.kernel_source(role)))
+    assert list(work_root.iterdir()) == []  # every work directory was removed
+    # no leftovers of the hostile kernels in /tmp
+    assert not any(Path("/tmp").glob("autocomp-system-pwned*"))

@@ -1,0 +1,818 @@
+"""Semantics of single Gemmini intrinsics, tested through whole kernels.
+
+The evaluator only compares the output array with numpy, so every kernel here
+is built so that its result is right *only if* the intrinsic behaves as
+documented in gemmini.h / functional.c (and most have a twin that relies on
+the opposite behaviour and must be judged wrong). Local memories start with
+noise, so reading rows that were never written cannot pass by accident.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hw_runners.gemmini_sim.problems import FAMILIES
+
+from .simkit import (NAIVE_BODY, assert_correct, assert_fails, conv, gemm, gemm_kernel, inputs,
+                    mismatch_summary, reference, sat8)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+# --------------------------------------------------------------------------- baseline
+def test_naive_template_is_correct(run):
+    r = run(gemm_kernel(NAIVE_BODY))
+    assert_correct(r)
+    assert r.sandbox and "seccomp on" in r.sandbox
+    assert r.feedback["macs_issued"] == 32 * 32 * 32
+    assert r.feedback["instructions"]["compute"] == 2 * 2 * 2
+
+
+# --------------------------------------------------------------------------- config_ld: block stride
+BLOCK_STRIDE_KERNEL = """
+  /* B panels of two tiles are loaded with one 32-column mvin; the second tile
+   * lands BS rows after the first (spad_block_stride), not DIM rows after. */
+  const uint32_t A_SP = 2 * BANK_ROWS, B_SP = 0, BS = K + DIM;
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, BS, 1);
+  config_st(J);
+  for (int jb = 0; jb < J; jb += 2 * DIM) {
+    for (int k = 0; k < K; k += DIM) mvin2(&B[k][jb], B_SP + k, 2 * DIM, DIM);
+    for (int i = 0; i < I; i += DIM)
+      for (int t = 0; t < 2; t++) {
+        for (int k = 0; k < K; k += DIM) {
+          mvin(&A[i][k], A_SP, DIM, DIM);
+          preload(B_SP + k + t * TILE_OFFSET, ACC_ADDR_BIT | (t * DIM) | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+          compute_preloaded(A_SP, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        }
+        mvout(&C[i][jb + t * DIM], ACC_ADDR_BIT | (t * DIM), DIM, DIM);
+      }
+  }
+  fence();
+"""
+
+
+def test_mvin_multi_block_lands_at_block_stride(run):
+    r = run(gemm_kernel(BLOCK_STRIDE_KERNEL, "#define TILE_OFFSET BS"), gemm(32, 64, 32))
+    assert_correct(r)
+
+
+def test_mvin_multi_block_not_at_dim_when_block_stride_differs(run):
+    # Same kernel assuming the blocks are DIM rows apart: must be wrong.
+    r = run(gemm_kernel(BLOCK_STRIDE_KERNEL, "#define TILE_OFFSET DIM"), gemm(32, 64, 32))
+    assert_fails(r, "wrong_result", "wrong result on input set 1 of 3", "first at C[")
+
+
+def test_mvin_64_columns_default_block_stride(run):
+    # 64-column mvins with the default block stride DIM: four consecutive tiles.
+    body = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      mvin(&A[i][0], 0, 64, DIM);              /* A tiles k=0..3 at rows 0,16,32,48 */
+      for (int k = 0; k < K; k += DIM) {
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(k, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body), gemm(32, 32, 64)))
+
+
+# --------------------------------------------------------------------------- config_ld: stride 0
+def test_mvin_stride_zero_broadcasts_one_row(run):
+    body = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(0, 1.0f, DIM, 0);           /* every row of the tile is the same DRAM row */
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i++)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      /* all 16 accumulator rows hold row i of C; take a different one each time */
+      mvout(&C[i][j], ACC_ADDR_BIT | (i % DIM), DIM, 1);
+    }
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body)))
+
+
+# --------------------------------------------------------------------------- mvin from NULL
+def test_mvin_null_zeroes_accumulator_rows(run):
+    body = NAIVE_BODY.replace(
+        "for (int k = 0; k < K; k += DIM) {",
+        "mvin(NULL, ACC_ADDR_BIT, DIM, DIM);  /* zero the accumulator tile */\n"
+        "      for (int k = 0; k < K; k += DIM) {").replace(
+        "ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT | ACCUMULATE_BIT")
+    assert "mvin(NULL" in body and "(k ? ACCUMULATE_BIT : 0)" not in body
+    assert_correct(run(gemm_kernel(body)))
+
+
+def test_accumulating_onto_uninitialized_accumulator_is_wrong(run):
+    # Without the NULL mvin the accumulator starts with noise (sim_reset fills it).
+    body = NAIVE_BODY.replace("ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT | ACCUMULATE_BIT")
+    assert_fails(run(gemm_kernel(body)), "wrong_result", "first at C[0][0]")
+
+
+def test_mvin_null_zeroes_scratchpad_rows_used_as_bias(run):
+    body = NAIVE_BODY.replace(
+        "compute_preloaded(0, GARBAGE_ADDR,", "compute_preloaded(0, 3 * BANK_ROWS,").replace(
+        "config_st(J);", "config_st(J);\n  mvin(NULL, 3 * BANK_ROWS, DIM, DIM);  /* zero D tile */")
+    assert "3 * BANK_ROWS," in body
+    assert_correct(run(gemm_kernel(body)))
+
+
+def test_uninitialized_scratchpad_bias_is_wrong(run):
+    body = NAIVE_BODY.replace("compute_preloaded(0, GARBAGE_ADDR,", "compute_preloaded(0, 3 * BANK_ROWS,")
+    assert_fails(run(gemm_kernel(body)), "wrong_result")
+
+
+# --------------------------------------------------------------------------- accumulate bit
+def test_missing_accumulate_bit_overwrites_and_is_reported_exactly(run):
+    p = gemm(32, 32, 48)
+    body = NAIVE_BODY.replace("ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT")
+    r = run(gemm_kernel(body), p)
+    # Each tile keeps only the last K-block: predict the kernel's output and the message.
+    a, b = inputs(p, 0, 0)
+    got = sat8(a[:, 32:].astype(np.int64) @ b[32:, :].astype(np.int64))
+    assert_fails(r, "wrong_result", "wrong result on input set 1 of 3 (full-range values): ",
+                 mismatch_summary(got, reference(p, 0, 0)))
+
+
+def test_off_by_one_tile_is_reported_exactly(run):
+    p = gemm(32, 48, 32)
+    body = NAIVE_BODY.replace("mvout(&C[i][j],", "mvout(&C[i][(j + DIM) % J],")
+    r = run(gemm_kernel(body), p)
+    want = reference(p, 0, 0)
+    got = np.roll(want, 16, axis=1)  # tile column j ends up at j+1 (mod J/16)
+    assert_fails(r, "wrong_result", mismatch_summary(got, want))
+
+
+SABOTAGE = """
+  /* Inspect A on the CPU (allowed) and drop the accumulate bit when it looks
+   * like one particular input set: only that set must be reported. */
+  int zeros = 0, maxabs = 0;
+  for (int i = 0; i < I; i++)
+    for (int k = 0; k < K; k++) {
+      zeros += A[i][k] == 0;
+      maxabs = abs(A[i][k]) > maxabs ? abs(A[i][k]) : maxabs;
+    }
+  const int sabotage = CONDITION;
+""" + NAIVE_BODY.replace("ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT | (k && !sabotage ? ACCUMULATE_BIT : 0)")
+
+
+@pytest.mark.parametrize("condition,set_index,label", [
+    ("zeros > I * K / 2", 1, "input set 2 of 3 (sparse values)"),
+    ("maxabs <= 10", 2, "input set 3 of 3 (small-values values)"),
+])
+def test_wrong_result_names_the_failing_input_set(run, condition, set_index, label):
+    p = gemm(32, 32, 32)
+    r = run(gemm_kernel(SABOTAGE.replace("CONDITION", condition)), p)
+    a, b = inputs(p, 0, set_index)
+    got = sat8(a[:, 16:].astype(np.int64) @ b[16:, :].astype(np.int64))
+    assert_fails(r, "wrong_result", f"wrong result on {label}: ", mismatch_summary(got, reference(p, 0, set_index)))
+
+
+# --------------------------------------------------------------------------- bit 29: full int32 mvout
+FULL_SPLIT_K = """
+  static int32_t T[I][J];
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K / 2; k += DIM) {                 /* first half of K -> acc row 0 */
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      config_st(J * sizeof(int32_t));
+      mvout(&T[i][j], ACC_ADDR_BIT | FULL_READ_BIT, DIM, DIM);   /* exact int32 partial */
+      for (int k = K / 2; k < K; k += DIM) {                 /* second half -> acc row 16 */
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | DIM | (k > K / 2 ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      ADD_PARTIAL
+      config_st(J);
+      mvout(&C[i][j], ACC_ADDR_BIT | DIM, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def test_full_int32_mvout_and_accumulating_mvin(run):
+    add = ("config_ld(J * sizeof(int32_t), 1.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);")
+    assert_correct(run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), gemm(32, 32, 64)))
+
+
+def test_mvout_without_full_bit_saturates_to_int8(run):
+    # The same split through an int8 buffer: partial sums are saturated first.
+    p = gemm(32, 32, 64)
+    add = ("config_ld(J * sizeof(int32_t), 1.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);")
+    body = FULL_SPLIT_K.replace("ADD_PARTIAL", add).replace(
+        "mvout(&T[i][j], ACC_ADDR_BIT | FULL_READ_BIT, DIM, DIM);",
+        "config_st(J);\n      mvout(&T8[i][j], ACC_ADDR_BIT, DIM, DIM);\n"
+        "      for (int r = 0; r < DIM; r++) for (int c = 0; c < DIM; c++) T[i + r][j + c] = T8[i + r][j + c];")
+    assert "T8" in body
+    r = run(gemm_kernel(body, "static int8_t T8[I][J];"), p)
+    a, b = (x.astype(np.int64) for x in inputs(p, 0, 0))
+    got = sat8(sat8(a[:, :32] @ b[:32, :]).astype(np.int64) + a[:, 32:] @ b[32:, :])
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
+
+
+def test_overwriting_mvin_into_accumulator_discards_previous_rows(run):
+    # Without bit 30 the mvin replaces the second half's sums: result = first half only.
+    p = gemm(32, 32, 64)
+    add = ("config_ld(J * sizeof(int32_t), 1.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | DIM, DIM, DIM);")
+    r = run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), p)
+    a, b = inputs(p, 0, 0)
+    got = sat8(a[:, :32].astype(np.int64) @ b[:32, :].astype(np.int64))
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
+
+
+def test_accumulator_mvin_scale_applies_to_int32(run):
+    # acc += 2*T then acc += -1*T  ==  acc += T, only if config_ld's scale is applied.
+    add = ("config_ld(J * sizeof(int32_t), 2.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);\n"
+           "      config_ld(J * sizeof(int32_t), -1.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);")
+    assert_correct(run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), gemm(32, 32, 64)))
+
+
+def test_accumulator_mvin_scale_not_ignored(run):
+    # Two scale-1 mvins add the partial twice: wrong.
+    add = ("config_ld(J * sizeof(int32_t), 1.0f, DIM, 2);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);\n"
+           "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);")
+    assert_fails(run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), gemm(32, 32, 64)), "wrong_result")
+
+
+# --------------------------------------------------------------------------- scale on int8 mvin
+SCALE_PRELUDE = "static int8_t Bh[K][J], Bl[K][J];"
+SCALE_SPLIT = """
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < J; j++) {
+      int b = B[k][j], h = b >> 1;       /* b = 2h + lo, h in [-64, 63], lo in {0, 1} */
+      Bh[k][j] = (int8_t)h;
+      Bl[k][j] = (int8_t)(b - 2 * h);
+    }
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, SCALE, DIM, 1);            /* mvin2 loads 2h */
+  config_ld(J, 1.0f, DIM, 2);             /* mvin3 loads lo */
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&Bh[k][j], BANK_ROWS, DIM, DIM);
+        mvin3(&Bl[k][j], 2 * BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        preload(2 * BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def test_mvin_scale_multiplies_int8_data(run):
+    assert_correct(run(gemm_kernel(SCALE_SPLIT.replace("SCALE", "2.0f"), SCALE_PRELUDE)))
+
+
+def test_mvin_scale_is_per_config_ld_id(run):
+    # scale 1 for mvin2 loads h instead of 2h: wrong.
+    assert_fails(run(gemm_kernel(SCALE_SPLIT.replace("SCALE", "1.0f"), SCALE_PRELUDE)), "wrong_result")
+
+
+ROUNDING = """
+  /* B = 2r + lo where r = round_half_even(h + 0.5) is what scale 0.5 makes of
+   * the odd value 2h + 1; the kernel loads the odd values scaled by 0.5 and
+   * uses the result twice, so it is right only with round-half-to-even. */
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < J; j++) {
+      int b = B[k][j], h = b >> 1;
+      int r = (h & 1) == 0 ? h : h + 1;   /* ROUND_RULE */
+      Odd[k][j] = (int8_t)(2 * h + 1);
+      Lo[k][j] = (int8_t)(b - 2 * r);
+    }
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 0.5f, DIM, 1);
+  config_ld(J, 1.0f, DIM, 2);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&Odd[k][j], BANK_ROWS, DIM, DIM);
+        mvin3(&Lo[k][j], 2 * BANK_ROWS, DIM, DIM);
+        for (int rep = 0; rep < 2; rep++) {
+          preload(BANK_ROWS, ACC_ADDR_BIT | (k || rep ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+          compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        }
+        preload(2 * BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def test_mvin_scale_rounds_half_to_even(run):
+    assert_correct(run(gemm_kernel(ROUNDING, "static int8_t Odd[K][J], Lo[K][J];")))
+
+
+def test_mvin_scale_does_not_round_half_away_from_zero(run):
+    code = gemm_kernel(ROUNDING.replace("int r = (h & 1) == 0 ? h : h + 1;", "int r = h >= 0 ? h + 1 : h;"),
+                       "static int8_t Odd[K][J], Lo[K][J];")
+    assert_fails(run(code), "wrong_result")
+
+
+# --------------------------------------------------------------------------- preload GARBAGE: weight reuse
+WEIGHT_REUSE = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int j = 0; j < J; j += DIM) {
+    for (int k = 0; k < K; k += DIM) {
+      mvin2(&B[k][j], BANK_ROWS, DIM, DIM);          /* weights loaded once per (k, j) */
+      for (int i = 0; i < I; i += DIM) {
+        mvin(&A[i][k], i, DIM, DIM);
+        uint32_t c = ACC_ADDR_BIT | i | (k ? ACCUMULATE_BIT : 0);
+        if (i == 0) {
+          preload(BANK_ROWS, c, DIM, DIM, DIM, DIM);
+          compute_preloaded(i, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        } else {
+          preload(GARBAGE_ADDR, c, DIM, DIM, DIM, DIM);   /* keep the weights in the array */
+          SECOND_COMPUTE(i, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        }
+      }
+    }
+    for (int i = 0; i < I; i += DIM) mvout(&C[i][j], ACC_ADDR_BIT | i, DIM, DIM);
+  }
+  fence();
+"""
+
+
+def test_garbage_preload_and_compute_accumulated_reuse_weights(run):
+    r = run(gemm_kernel(WEIGHT_REUSE.replace("SECOND_COMPUTE", "compute_accumulated")), gemm(48, 32, 32))
+    assert_correct(r)
+    assert r.feedback["instructions"]["preload"] == 3 * 2 * 2
+
+
+def test_garbage_preload_with_compute_preloaded_uses_zero_weights(run):
+    p = gemm(48, 32, 32)
+    r = run(gemm_kernel(WEIGHT_REUSE.replace("SECOND_COMPUTE", "compute_preloaded")), p)
+    want = reference(p, 0, 0)
+    got = want.copy()
+    got[16:, :] = 0  # rows of tiles i > 0 were multiplied by zero weights
+    assert_fails(r, "wrong_result", mismatch_summary(got, want))
+
+
+# --------------------------------------------------------------------------- transposes
+TRANSPOSE_A = """
+  for (int i = 0; i < I; i++) for (int k = 0; k < K; k++) At[k][i] = A[i][k];
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, FLAG, false);
+  config_ld(I, 1.0f, DIM, 0);             /* rows of At are I bytes apart */
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&At[k][i], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+TRANSPOSE_B = """
+  for (int k = 0; k < K; k++) for (int j = 0; j < J; j++) Bt[j][k] = B[k][j];
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, FLAG);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(K, 1.0f, DIM, 1);             /* rows of Bt are K bytes apart */
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&Bt[j][k], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+@pytest.mark.parametrize("body,prelude", [(TRANSPOSE_A, "static int8_t At[K][I];"),
+                                          (TRANSPOSE_B, "static int8_t Bt[J][K];")], ids=["A_T", "B_T"])
+def test_transposed_operands(run, body, prelude):
+    assert_correct(run(gemm_kernel(body.replace("FLAG", "true"), prelude), gemm(32, 48, 64)))
+    # The same transposed data without the flag is multiplied the wrong way round.
+    assert_fails(run(gemm_kernel(body.replace("FLAG", "false"), prelude), gemm(32, 48, 64)), "wrong_result")
+
+
+# --------------------------------------------------------------------------- D operand (bias) of compute
+D_BIAS = """
+  /* acc = A*B + D with D = the A tile, then acc += A * (-I) removes it again. */
+  for (int d = 0; d < DIM; d++) negI[d][d] = -1;
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_ld(DIM, 1.0f, DIM, 2);
+  config_st(J);
+  mvin3(negI, 3 * BANK_ROWS, DIM, DIM);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, D_ADDR, DIM, DIM, DIM, DIM);
+        preload(3 * BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def test_compute_adds_d_operand(run):
+    assert_correct(run(gemm_kernel(D_BIAS.replace("D_ADDR", "0"), "static int8_t negI[DIM][DIM];")))
+
+
+def test_compute_without_d_operand_differs(run):
+    p = gemm(32, 32, 32)
+    r = run(gemm_kernel(D_BIAS.replace("D_ADDR", "GARBAGE_ADDR"), "static int8_t negI[DIM][DIM];"), p)
+    a, b = (x.astype(np.int64) for x in inputs(p, 0, 0))
+    # every K-block subtracted its own A tile from each output tile of the row
+    got = sat8(a @ b - np.tile(a[:, :16] + a[:, 16:32], (1, 2)))
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
+
+
+# --------------------------------------------------------------------------- results written to the scratchpad
+SPAD_RESULT = """
+  config_ex(WEIGHT_STATIONARY, ACT, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      mvin(&A[i][0], 0, DIM, DIM);
+      mvin2(&B[0][j], BANK_ROWS, DIM, DIM);
+      preload(BANK_ROWS, 2 * BANK_ROWS, DIM, DIM, DIM, DIM);   /* C is a scratchpad address */
+      compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      mvout(&C[i][j], 2 * BANK_ROWS, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def test_compute_into_scratchpad_saturates_to_int8(run):
+    assert_correct(run(gemm_kernel(SPAD_RESULT.replace("ACT", "NO_ACTIVATION")), gemm(32, 32, 16)))
+
+
+def relu_prediction(p):
+    want = reference(p, 0, 0)
+    return np.maximum(want, 0).astype(np.int8), want
+
+
+@pytest.mark.parametrize("variant", ["mvout_from_accumulator", "scratchpad_writeback", "loop_ws"])
+def test_relu_zeroes_exactly_the_negative_results(run, variant):
+    p = gemm(32, 32, 16)
+    if variant == "mvout_from_accumulator":
+        code = gemm_kernel(NAIVE_BODY.replace("WEIGHT_STATIONARY, NO_ACTIVATION", "WEIGHT_STATIONARY, RELU"))
+    elif variant == "scratchpad_writeback":
+        code = gemm_kernel(SPAD_RESULT.replace("ACT", "RELU"))
+    else:
+        code = gemm_kernel("  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &C[0][0],\n"
+                           "                  K, J, 0, J, false, false, false, false, false, RELU);\n  fence();")
+    got, want = relu_prediction(p)
+    r = run(code, p)
+    assert_fails(r, "wrong_result", mismatch_summary(got, want), "expected -")
+    assert ": got 0, expected -" in r.error
+
+
+# --------------------------------------------------------------------------- output-stationary dataflow
+OS_KERNEL = """
+  config_ex(OUTPUT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  int t = 0;
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM, t++) {
+      uint32_t c = ACC_ADDR_BIT | (t * DIM);
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        if (k == 0) {
+          preload(BIAS, c, DIM, DIM, DIM, DIM);                       /* new output tile */
+          compute_preloaded(0, BANK_ROWS, DIM, DIM, DIM, DIM);        /* second address is B */
+        } else {
+          preload(GARBAGE_ADDR, GARBAGE_ADDR, DIM, DIM, DIM, DIM);    /* keep accumulating in the PEs */
+          compute_accumulated(0, BANK_ROWS, DIM, DIM, DIM, DIM);
+        }
+      }
+    }
+  fence();                                                              /* flushes the last tile */
+  t = 0;
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM, t++) mvout(&C[i][j], ACC_ADDR_BIT | (t * DIM), DIM, DIM);
+  fence();
+"""
+
+
+def test_output_stationary_dataflow(run):
+    assert_correct(run(gemm_kernel(OS_KERNEL.replace("BIAS", "GARBAGE_ADDR")), gemm(32, 48, 48)))
+
+
+def test_output_stationary_preload_of_d_initializes_the_tile(run):
+    # D = a zero tile (mvin from NULL) is fine; D = an uninitialized (noise) tile is not.
+    body = OS_KERNEL.replace("BIAS", "3 * BANK_ROWS")
+    zeroed = body.replace("config_st(J);", "config_st(J);\n  mvin(NULL, 3 * BANK_ROWS, DIM, DIM);", 1)
+    assert_correct(run(gemm_kernel(zeroed)))
+    assert_fails(run(gemm_kernel(body)), "wrong_result")
+
+
+# --------------------------------------------------------------------------- gemmini_loop_ws
+def test_loop_ws_with_padding(run):
+    # 40x24x20: every dimension ends in a partial tile.
+    body = """
+  gemmini_loop_ws((I + DIM - 1) / DIM, (J + DIM - 1) / DIM, (K + DIM - 1) / DIM,
+                  (DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM, (DIM - K % DIM) % DIM,
+                  &A[0][0], &B[0][0], NULL, &C[0][0], K, J, 0, J,
+                  false, false, false, false, false, NO_ACTIVATION);
+  fence();
+"""
+    r = run(gemm_kernel(body), gemm(40, 24, 20))
+    assert_correct(r)
+    assert r.feedback["macs_issued"] == 40 * 24 * 20
+    assert r.feedback["fsm_instructions"] > 0
+
+
+LOOP_SPLIT_K = """
+  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
+                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][K / 2], &B[K / 2][0], NULL, &C[0][0],
+                  K, J, 0, J, false, false, false, false, EX_ACC, NO_ACTIVATION);
+  fence();
+"""
+
+
+def test_loop_ws_ex_accumulate_continues_partial_sums(run):
+    assert_correct(run(gemm_kernel(LOOP_SPLIT_K.replace("EX_ACC", "true")), gemm(32, 32, 64)))
+
+
+def test_loop_ws_without_ex_accumulate_drops_partial_sums(run):
+    p = gemm(32, 32, 64)
+    r = run(gemm_kernel(LOOP_SPLIT_K.replace("EX_ACC", "false")), p)
+    a, b = inputs(p, 0, 0)
+    got = sat8(a[:, 32:].astype(np.int64) @ b[32:, :].astype(np.int64))
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
+
+
+def test_loop_ws_full_c_and_bias_d(run):
+    # First half of K into an int32 buffer (full_C), second half adds it back as D.
+    body = """
+  static int32_t T[I][J];
+  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &T[0][0],
+                  K, J, 0, J, false, false, true, false, false, NO_ACTIVATION);
+  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][K / 2], &B[K / 2][0], &T[0][0], &C[0][0],
+                  K, J, J, J, false, false, false, false, false, NO_ACTIVATION);
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body), gemm(32, 48, 64)))
+
+
+def test_loop_ws_many_blocks_double_buffered(run):
+    # One tile per call, K split in three: exercises the alternating halves.
+    body = """
+  for (int i = 0; i < I / DIM; i++)
+    for (int j = 0; j < J / DIM; j++)
+      for (int k = 0; k < K / DIM; k++)
+        gemmini_loop_ws(1, 1, 1, 0, 0, 0, &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
+                        k == K / DIM - 1 ? &C[i * DIM][j * DIM] : NULL, K, J, 0, J,
+                        false, false, false, false, k > 0, NO_ACTIVATION);
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body), gemm(32, 32, 48)))
+
+
+# --------------------------------------------------------------------------- gemmini_loop_conv_ws
+CONV_KERNEL = """#include "include/gemmini.h"
+void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
+              int8_t output[4][P][P][K]) {
+  gemmini_loop_conv_ws(4, P + 2, C, K, P, 3, &inp[0][0][0][0], &weights[0][0][0][0], BIAS,
+                       &output[0][0][0][0], NO_ACTIVATION);
+  fence();
+}
+"""
+
+
+@pytest.mark.parametrize("P,Cch", [(4, 16), (6, 32), (17, 16)])
+def test_loop_conv_ws_matches_reference(run, P, Cch):
+    r = run(CONV_KERNEL.replace("BIAS", "&bias[0][0]"), conv(P, Cch))
+    assert_correct(r)
+    assert r.feedback["macs_issued"] == 4 * P * P * Cch * 9 * Cch
+
+
+def test_loop_conv_ws_without_bias_misses_the_bias(run):
+    p = conv(4, 16)
+    r = run(CONV_KERNEL.replace("BIAS", "NULL"), p)
+    inp, w, bias = inputs(p, 0, 0)
+    got = FAMILIES["conv3x3"].reference(p.dims, [inp, w, np.zeros_like(bias)])
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0), name="output"))
+
+
+# --------------------------------------------------------------------------- instruction counts and seeds
+def test_results_are_deterministic_and_data_independent(run):
+    code = gemm_kernel(NAIVE_BODY)
+    r0, r0b, r1 = run(code, seed=0), run(code, seed=0), run(code, seed=1)
+    for r in (r0, r0b, r1):
+        assert_correct(r)
+    assert r0.cycles == r0b.cycles == r1.cycles
+    assert r0.feedback == r0b.feedback
+    assert not np.array_equal(inputs(gemm(32, 32, 32), 0)[0], inputs(gemm(32, 32, 32), 1)[0])
+
+
+# --------------------------------------------------------------------------- partial tiles and A_stride
+def test_partial_tiles_on_every_dimension(run):
+    # 24x20x40: rows, columns and reduction length all end in partial tiles;
+    # the unwritten columns of partially loaded rows hold noise and must be ignored.
+    body = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      uint32_t rows = I - i < DIM ? I - i : DIM, cols = J - j < DIM ? J - j : DIM;
+      for (int k = 0; k < K; k += DIM) {
+        uint32_t kl = K - k < DIM ? K - k : DIM;
+        mvin(&A[i][k], 0, kl, rows);
+        mvin2(&B[k][j], BANK_ROWS, cols, kl);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), cols, kl, cols, rows);
+        compute_preloaded(0, GARBAGE_ADDR, kl, rows, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, cols, rows);
+    }
+  fence();
+"""
+    r = run(gemm_kernel(body), gemm(24, 20, 40))
+    assert_correct(r)
+    assert r.feedback["macs_issued"] == 24 * 20 * 40
+
+
+def test_compute_a_stride_skips_scratchpad_rows(run):
+    # With DRAM stride K/2, even scratchpad rows hold the rows of A; A_stride 2 reads only those.
+    body = """
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 2, false, false);
+  config_ld(K / 2, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, 15);          /* rows 0,2,..,14 = A[i..i+7] */
+        mvin(&A[i + 8][k], DIM, DIM, 15);    /* rows 16,..,30 = A[i+8..i+15] */
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body)))
+    assert_fails(run(gemm_kernel(body.replace("NO_ACTIVATION, 2,", "NO_ACTIVATION, 1,"))), "wrong_result")
+
+
+def test_mvout_ignores_accumulate_bit(run):
+    body = NAIVE_BODY.replace("mvout(&C[i][j], ACC_ADDR_BIT,", "mvout(&C[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT,")
+    assert "ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM);" in body
+    assert_correct(run(gemm_kernel(body)))
+
+
+def test_mvout_of_scratchpad_rows(run):
+    # Results written to the scratchpad (int8) are copied out unchanged.
+    assert_correct(run(gemm_kernel(SPAD_RESULT.replace("ACT", "NO_ACTIVATION")), gemm(48, 16, 16)))
+
+
+def test_loop_ws_result_left_in_accumulator_at_documented_rows(run):
+    # C == NULL leaves tile (i, j) at accumulator rows (i*tJ + j)*16 of half 0; the
+    # CPU stores it with its own config_st, which the FSM must not have changed.
+    body = """
+  config_st(J);
+  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
+                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+  for (int i = 0; i < I / DIM; i++)
+    for (int j = 0; j < J / DIM; j++)
+      mvout(&C[i * DIM][j * DIM], ACC_ADDR_BIT | ((i * (J / DIM) + j) * DIM), DIM, DIM);
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body), gemm(32, 48, 32)))
+
+
+def test_gemmini_compatibility_macros(run):
+    body = """
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_extended4_config_ld(K, 1.0f, false, DIM, 0);
+  gemmini_extended3_config_ld(J, 1.0f, false, 1);
+  gemmini_extended_config_st(J, RELU, 0.5f);      /* act and scale are ignored */
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        gemmini_mvin(&A[i][k], 0);
+        gemmini_extended_mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        if (k == 0) gemmini_preload(BANK_ROWS, ACC_ADDR_BIT);
+        else gemmini_extended_preload(BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        gemmini_compute_preloaded(0, GARBAGE_ADDR);
+      }
+      gemmini_mvout(&C[i][j], ACC_ADDR_BIT);
+    }
+  gemmini_flush(0);
+  gemmini_fence();
+"""
+    assert_correct(run(gemm_kernel(body)))
+
+
+def test_loop_ws_accumulator_half_flips_after_a_stored_call(run):
+    # Call 1 stores C (half 0, then g flips); call 2 leaves its result at rows 512 + (i*tJ + j)*16.
+    body = """
+  config_st(J);
+  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &C[0][0],
+                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
+                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+  for (int i = 0; i < I / DIM; i++)
+    for (int j = 0; j < J / DIM; j++)
+      mvout(&C[i * DIM][j * DIM], ACC_ADDR_BIT | (HALF + (i * (J / DIM) + j) * DIM), DIM, DIM);
+  fence();
+"""
+    assert_correct(run(gemm_kernel(body.replace("HALF", "512")), gemm(32, 32, 32)))
+    # rows that no call wrote hold noise
+    assert_fails(run(gemm_kernel(body.replace("HALF", "256")), gemm(32, 32, 32)), "wrong_result")
+
+
+def test_default_config_is_restored_for_every_input_set(run):
+    # Configuring only in the first solution() call leaves sets 2 and 3 with the
+    # documented defaults (DRAM strides 0): broadcast rows, wrong from set 2 on.
+    body = NAIVE_BODY.replace("""  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);""", """  static int configured;
+  if (!configured++) { config_ld(K, 1.0f, DIM, 0); config_ld(J, 1.0f, DIM, 1); }
+  config_st(J);""")
+    assert "static int configured" in body
+    assert_fails(run(gemm_kernel(body)), "wrong_result", "input set 2 of 3")
+
+
+def test_load_stride_defaults_to_zero(run):
+    p = gemm(32, 32, 32)
+    body = NAIVE_BODY.replace("  config_ld(J, 1.0f, DIM, 1);\n", "")
+    r = run(gemm_kernel(body), p)
+    a, b = inputs(p, 0, 0)
+    # every B tile is the broadcast of its first row
+    b_broadcast = np.repeat(b[::16, :], 16, axis=0)
+    got = sat8(a.astype(np.int64) @ b_broadcast.astype(np.int64))
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
+
+
+def test_final_fence_is_free_but_fences_in_loops_cost_time(run):
+    base = run(gemm_kernel(NAIVE_BODY))
+    no_fence = run(gemm_kernel(NAIVE_BODY.replace("  fence();\n", "")))
+    inner = run(gemm_kernel(NAIVE_BODY.replace("mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);",
+                                               "mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);\n      fence();")))
+    for r in (base, no_fence, inner):
+        assert_correct(r)
+    assert base.cycles == no_fence.cycles
+    assert inner.cycles > base.cycles
+    assert inner.feedback["stalls"] and "fence_wait" in dict(inner.feedback["stalls"])

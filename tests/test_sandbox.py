@@ -1,0 +1,213 @@
+"""hw_runners.sandbox: run() with small real programs, Outcome.describe and read_tail."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hw_runners import sandbox
+from hw_runners.sandbox import Limits, Outcome
+
+pytestmark = pytest.mark.timeout(60)
+
+IS_ROOT = os.geteuid() == 0
+SH = shutil.which("sh") or "/bin/sh"
+
+
+@pytest.fixture
+def workdir():
+    # Like the evaluator: a private directory under the system temp dir, handed to the sandbox user.
+    path = Path(tempfile.mkdtemp(prefix="sandbox-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_sh(workdir: Path, script: str, limits: Limits = Limits(wall_s=10, cpu_s=10), **kw) -> Outcome:
+    sandbox.prepare_workdir(workdir, limits)
+    return sandbox.run([SH, "-c", script], workdir, limits, **kw)
+
+
+def out(workdir: Path, name: str = "stdout.txt") -> str:
+    return (workdir / name).read_text()
+
+
+def test_success_and_status_notes(workdir):
+    r = run_sh(workdir, "echo hello; echo oops >&2")
+    assert r.ok and r.returncode == 0 and r.signal is None and not r.timed_out
+    assert out(workdir) == "hello\n" and out(workdir, "stderr.txt") == "oops\n"
+    assert "exec" in r.notes
+    assert any(n.startswith("net ") for n in r.notes)
+    if IS_ROOT:
+        assert "user nobody" in r.notes
+    assert r.wall_s < 5
+
+
+def test_empty_environment(workdir, monkeypatch):
+    monkeypatch.setenv("AUTOCOMP_TEST_SECRET", "leak-me-not")
+    r = sandbox.run(["/usr/bin/env"], workdir, Limits(wall_s=10))
+    assert r.ok
+    assert out(workdir) == ""  # not a single variable, in particular not the secret
+
+
+def test_explicit_environment_only(workdir, monkeypatch):
+    monkeypatch.setenv("AUTOCOMP_TEST_SECRET", "leak-me-not")
+    r = sandbox.run(["/usr/bin/env"], workdir, Limits(wall_s=10), env={"PATH": "/usr/bin:/bin"})
+    assert r.ok and out(workdir) == "PATH=/usr/bin:/bin\n"
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="dropping privileges needs root")
+def test_runs_as_nobody(workdir):
+    r = run_sh(workdir, "id -u; id -g; touch made-here && echo wrote")
+    assert r.ok
+    assert out(workdir).split() == ["65534", "65534", "wrote"]
+    assert (workdir / "made-here").stat().st_uid == 65534
+
+
+def test_network_is_isolated(workdir):
+    r = run_sh(workdir, "cat /proc/net/dev")
+    assert r.ok
+    if not any(n.startswith("net isolated") for n in r.notes):
+        pytest.skip(f"network namespaces unavailable here: {r.notes}")
+    interfaces = {line.split(":")[0].strip() for line in out(workdir).splitlines()[2:]}
+    assert interfaces == {"lo"}
+
+
+def test_stdin_is_empty_and_resource_limits_are_set(workdir):
+    r = run_sh(workdir, "cat; ulimit -n; ulimit -c; ulimit -t; ulimit -f",
+               Limits(wall_s=10, cpu_s=7, nofile=32, fsize_bytes=1 << 20))
+    assert r.ok
+    # cat returns at once (stdin is /dev/null); nofile 32, no core dumps, CPU 7 s, 1 MiB = 2048 blocks of 512 B
+    assert out(workdir).split() == ["32", "0", "7", "2048"]
+
+
+def test_exit_status(workdir):
+    r = run_sh(workdir, "exit 7")
+    assert not r.ok and r.returncode == 7 and r.signal is None
+    assert r.describe(Limits()) == "exited with status 7"
+
+
+def test_wall_clock_limit_kills_the_whole_process_group(workdir):
+    r = run_sh(workdir, "sleep 60 & echo $! > bg.pid; sleep 60", Limits(wall_s=1, cpu_s=30))
+    assert r.timed_out and not r.ok
+    assert r.signal == signal.SIGKILL
+    assert r.wall_s < 10
+    assert r.describe(Limits(wall_s=1)) == "timed out after 1 s (wall-clock limit); it may loop forever or sleep"
+    pid = int(out(workdir, "bg.pid"))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the background sleep was killed too (gone or a zombie)
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"background process {pid} survived the wall-clock kill")
+
+
+def test_cpu_limit(workdir):
+    limits = Limits(wall_s=20, cpu_s=1)
+    r = run_sh(workdir, "while :; do :; done", limits)
+    assert not r.ok and not r.timed_out
+    assert r.signal in (signal.SIGXCPU, signal.SIGKILL)
+    assert "CPU time limit of 1 s" in r.describe(limits)
+    assert r.wall_s < 10
+
+
+def test_file_size_limit(workdir):
+    limits = Limits(wall_s=10, fsize_bytes=64 << 10)
+    r = run_sh(workdir, "exec head -c 1000000 /dev/zero", limits)
+    assert r.signal == signal.SIGXFSZ
+    assert (workdir / "stdout.txt").stat().st_size == 64 << 10
+    assert "file size limit of" in r.describe(limits)
+
+
+def test_memory_limit(workdir):
+    limits = Limits(wall_s=10, mem_bytes=64 << 20)
+    # mawk/gawk grow a string until allocation fails under RLIMIT_AS
+    r = run_sh(workdir, "awk 'BEGIN { s = \"x\"; while (1) s = s s }'", limits)
+    assert not r.ok and not r.timed_out
+    assert "out of memory" in out(workdir, "stderr.txt").lower()
+
+
+@pytest.mark.xfail(reason="BUG: Outcome.max_rss_kb comes from wait4() on the launcher, whose peak RSS includes the "
+                          "evaluator's own pages at fork/exec (Linux keeps the old mm's hiwater across exec): a "
+                          "/bin/sh that SIGKILLs itself under a 256 MiB limit is described as 'killed: memory limit "
+                          "of 256 MiB exceeded' when the calling Python process is larger than ~230 MiB",
+                   strict=True)
+def test_max_rss_is_the_sandboxed_programs_own(workdir):
+    import numpy as np
+    ballast = np.ones(300 << 20, dtype=np.uint8)  # make the evaluator process big
+    limits = Limits(wall_s=10, mem_bytes=256 << 20)
+    r = run_sh(workdir, "kill -9 $$", limits)
+    assert ballast.sum() == 300 << 20
+    assert r.signal == signal.SIGKILL
+    assert r.max_rss_kb * 1024 < 64 << 20, r.max_rss_kb
+    assert "memory limit" not in r.describe(limits)
+
+
+def test_descriptor_mapping(workdir):
+    (workdir / "in.txt").write_text("payload\n")
+    r = run_sh(workdir, "cat <&3 >&4; echo side >&5", fds={3: ("r", "in.txt"), 4: ("w", "copy.txt"),
+                                                          5: ("w", "side.txt")})
+    assert r.ok
+    assert out(workdir, "copy.txt") == "payload\n" and out(workdir, "side.txt") == "side\n"
+
+
+def test_setup_failure_is_exit_125(workdir):
+    r = sandbox.run(["/bin/true"], workdir, Limits(wall_s=10), fds={3: ("w", "missing-dir/x")})
+    assert r.returncode == 125 and not r.ok
+    assert any(n.startswith("setup-failed") for n in r.notes)
+    assert r.describe(Limits()).startswith("the sandbox could not be set up: ")
+
+
+def test_missing_program_is_reported(workdir):
+    r = sandbox.run(["/nonexistent/program"], workdir, Limits(wall_s=10))
+    assert r.returncode == 125 and not r.ok
+    assert "exec /nonexistent/program" in out(workdir, "stderr.txt")
+
+
+@pytest.mark.parametrize("outcome,limits,expected", [
+    (Outcome(None, signal.SIGKILL, True, 1.0, 0), Limits(wall_s=2.5), "timed out after 2.5 s (wall-clock limit)"),
+    (Outcome(None, signal.SIGKILL, False, 1.0, 500 << 10), Limits(mem_bytes=512 << 20),
+     "killed: memory limit of 512 MiB exceeded"),
+    (Outcome(None, signal.SIGKILL, False, 1.0, 10), Limits(cpu_s=3), "killed (SIGKILL), likely the CPU time limit of 3 s"),
+    (Outcome(None, signal.SIGXCPU, False, 1.0, 10), Limits(cpu_s=3), "CPU time limit of 3 s exceeded"),
+    (Outcome(None, signal.SIGXFSZ, False, 1.0, 10), Limits(fsize_bytes=8 << 20), "file size limit of 8 MiB exceeded"),
+    (Outcome(None, signal.SIGSEGV, False, 1.0, 10), Limits(), "killed by signal SIGSEGV"),
+    (Outcome(125, None, False, 1.0, 10, ["setup-failed chdir"]), Limits(), "the sandbox could not be set up: setup-failed chdir"),
+    (Outcome(2, None, False, 1.0, 10), Limits(), "exited with status 2"),
+])
+def test_describe(outcome, limits, expected):
+    assert expected in outcome.describe(limits)
+    assert not outcome.ok
+
+
+def test_read_tail(tmp_path):
+    f = tmp_path / "log.txt"
+    f.write_bytes(b"a" * 6000 + b"TAIL\xff")
+    text = sandbox.read_tail(f, 100)
+    assert text.startswith("[... 5905 bytes omitted ...]\n")
+    assert text.endswith("TAIL\ufffd")
+    assert sandbox.read_tail(tmp_path / "missing.txt") == ""
+    f.write_text("short")
+    assert sandbox.read_tail(f) == "short"
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="chown needs root")
+def test_prepare_workdir_hands_directory_to_nobody(workdir):
+    (workdir / "file").write_text("x")
+    sandbox.prepare_workdir(workdir, Limits())
+    assert workdir.stat().st_uid == 65534 and (workdir / "file").stat().st_uid == 65534
+    other = Path(tempfile.mkdtemp(prefix="sandbox-test-"))
+    try:
+        sandbox.prepare_workdir(other, Limits(drop_root=False))
+        assert other.stat().st_uid == 0
+    finally:
+        shutil.rmtree(other)
