@@ -120,6 +120,7 @@ def run(
     max_evals: Annotated[Optional[int], typer.Option(help="Stop after this many evaluations.")] = None,
     patience: Annotated[Optional[int], typer.Option(help="Stop after this many iterations without improvement.")] = None,
     bind: Annotated[Optional[str], typer.Option(help="Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.")] = None,
+    curve: Annotated[Optional[bool], typer.Option("--curve/--no-curve", help="Encrypt links with CurveZMQ.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to create.")] = None,
     config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
@@ -132,7 +133,7 @@ def run(
              "iterations": iterations, "beam": beam, "plans": plans, "codes": codes, "dropout": dropout,
              "seed": seed, "models": model, "code_models": code_model, "evaluators": evaluators,
              "planners": planners, "coders": coders, "repairers": repairers, "max_evals": max_evals,
-             "patience": patience, "bind": bind}
+             "patience": patience, "bind": bind, "curve": curve}
     try:
         base = RunConfig.from_toml(config) if config else {}
         cfg = RunConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})

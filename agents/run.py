@@ -26,6 +26,7 @@ from agents.progress import Progress
 from agents.runstore import RunStore
 from agents.search import BeamSearch, SearchConfig
 from bus.auth import create_secret, load_secret
+from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
@@ -61,6 +62,7 @@ class RunConfig:
     max_evals: int | None = None
     stop_roofline: float | None = None
     bind: str = "tcp://127.0.0.1:*"
+    curve: bool = False                  # encrypt links with CurveZMQ (keys in RUN_DIR/curve)
     heartbeat_s: float = 1.0
     eval_lease_s: float = 600.0
     llm_lease_s: float = 600.0
@@ -109,7 +111,7 @@ def _open_resume(cfg: RunConfig, run_dir: Path) -> tuple[RunConfig, RunStore, by
     saved, code = store.meta("config"), store.meta("initial_code")
     if saved is None or code is None:
         raise RunError(f"{run_dir} holds no saved configuration")
-    overrides = {k: getattr(cfg, k) for k in ("evaluators", "planners", "coders", "repairers", "bind")}
+    overrides = {k: getattr(cfg, k) for k in ("evaluators", "planners", "coders", "repairers", "bind", "curve")}
     return RunConfig(**{**saved, **overrides}), store, load_secret(run_dir / "secret"), code
 
 
@@ -150,7 +152,11 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
                        "dims": problem.dims, "description": problem.description}
     search = BeamSearch(search_cfg, problem_payload, code, menu, store)
     timing = BusTiming(heartbeat_s=cfg.heartbeat_s)
-    router = Router([cfg.bind], key, run_id=run_dir.name, timing=timing)
+    curve_secret = None
+    if cfg.curve:
+        cert = run_dir / "curve" / "server.key_secret"
+        _, curve_secret = load_keys(cert) if cert.exists() else create_server_keys(run_dir / "curve")
+    router = Router([cfg.bind], key, run_id=run_dir.name, timing=timing, curve_secret_key=curve_secret)
     store.set_meta("endpoint", router.endpoints[0])
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
                                   "eval": cfg.eval_lease_s})
@@ -203,6 +209,8 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
            "--capacity", str(capacity), "--heartbeat", str(cfg.heartbeat_s)]
     if role == "evaluator":
         cmd += ["--target", cfg.target]
+    if cfg.curve:
+        cmd += ["--curve-server-key", str(run_dir / "curve" / "server.key")]
     return cmd
 
 

@@ -20,10 +20,11 @@ ALLOWED_HEADERS = frozenset({
 })
 
 _FORBIDDEN = [
-    (re.compile(r"\b(__asm__|__asm|asm)\b"), "inline assembly is not allowed; use the Gemmini intrinsics"),
-    (re.compile(r"\b(constructor|destructor)\b"), "constructors/destructors (code that runs outside solution()) are not allowed"),
-    (re.compile(r"\.(init|fini|preinit)_array\b|\bsection\s*\("), "placing code or data in ELF sections is not allowed"),
-    (re.compile(r"\bincbin\b"), "including binary files is not allowed"),
+    (re.compile(r"##"), "token pasting (##) is not allowed: it can assemble forbidden names"),
+    (re.compile(r"(?<![A-Za-z0-9])_*asm_*(?![A-Za-z0-9])"), "inline assembly is not allowed; use the Gemmini intrinsics"),
+    (re.compile(r"constructor|destructor"), "constructors/destructors (code that runs outside solution()) are not allowed"),
+    (re.compile(r"(init|fini)_array|_*section_*\s*\("), "placing code or data in ELF sections is not allowed"),
+    (re.compile(r"incbin"), "including binary files is not allowed"),
     (re.compile(r"(#\s*pragma|_Pragma)[^\n]*\bdependency\b"), "#pragma GCC dependency is not allowed"),
     (re.compile(r"\b(main|autocomp_entry|harness_fail|sim_fail)\s*\("), "kernels may not define or call the harness's own functions"),
 ]

@@ -1,18 +1,25 @@
 """gemmini-sim: evaluate C kernels written with Gemmini intrinsics on the host.
 
 One evaluation: static policy check -> compile with the host gcc against the
-shim (sandboxed) -> run every seeded input set in one sandboxed child, where
-the functional model executes each intrinsic and the timing model prices the
-first run -> compare every output bit-exactly with numpy -> feedback.
+shim (sandboxed) -> two sandboxed processes joined by a pipe: the candidate
+kernel, which runs every seeded input set and only *records* the Gemmini
+instructions it issues, and the trusted replayer, which executes that trace
+with the functional and timing models on its own copy of the inputs ->
+compare the replayer's outputs bit-exactly with numpy -> feedback. Nothing the
+kernel does in its own process can change its outputs, verdict or cycles.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
+import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import signal
 
 import numpy as np
 
@@ -25,23 +32,33 @@ from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 
 CSRC = Path(__file__).with_name("csrc")
-_SHIM_SOURCES = ("functional.c", "timing.c", "fsm.c", "harness.c")
+_KERNEL_SIDE = ("record.c", "fsm.c", "harness.c", "job.c")       # linked with the candidate
+_REPLAYER = ("replay.c", "functional.c", "timing.c", "job.c")    # trusted
 CFLAGS = ["-std=gnu11", "-O2"]
 
 
-def shim_library() -> Path:
-    """The simulator and harness as a static library, built once per machine."""
-    sources = [CSRC / s for s in _SHIM_SOURCES] + sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("include/**/*.h"))
+def _headers() -> list[Path]:
+    return sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("include/**/*.h"))
 
+
+def shim_library() -> Path:
+    """The kernel-side intrinsics, loop FSMs and harness as a static library, built once per machine."""
     def build(out: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             objs = []
-            for src in _SHIM_SOURCES:
+            for src in _KERNEL_SIDE:
                 obj = Path(tmp) / (src[:-2] + ".o")
                 run_build(["gcc", *CFLAGS, "-c", str(CSRC / src), "-o", str(obj)])
                 objs.append(str(obj))
             run_build(["ar", "rcs", str(out), *objs])
-    return cached_build("libgemminisim.a", sources, CFLAGS, build)
+    return cached_build("libgemminisim.a", [CSRC / s for s in _KERNEL_SIDE] + _headers(), CFLAGS, build)
+
+
+def replayer() -> Path:
+    """The trusted replayer (functional + timing model), built once per machine."""
+    return cached_build("gemmini-replay", [CSRC / s for s in _REPLAYER] + _headers(), CFLAGS,
+                        lambda out: run_build(["gcc", *CFLAGS, "-o", str(out), *(str(CSRC / s) for s in _REPLAYER),
+                                               "-lm"]))
 
 
 @functools.lru_cache(maxsize=8)
@@ -119,25 +136,52 @@ class GemminiSim(Target):
             for arrays in inputs:
                 for a in arrays:
                     fh.write(np.ascontiguousarray(a).tobytes())
-        fds = {3: ("r", "job.bin"), 4: ("w", "out.bin"), 5: ("w", "stats.txt"), 6: ("w", "trace.txt")}
+        shutil.copy(replayer(), work / "gemmini-replay")
+        sandbox.prepare_workdir(work, opts.run_limits)
         limits = opts.run_limits
-        run = sandbox.run(["./kernel"], work, limits, fds=fds)
+        read_end, write_end = os.pipe()
+        hi_r, hi_w = fcntl.fcntl(read_end, fcntl.F_DUPFD_CLOEXEC, 100), fcntl.fcntl(write_end, fcntl.F_DUPFD_CLOEXEC, 100)
+        os.close(read_end)
+        os.close(write_end)
+        try:
+            replay = sandbox.start(["./gemmini-replay"], work, limits, tag="-replay", inherit={7: hi_r},
+                                   fds={1: ("w", "replay-out.txt"), 2: ("w", "replay-err.txt"), 3: ("r", "job.bin"),
+                                        4: ("w", "out.bin"), 5: ("w", "replay.txt"), 8: ("w", "timing.txt")})
+            os.close(hi_r)
+            hi_r = -1
+            kernel = sandbox.start(["./kernel"], work, limits, seccomp=True, inherit={6: hi_w},
+                                   fds={3: ("r", "job.bin"), 5: ("w", "stats.txt")})
+            os.close(hi_w)
+            hi_w = -1
+            run = kernel.wait()
+            replayed = replay.wait()
+        finally:
+            for fd in (hi_r, hi_w):
+                if fd >= 0:
+                    os.close(fd)
         stdout = sandbox.read_tail(work / "stdout.txt")
-        stats, verdict = _parse_stats(work / "stats.txt")
-        if trace_path is not None and (work / "trace.txt").exists():
-            shutil.copy(work / "trace.txt", trace_path)
+        _, verdict = _parse_stats(work / "stats.txt")
+        stats, replay_verdict = _parse_stats(work / "replay.txt")
+        if trace_path is not None and (work / "timing.txt").exists():
+            shutil.copy(work / "timing.txt", trace_path)
         common = dict(stdout=stdout, stderr=diagnostics, sandbox=run.notes + verdict.get("notes", []))
-        if "error" in verdict:
-            return EvalResult.failure("gemmini", verdict["error"], **common)
+        replay_error = replay_verdict.get("error")
+        if replay_error and not replay_error.startswith("the trace ended early"):
+            return EvalResult.failure("gemmini", replay_error, **common)   # the program itself is invalid
         if "crash" in verdict:
             return EvalResult.failure("crash", f"kernel {verdict['crash']}", **common)
+        if "error" in verdict:
+            return EvalResult.failure("gemmini", verdict["error"], **common)
         if not run.ok or "ok" not in verdict:
-            kind = "timeout" if run.timed_out else "limit"
+            kind = "timeout" if run.timed_out else "crash" if run.signal == signal.SIGSYS else "limit"
             reason = run.describe(limits)
             if run.returncode is not None and not run.timed_out:
                 reason = f"the program exited with status {run.returncode} before the harness finished " \
                          "(the kernel must return from solution(), not exit)"
             return EvalResult.failure(kind, f"kernel {reason}", **common)
+        if not replayed.ok or "ok" not in replay_verdict:
+            why = replay_error or replayed.describe(limits)
+            return EvalResult.failure("limit", f"replaying the kernel's instructions failed: {why}", **common)
 
         m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing)
         result = EvalResult(correct=True, cycles=m["cycles"], utilization=m["utilization"],

@@ -86,6 +86,9 @@ class TimingConfig:
         if unknown:
             raise ValueError(f"unknown gemmini-sim timing parameters: {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(sorted(known))}")
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"timing parameter {key} must be an integer, not {value!r}")
         cfg = cls(**data)
         for f in fields(cls):
             if getattr(cfg, f.name) <= 0:

@@ -58,13 +58,15 @@ class Outcome:
         if self.timed_out:
             return f"timed out after {limits.wall_s:g} s (wall-clock limit); it may loop forever or sleep"
         if self.signal == signal.SIGKILL:
-            if self.max_rss_kb * 1024 > 0.9 * limits.mem_bytes:
-                return f"killed: memory limit of {limits.mem_bytes >> 20} MiB exceeded"
-            return f"killed (SIGKILL), likely the CPU time limit of {limits.cpu_s} s"
+            # ru_maxrss cannot tell: it includes the pages of the Python process that forked us
+            return (f"killed (SIGKILL): the CPU time limit of {limits.cpu_s} s or the memory limit of "
+                    f"{limits.mem_bytes >> 20} MiB was exceeded")
+        if self.signal == signal.SIGSYS:
+            return "killed by SIGSYS: it made a forbidden system call (e.g. to create a thread or process)"
         if self.signal == signal.SIGXCPU:
             return f"CPU time limit of {limits.cpu_s} s exceeded"
         if self.signal == signal.SIGXFSZ:
-            return f"file size limit of {limits.fsize_bytes >> 20} MiB exceeded (too much output)"
+            return f"file size limit of {limits.fsize_bytes / 2**20:g} MiB exceeded (too much output)"
         if self.signal is not None:
             return f"killed by signal {signal.Signals(self.signal).name}"
         if self.returncode == 125:
@@ -80,12 +82,46 @@ def prepare_workdir(path: Path, limits: Limits) -> None:
             os.chown(child, NOBODY_UID, NOBODY_UID)
 
 
-def run(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,
-        env: dict[str, str] | None = None) -> Outcome:
-    """Run argv in workdir. fds maps descriptor number -> ("r"|"w", path relative to workdir);
-    stdout/stderr go to workdir/stdout.txt and workdir/stderr.txt unless fds name 1/2."""
+class Sandboxed:
+    """A started sandboxed program; wait() reaps it and says how it ended."""
+
+    def __init__(self, proc: subprocess.Popen, limits: Limits, status: Path) -> None:
+        self.proc, self.limits, self.status = proc, limits, status
+        self.started = time.monotonic()
+        self._timed_out = threading.Event()
+        self._timer = threading.Timer(limits.wall_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self._timed_out.set()
+        _killpg(self.proc.pid)
+
+    def wait(self) -> Outcome:
+        try:
+            # Wait without reaping: while the leader is a zombie its process-group id
+            # cannot be reused, so killing the group cannot hit an unrelated process.
+            os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
+        finally:
+            self._timer.cancel()
+            _killpg(self.proc.pid)  # stragglers of a program that forked before dying
+        _, wstatus, rusage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = code = os.waitstatus_to_exitcode(wstatus)
+        sig = -code if code < 0 else None
+        notes = self.status.read_text().splitlines() if self.status.exists() else []
+        return Outcome(returncode=None if sig else code, signal=sig, timed_out=self._timed_out.is_set(),
+                       wall_s=time.monotonic() - self.started, max_rss_kb=rusage.ru_maxrss, notes=notes)
+
+
+def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,
+          env: dict[str, str] | None = None, inherit: dict[int, int] | None = None, seccomp: bool = False,
+          tag: str = "") -> Sandboxed:
+    """Start argv in workdir. fds maps descriptor number -> ("r"|"w", path relative to workdir);
+    inherit maps descriptor number -> one of our descriptors (e.g. a pipe end) to pass on;
+    stdout/stderr go to workdir/stdout.txt and workdir/stderr.txt unless fds name 1/2.
+    seccomp: apply the launcher's allowlist before exec (for candidate kernels)."""
     fds = {1: ("w", "stdout.txt"), 2: ("w", "stderr.txt"), **(fds or {})}
-    status = workdir / ".sandbox-status"
+    status = workdir / f".sandbox-status{tag}"
     cmd = [str(launcher_path()), "--status", str(status), "--chdir", str(workdir),
            "--cpu", str(limits.cpu_s), "--mem", str(limits.mem_bytes),
            "--fsize", str(limits.fsize_bytes), "--nofile", str(limits.nofile)]
@@ -95,36 +131,23 @@ def run(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str
         cmd.append("--isolate-net")
     if limits.drop_root:
         cmd.append("--drop-root")
+    if seccomp:
+        cmd.append("--seccomp")
     for num, (mode, rel) in sorted(fds.items()):
         cmd += ["--fd", f"{num}:{mode}:{workdir / rel}"]
+    for num, ours in sorted((inherit or {}).items()):
+        cmd += ["--fd", f"{num}:dup:{ours}"]
     cmd += ["--", *argv]
-    started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env or {}, cwd=workdir, start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, close_fds=True)
-    timed_out = threading.Event()
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            close_fds=True, pass_fds=tuple((inherit or {}).values()))
+    return Sandboxed(proc, limits, status)
 
-    def kill_group() -> None:
-        timed_out.set()
-        _killpg(proc.pid)
 
-    timer = threading.Timer(limits.wall_s, kill_group)
-    timer.daemon = True
-    timer.start()
-    try:
-        # Wait without reaping: while the leader is a zombie its process-group id
-        # cannot be reused, so killing the group cannot hit an unrelated process.
-        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    finally:
-        timer.cancel()
-        _killpg(proc.pid)  # stragglers of a program that forked before dying
-    _, wstatus, rusage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(wstatus)
-    sig = -proc.returncode if proc.returncode < 0 else None
-    notes = status.read_text().splitlines() if status.exists() else []
-    return Outcome(returncode=None if sig else proc.returncode, signal=sig,
-                   timed_out=timed_out.is_set(), wall_s=time.monotonic() - started,
-                   max_rss_kb=rusage.ru_maxrss, notes=notes)
+def run(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,
+        env: dict[str, str] | None = None) -> Outcome:
+    """start() and wait()."""
+    return start(argv, workdir, limits, fds, env).wait()
 
 
 def _killpg(pid: int) -> None:

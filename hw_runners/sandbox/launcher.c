@@ -19,9 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <signal.h>
+#include <stdint.h>
 #include <unistd.h>
 
 static FILE *status;
@@ -45,6 +51,61 @@ static void write_file(const char *path, const char *text) {
   close(fd);
 }
 
+/* --seccomp: an allowlist applied before exec, so nothing in the program can
+ * switch it off. It allows what a statically linked program needs to start,
+ * compute, allocate and print; files can only be used through descriptors
+ * opened here; no processes, threads, sockets or signals to others. The
+ * program may install a stricter filter of its own (the gemmini harness
+ * does, forbidding execve too). */
+#if defined(__x86_64__)
+#define ARCH_SELF AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define ARCH_SELF AUDIT_ARCH_AARCH64
+#endif
+#define ALLOW(n) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+#define DENY(n, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
+#define SELF(n, pid) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 4), \
+  BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])), \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (pid), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), \
+  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP)
+
+static void apply_seccomp(void) {
+#ifdef ARCH_SELF
+  uint32_t pid = (uint32_t)getpid();   /* exec keeps the pid */
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH_SELF, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    ALLOW(SYS_arch_prctl), ALLOW(SYS_readlink),
+#endif
+    ALLOW(SYS_execve), ALLOW(SYS_read), ALLOW(SYS_write), ALLOW(SYS_readv), ALLOW(SYS_writev),
+    ALLOW(SYS_pread64), ALLOW(SYS_pwrite64), ALLOW(SYS_lseek), ALLOW(SYS_fstat), ALLOW(SYS_newfstatat),
+    ALLOW(SYS_readlinkat), ALLOW(SYS_mmap), ALLOW(SYS_munmap), ALLOW(SYS_mremap), ALLOW(SYS_brk),
+    ALLOW(SYS_madvise), ALLOW(SYS_mprotect), ALLOW(SYS_exit), ALLOW(SYS_exit_group), ALLOW(SYS_rt_sigreturn),
+    ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigaction), ALLOW(SYS_sigaltstack), ALLOW(SYS_clock_gettime),
+    ALLOW(SYS_clock_nanosleep), ALLOW(SYS_nanosleep), ALLOW(SYS_gettimeofday), ALLOW(SYS_getpid),
+    ALLOW(SYS_gettid), ALLOW(SYS_getrandom), ALLOW(SYS_futex), ALLOW(SYS_sched_yield), ALLOW(SYS_fcntl),
+    ALLOW(SYS_uname), ALLOW(SYS_set_tid_address), ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq),
+    ALLOW(SYS_prlimit64), ALLOW(SYS_prctl), ALLOW(SYS_seccomp), ALLOW(SYS_close),
+    DENY(SYS_ioctl, ENOTTY),
+    SELF(SYS_kill, pid),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    SELF(SYS_tgkill, pid),
+    /* TRAP, not KILL: SIGSYS kills by default, and a program that handles it can name the call */
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof *f), f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) die("seccomp");
+  fprintf(status, "seccomp launcher\n");
+#else
+  fprintf(status, "seccomp unavailable on this architecture\n");
+#endif
+}
+
 static void isolate_network(void) {
   if (unshare(CLONE_NEWNET) == 0) { fprintf(status, "net isolated\n"); return; }
   int first = errno;
@@ -66,7 +127,7 @@ static void isolate_network(void) {
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   unsigned long long cpu = 0, mem = 0, fsize = 0, nofile = 64, nproc = 0;
-  int net = 0, drop = 0, i;
+  int net = 0, drop = 0, filter = 0, i;
   const char *status_path = NULL, *dir = NULL;
   for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     if (!strcmp(argv[i], "--status") && i + 1 < argc) status_path = argv[++i];
@@ -78,6 +139,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--nproc") && i + 1 < argc) nproc = strtoull(argv[++i], 0, 10);
     else if (!strcmp(argv[i], "--isolate-net")) net = 1;
     else if (!strcmp(argv[i], "--drop-root")) drop = 1;
+    else if (!strcmp(argv[i], "--seccomp")) filter = 1;
     else if (!strcmp(argv[i], "--fd") && i + 1 < argc) i++; /* handled below, after chdir */
     else { fprintf(stderr, "sandbox: unknown option %s\n", argv[i]); return 125; }
   }
@@ -96,12 +158,17 @@ int main(int argc, char **argv) {
   if (in > 0) close(in);
   for (int j = 1; j < i; j++) {
     if (strcmp(argv[j], "--fd")) continue;
-    int num;
-    char mode;
-    char path[4096];
-    if (sscanf(argv[j + 1], "%d:%c:%4095s", &num, &mode, path) != 3) { errno = EINVAL; die("--fd N:r|w:PATH"); }
-    int fd = open(path, mode == 'w' ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
-    if (fd < 0 || dup2(fd, num) < 0) die(path);
+    /* N:r:PATH, N:w:PATH (the path may contain anything, colons and spaces included) or N:dup:M */
+    char *spec = argv[j + 1], *end;
+    long num = strtol(spec, &end, 10);
+    if (end == spec || *end != ':' || num < 0 || num > 100) { errno = EINVAL; die("--fd N:r|w:PATH or N:dup:M"); }
+    const char *rest = end + 1;
+    int fd;
+    if (!strncmp(rest, "dup:", 4)) fd = dup((int)strtol(rest + 4, NULL, 10));
+    else if ((rest[0] == 'r' || rest[0] == 'w') && rest[1] == ':')
+      fd = open(rest + 2, rest[0] == 'w' ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
+    else { errno = EINVAL; die("--fd N:r|w:PATH or N:dup:M"); }
+    if (fd < 0 || dup2(fd, (int)num) < 0) die(spec);
     if (fd != num) close(fd);
   }
 
@@ -119,6 +186,8 @@ int main(int argc, char **argv) {
   limit(RLIMIT_NOFILE, nofile, nofile);
   if (nproc) limit(RLIMIT_NPROC, nproc, nproc);
   fprintf(status, "exec\n");
+  fflush(status);
+  if (filter) apply_seccomp();   /* last: after it, only the program's own start-up calls are possible */
   fclose(status);
   execvp(prog[0], prog);
   fprintf(stderr, "sandbox: exec %s: %s\n", prog[0], strerror(errno));

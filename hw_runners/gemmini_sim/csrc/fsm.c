@@ -26,6 +26,7 @@ void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, 
                      bool A_transpose, bool B_transpose, bool full_C, bool low_D,
                      bool ex_accumulate, int act) {
   op_begin("gemmini_loop_ws", 0);
+  const int which = 1;
   if (!tI || !tJ || !tK) sim_fail("tile counts I=%zu J=%zu K=%zu must be >= 1", tI, tJ, tK);
   if (padI >= DIM || padJ >= DIM || padK >= DIM) sim_fail("pad_I/pad_J/pad_K must be < %d", DIM);
   if (A_transpose || B_transpose || low_D)
@@ -46,7 +47,7 @@ void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, 
              "accumulator (C == NULL)");
   if (!ex_accumulate && acc_holds_partial) acc_half ^= 1; /* the partial result is abandoned */
 
-  timing_loop_call();
+  op_loop_call(which);
   /* A from the start of this half, B up to its end: different banks. */
   uint32_t a_base = (uint32_t)(spad_half * half_rows);
   uint32_t b_base = (uint32_t)(spad_half * half_rows + half_rows - b_rows);
@@ -101,6 +102,7 @@ void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim,
                           const elem_t *input, const elem_t *weights, const acc_t *bias,
                           elem_t *output, int act) {
   op_begin("gemmini_loop_conv_ws", 0);
+  const int which = 2;
   if (batch < 1 || kd < 1 || out_dim < 1) sim_fail("batch, kernel_dim and out_dim must be >= 1");
   if (in_dim != out_dim + kd - 1)
     sim_fail("in_dim=%d must equal out_dim + kernel_dim - 1 = %d (input already padded, stride 1)",
@@ -123,7 +125,7 @@ void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim,
   if (nslots < 1) sim_fail("one input slot (%d rows) exceeds half the scratchpad", slot_rows);
   if (kc * DIM * 2 > g_cfg.acc_rows) sim_fail("output tiles exceed the accumulator");
 
-  timing_loop_call();
+  op_loop_call(which);
   exconf_t ex = {WEIGHT_STATIONARY, act, 1, false, false};
   int iter = 0;
   for (int kb = 0; kb < nkt / kc; kb++) {

@@ -1,7 +1,7 @@
-/* Functional model of Gemmini: scratchpad, accumulator and systolic-array
- * semantics, bit-exact, plus the checks that give each limit violation a clear
- * error naming the instruction. Every primitive also hands a description of
- * its work to the timing model (timing.c). */
+/* Functional model of Gemmini, run by the trusted replayer: scratchpad,
+ * accumulator and systolic-array semantics, bit-exact, plus the checks that
+ * give each limit violation a clear error naming the instruction. Every
+ * primitive also hands a description of its work to the timing model. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -36,6 +36,8 @@ static laddr_t decode(uint32_t a) {
 /* ---- errors --------------------------------------------------------------- */
 void harness_fail(const char *msg) __attribute__((noreturn));
 
+uint64_t instr_number(void) { return instr_index; }
+
 const char *sim_current_instr(void) {
   static char buf[160];
   snprintf(buf, sizeof buf, "%s #%llu%s", instr_name, (unsigned long long)instr_index,
@@ -55,18 +57,15 @@ void sim_fail(const char *fmt, ...) {
 }
 
 /* ---- state ---------------------------------------------------------------- */
-static exconf_t ex_state;
-static struct { size_t stride; float scale; uint32_t block_stride; } ld_state[3];
-static size_t st_stride;
 
 /* Weight-stationary array: weights staged by preload, active after compute_preloaded. */
 static int32_t staged[DIM][DIM], active[DIM][DIM];
 static struct { bool valid; laddr_t c; uint32_t cc, cr; } pend;
 /* Output-stationary array: the tile being accumulated in the PEs. */
 static int32_t pe[DIM][DIM];
-static struct { bool active; laddr_t c; uint32_t cc, cr; } os_tile;
+static struct { bool active; laddr_t c; uint32_t cc, cr; int act; } os_tile;
 
-static uint8_t *out_base, *out_shadow, *out_mask;
+static uint8_t *out_base, *out_mask;
 static size_t out_bytes, out_cap;
 
 void sim_alloc(void) {
@@ -86,9 +85,6 @@ void sim_reset(uint64_t seed, bool with_timing) {
   for (size_t i = 0; i < (size_t)g_cfg.acc_rows * DIM; i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17; g_acc[i] = (int32_t)(x >> 40) - (1 << 23);
   }
-  ex_state = (exconf_t){WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false};
-  for (int i = 0; i < 3; i++) ld_state[i].stride = 0, ld_state[i].scale = 1.0f, ld_state[i].block_stride = DIM;
-  st_stride = 0;
   memset(staged, 0, sizeof staged);
   memset(active, 0, sizeof active);
   memset(&pend, 0, sizeof pend);
@@ -102,17 +98,16 @@ void sim_reset(uint64_t seed, bool with_timing) {
 
 void sim_register_output(void *base, size_t bytes) {
   if (bytes > out_cap) {
-    free(out_shadow); free(out_mask);
-    out_shadow = malloc(bytes); out_mask = malloc(bytes);
-    if (!out_shadow || !out_mask) harness_fail("cannot allocate output shadow");
+    free(out_mask);
+    out_mask = malloc(bytes);
+    if (!out_mask) harness_fail("cannot allocate the output mask");
     out_cap = bytes;
   }
   out_base = base; out_bytes = bytes;
   memset(out_mask, 0, bytes);
 }
 
-/* Remember what mvout wrote into the output so that results produced by CPU
- * code instead of the accelerator are caught. */
+/* Remember which output bytes mvout wrote, to report outputs never written. */
 static void shadow_note(const void *dst, size_t n) {
   const uint8_t *p = dst;
   if (p + n <= out_base || p >= out_base + out_bytes) return;
@@ -120,7 +115,6 @@ static void shadow_note(const void *dst, size_t n) {
   size_t off = (size_t)(p + lo - out_base);
   size_t len = n - lo;
   if (off + len > out_bytes) len = out_bytes - off;
-  memcpy(out_shadow + off, p + lo, len);
   memset(out_mask + off, 1, len);
 }
 
@@ -130,12 +124,6 @@ int64_t sim_output_unwritten(size_t *first) {
   return n;
 }
 
-int64_t sim_output_cpu_modified(size_t *first) {
-  int64_t n = 0;
-  for (size_t i = 0; i < out_bytes; i++)
-    if (out_mask[i] && out_shadow[i] != out_base[i]) { if (!n) *first = i; n++; }
-  return n;
-}
 
 /* ---- helpers -------------------------------------------------------------- */
 static inline int32_t sat32(int64_t v) { return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v; }
@@ -196,7 +184,7 @@ static void write_result(laddr_t c, uint32_t cols, uint32_t rows, int32_t res[DI
 
 static void os_flush(void) {
   if (!os_tile.active) return;
-  if (!os_tile.c.garbage) write_result(os_tile.c, os_tile.cc, os_tile.cr, pe, ex_state.act);
+  if (!os_tile.c.garbage) write_result(os_tile.c, os_tile.cc, os_tile.cr, pe, os_tile.act);
   os_tile.active = false;
 }
 
@@ -343,7 +331,7 @@ void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_
     os_flush();
     memcpy(pe, m, sizeof m);
     os_tile.active = true;
-    os_tile.c = lc; os_tile.cc = cc; os_tile.cr = cr;
+    os_tile.c = lc; os_tile.cc = cc; os_tile.cr = cr; os_tile.act = ex->act;
   }
   if (ex->dataflow == OUTPUT_STATIONARY) pend.valid = true, pend.c = lc, pend.cc = cc, pend.cr = cr;
   t.rows_b = lb.garbage ? 0 : (int)br;
@@ -404,72 +392,27 @@ void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, ui
   issue(&t);
 }
 
-/* ---- intrinsics ----------------------------------------------------------- */
-void config_ex(int dataflow, int act, uint32_t A_stride, bool A_transpose, bool B_transpose) {
-  op_begin("config_ex", 0);
-  if (dataflow != WEIGHT_STATIONARY && dataflow != OUTPUT_STATIONARY)
-    sim_fail("dataflow=%d (use WEIGHT_STATIONARY or OUTPUT_STATIONARY)", dataflow);
-  if (act != NO_ACTIVATION && act != RELU) sim_fail("act=%d (use NO_ACTIVATION or RELU)", act);
-  if (A_stride == 0 || A_stride >= (uint32_t)g_cfg.spad_rows) sim_fail("A_stride=%u out of range", A_stride);
+/* ---- replay-only operations ---------------------------------------------------- */
+void op_config_ex(void) {
   if (pend.valid) sim_fail("config_ex between a preload and its compute");
   os_flush();
-  ex_state = (exconf_t){dataflow, act, A_stride, A_transpose, B_transpose};
   op_config(Q_EX);
 }
 
-void config_ld(size_t stride, float scale, uint32_t block_stride, int id) {
-  op_begin("config_ld", 0);
-  if (id < 0 || id > 2) sim_fail("id=%d (0 for mvin, 1 for mvin2, 2 for mvin3)", id);
-  if (!isfinite(scale)) sim_fail("scale is not a finite number");
-  ld_state[id].stride = stride;
-  ld_state[id].scale = scale;
-  ld_state[id].block_stride = block_stride;
-  op_config(Q_LD);
-}
-
-void config_st(size_t stride) {
-  op_begin("config_st", 0);
-  st_stride = stride;
-  op_config(Q_ST);
-}
-
-static void mvin_id(const char *name, int id, const void *dram, uint32_t local, uint32_t cols, uint32_t rows) {
-  op_begin(name, 0);
-  op_mvin(dram, local, cols, rows, ld_state[id].stride, ld_state[id].scale, ld_state[id].block_stride, 0);
-}
-void mvin(const void *d, uint32_t l, uint32_t c, uint32_t r) { mvin_id("mvin", 0, d, l, c, r); }
-void mvin2(const void *d, uint32_t l, uint32_t c, uint32_t r) { mvin_id("mvin2", 1, d, l, c, r); }
-void mvin3(const void *d, uint32_t l, uint32_t c, uint32_t r) { mvin_id("mvin3", 2, d, l, c, r); }
-
-void mvout(void *dram, uint32_t local, uint32_t cols, uint32_t rows) {
-  op_begin("mvout", 0);
-  op_mvout(dram, local, cols, rows, st_stride, ex_state.act, 0);
-}
-
-void preload(uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr) {
-  op_begin("preload", 0);
-  op_preload(&ex_state, b, c, bc, br, cc, cr, 0);
-}
-
-void compute_preloaded(uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc, uint32_t dr) {
-  op_begin("compute_preloaded", 0);
-  op_compute(&ex_state, false, a, d, ac, ar, dc, dr, 0);
-}
-
-void compute_accumulated(uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc, uint32_t dr) {
-  op_begin("compute_accumulated", 0);
-  op_compute(&ex_state, true, a, d, ac, ar, dc, dr, 0);
-}
-
-void fence(void) {
-  op_begin("fence", 0);
+void op_fence(void) {
   os_flush();
   if (timing_on) timing_fence();
 }
 
+void op_loop_call(int which) {
+  (void)which;
+  if (timing_on) timing_loop_call();
+}
+
 void sim_finish(void) {
-  op_begin("end of kernel", 0);
-  if (pend.valid && ex_state.dataflow == WEIGHT_STATIONARY)
+  instr_name = "end of kernel";   /* not an instruction: does not count against the budget */
+  instr_fsm = 0;
+  if (pend.valid)
     sim_fail("the kernel ended with a preload that no compute used");
   os_flush();
   if (timing_on) timing_finish();

@@ -1,13 +1,16 @@
-/* Harness of one gemmini-sim evaluation, linked with the candidate kernel.
+/* Kernel-side harness of one gemmini-sim evaluation, linked with the
+ * candidate kernel (untrusted).
  *
  * fd 3: job (text header, then the raw input arrays of every input set)
- * fd 4: raw output arrays of every set          fd 5: stats ("key value" lines)
- * fd 6: optional per-instruction timing trace
+ * fd 5: diagnostics ("crash ..." / "error ..." lines)
+ * fd 6: the instruction trace, a pipe to the trusted replayer
  *
- * Before any kernel code runs it installs a seccomp allowlist: the kernel may
- * compute, allocate memory and print; it may not open files, create
- * processes or threads, use sockets or signal other processes. Forbidden
- * calls and crashes are reported with the last Gemmini instruction issued.
+ * For every input set it records the addresses of the problem's arrays and
+ * calls solution(); the intrinsics record instructions. Before any kernel
+ * code runs it installs a seccomp allowlist (on top of the launcher's): the
+ * kernel may compute, allocate memory and print; it may not open files,
+ * create processes or threads, use sockets or signal other processes.
+ * Forbidden calls and crashes are reported with the last instruction issued.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,12 +29,11 @@
 #include "sim.h"
 
 #define FD_JOB 3
-#define FD_OUT 4
 #define FD_STATS 5
-#define FD_TRACE 6
 
 void autocomp_entry(void **bufs);
 void fsm_reset(void);
+void intrinsics_reset(void);
 
 static void put(const char *s) {
   size_t n = strlen(s);
@@ -159,157 +161,29 @@ static void install_seccomp(void) {
 #endif
 }
 
-/* ---- job input ------------------------------------------------------------ */
-static char rbuf[1 << 16];
-static size_t rpos, rlen;
-
-static size_t read_some(void *dst, size_t n) {
-  if (rpos < rlen) {
-    size_t k = rlen - rpos < n ? rlen - rpos : n;
-    memcpy(dst, rbuf + rpos, k);
-    rpos += k;
-    return k;
-  }
-  ssize_t r = read(FD_JOB, dst, n);
-  return r > 0 ? (size_t)r : 0;
-}
-
-static void read_exact(void *dst, size_t n) {
-  char *p = dst;
-  while (n) {
-    size_t k = read_some(p, n);
-    if (!k) harness_fail("job file ended early");
-    p += k; n -= k;
-  }
-}
-
-static int read_line(char *line, size_t cap) {
-  size_t i = 0;
-  for (;;) {
-    if (rpos == rlen) {
-      ssize_t r = read(FD_JOB, rbuf, sizeof rbuf);
-      if (r <= 0) return 0;
-      rpos = 0; rlen = (size_t)r;
-    }
-    char c = rbuf[rpos++];
-    if (c == '\n' || i + 1 == cap) { line[i] = 0; return 1; }
-    line[i++] = c;
-  }
-}
-
-static void write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w <= 0) harness_fail("cannot write results");
-    c += w; n -= (size_t)w;
-  }
-}
-
-#define MAX_ARGS 8
-static const struct { const char *name; int64_t *field; } cfg_fields[] = {
-  {"spad_rows", &g_cfg.spad_rows}, {"spad_banks", &g_cfg.spad_banks}, {"acc_rows", &g_cfg.acc_rows},
-  {"dma_beat_bytes", &g_cfg.dma_beat_bytes}, {"dma_latency", &g_cfg.dma_latency},
-  {"dma_inflight_bytes", &g_cfg.dma_inflight_bytes}, {"ld_rs", &g_cfg.ld_rs}, {"ex_rs", &g_cfg.ex_rs},
-  {"st_rs", &g_cfg.st_rs}, {"cpu_issue_cycles", &g_cfg.cpu_issue_cycles},
-  {"config_cycles", &g_cfg.config_cycles}, {"unfused_preload_cycles", &g_cfg.unfused_preload_cycles},
-  {"min_compute_cycles", &g_cfg.min_compute_cycles}, {"array_latency", &g_cfg.array_latency},
-  {"fsm_issue_cycles", &g_cfg.fsm_issue_cycles}, {"loop_issue_instrs", &g_cfg.loop_issue_instrs},
-  {"max_instructions", &g_cfg.max_instructions},
-};
-
-static void write_stats(double host_ms) {
-  char b[4096];
-  const simstats_t *s = &g_stats;
-  static const char *qn[NQ] = {"ld", "ex", "st"};
-  static const char *wn[NWAIT] = {"ld", "ex", "st", "dma"};
-  static const char *kn[NKIND] = {"config", "mvin", "mvout", "preload", "compute"};
-  int n = snprintf(b, sizeof b,
-                   "cycles %lld\ncpu_busy %lld\nfence_wait %lld\nfsm_instrs %lld\ninstrs %lld\n"
-                   "bytes_rd %lld\nbytes_wr %lld\nmacs %lld\nbank_conflicts %lld\n"
-                   "unfused_preloads %lld\nspad_rows_used %lld\nacc_rows_used %lld\nhost_ms %.3f\n",
-                   (long long)s->cycles, (long long)s->cpu_busy, (long long)s->fence_wait,
-                   (long long)s->fsm_instrs, (long long)s->instrs, (long long)s->bytes_rd,
-                   (long long)s->bytes_wr, (long long)s->macs, (long long)s->bank_conflicts,
-                   (long long)s->unfused_preloads, (long long)s->spad_rows_used,
-                   (long long)s->acc_rows_used, host_ms);
-  for (int q = 0; q < NQ; q++) {
-    n += snprintf(b + n, sizeof b - n, "busy_%s %lld\ncpu_stall_%s %lld\n", qn[q],
-                  (long long)s->busy[q], qn[q], (long long)s->cpu_stall_full[q]);
-    for (int w = 0; w < NWAIT; w++)
-      n += snprintf(b + n, sizeof b - n, "wait_%s_%s %lld\n", qn[q], wn[w], (long long)s->wait[q][w]);
-  }
-  for (int k = 0; k < NKIND; k++) n += snprintf(b + n, sizeof b - n, "count_%s %lld\n", kn[k], (long long)s->count[k]);
-  put(b);
-}
-
 int main(void) {
   install_crash_handlers();
-  char line[256], key[64], mode[8];
-  long long v;
-  size_t arg_bytes[MAX_ARGS];
-  int arg_in[MAX_ARGS], nargs = 0, out_arg = -1, sets = 1, trace = 0;
-  long long macs_required = 0;
-  if (!read_line(line, sizeof line) || strcmp(line, "gemmini-sim-job 1")) harness_fail("bad job header");
-  while (read_line(line, sizeof line) && strcmp(line, "end")) {
-    if (sscanf(line, "cfg %63s %lld", key, &v) == 2) {
-      size_t i;
-      for (i = 0; i < sizeof cfg_fields / sizeof *cfg_fields; i++)
-        if (!strcmp(cfg_fields[i].name, key)) { *cfg_fields[i].field = v; break; }
-      if (i == sizeof cfg_fields / sizeof *cfg_fields) harness_fail("unknown timing parameter in job");
-    } else if (sscanf(line, "arg %7s %lld", mode, &v) == 2 && nargs < MAX_ARGS) {
-      arg_in[nargs] = !strcmp(mode, "in");
-      arg_bytes[nargs++] = (size_t)v;
-    } else if (sscanf(line, "out_arg %lld", &v) == 1) out_arg = (int)v;
-    else if (sscanf(line, "sets %lld", &v) == 1) sets = (int)v;
-    else if (sscanf(line, "macs %lld", &v) == 1) macs_required = v;
-    else if (sscanf(line, "trace %lld", &v) == 1) trace = (int)v;
-    else harness_fail("unknown line in job header");
-  }
-  if (out_arg < 0 || out_arg >= nargs || arg_in[out_arg]) harness_fail("job names no output argument");
+  signal(SIGPIPE, SIG_IGN);   /* a replayer that stopped reading gives EPIPE, reported as such */
+  job_t job;
+  job_read_header(FD_JOB, &job);
   void *bufs[MAX_ARGS];
-  for (int i = 0; i < nargs; i++)
-    if (!(bufs[i] = aligned_alloc(64, (arg_bytes[i] + 63) / 64 * 64))) harness_fail("out of memory for inputs");
-  sim_alloc();
-  if (trace) timing_trace_to(FD_TRACE);
+  for (int i = 0; i < job.nargs; i++)
+    if (!(bufs[i] = aligned_alloc(64, (job.bytes[i] + 63) / 64 * 64))) harness_fail("out of memory for inputs");
   install_seccomp();
-
-  for (int set = 0; set < sets; set++) {
-    for (int i = 0; i < nargs; i++) {
-      if (arg_in[i]) read_exact(bufs[i], arg_bytes[i]);
-      else memset(bufs[i], 0xA5 ^ set, arg_bytes[i]);
+  for (int set = 0; set < job.sets; set++) {
+    for (int i = 0; i < job.nargs; i++) {
+      if (job.is_input[i]) job_read(FD_JOB, bufs[i], job.bytes[i]);
+      else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
     }
-    sim_reset(0x5eed + set, set == 0);
+    intrinsics_reset();
     fsm_reset();
-    sim_register_output(bufs[out_arg], arg_bytes[out_arg]);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rec_set_arrays(bufs, job.bytes, job.nargs);
+    rec_emit(&(rec_t){.op = R_SET, .id = (uint8_t)set});
+    for (int i = 0; i < job.nargs; i++)
+      rec_emit(&(rec_t){.op = R_BUF, .id = (uint8_t)i, .dram = (uintptr_t)bufs[i], .stride = job.bytes[i]});
     autocomp_entry(bufs);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    sim_finish();
-    size_t first = 0;
-    int64_t bad;
-    char msg[300];
-    if (g_stats.macs < macs_required) {
-      snprintf(msg, sizeof msg, "the kernel issued %lld multiply-accumulates on the systolic array, fewer "
-               "than the %lld the problem needs: results must be computed by Gemmini, not by the CPU",
-               (long long)g_stats.macs, macs_required);
-      harness_fail(msg);
-    }
-    if ((bad = sim_output_unwritten(&first))) {
-      snprintf(msg, sizeof msg, "%lld of %zu output bytes were never written by mvout (first at byte "
-               "offset %zu)", (long long)bad, arg_bytes[out_arg], first);
-      harness_fail(msg);
-    }
-    if ((bad = sim_output_cpu_modified(&first))) {
-      snprintf(msg, sizeof msg, "%lld output bytes differ from what mvout wrote (first at byte offset "
-               "%zu): results must leave the accelerator through mvout, not CPU stores",
-               (long long)bad, first);
-      harness_fail(msg);
-    }
-    write_all(FD_OUT, bufs[out_arg], arg_bytes[out_arg]);
-    if (set == 0)
-      write_stats((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    rec_emit(&(rec_t){.op = R_END});
+    rec_flush();
   }
   put("ok 1\n");
   return 0;

@@ -48,19 +48,63 @@ extern simstats_t g_stats;
 extern int8_t *g_spad;   /* spad_rows x DIM */
 extern int32_t *g_acc;   /* acc_rows x DIM */
 
-/* functional.c */
+/* ---- the instruction trace ----------------------------------------------
+ * The kernel process only records instructions (record.c, fsm.c); the
+ * trusted replayer (replay.c) executes them with the functional and timing
+ * models on its own copy of the inputs. One fixed-size record per
+ * instruction, written to a pipe. */
+enum { R_CONFIG = 1, R_MVIN, R_MVOUT, R_PRELOAD, R_COMPUTE, R_FENCE, R_LOOP, R_SET, R_BUF, R_END, R_DATA };
+#define RF_ACCUMULATED 1   /* compute_accumulated */
+#define RF_A_T 2
+#define RF_B_T 4
+#define RF_OS 8            /* output-stationary dataflow */
+#define RF_RELU 16
+#define RF_DATA 32         /* mvin from kernel memory: R_DATA records with the bytes follow */
+#define MAX_MVIN_BYTES (DIM * DIM * MAX_BLOCK_LEN * 4)
+
+typedef struct __attribute__((packed)) {
+  uint8_t op, fsm, flags, id;   /* id: queue (config), set index (set), buffer index (buf) */
+  uint32_t d[4];                /* dims: cols, rows, ... (full width: bad values are reported exactly) */
+  uint32_t x0, x1, x2;          /* local addresses; x2: A stride or spad block stride */
+  float scale;
+  uint64_t dram;                /* DRAM address (buf: base) */
+  uint64_t stride;              /* DRAM row stride in bytes (buf: size) */
+} rec_t;
+
+/* job.c: the job file both processes read (fd 3) */
+#define MAX_ARGS 8
+typedef struct {
+  int nargs, out_arg, sets, trace;
+  size_t bytes[MAX_ARGS];
+  int is_input[MAX_ARGS];
+  long long macs_required;
+} job_t;
+void job_read_header(int fd, job_t *job);   /* fills g_cfg too */
+void job_read(int fd, void *dst, size_t n);
+void harness_fail(const char *msg) __attribute__((noreturn));
+
+/* record.c (kernel side) */
+void rec_emit(const rec_t *r);
+void rec_flush(void);
+void rec_begin(const char *name, int fsm);
+void rec_set_arrays(void **bases, const size_t *bytes, int n);
+int64_t mvin_row_bytes(uint32_t local, uint32_t cols);  /* 0 when the dimensions are invalid */
+
+/* functional.c (replayer side) */
 void sim_alloc(void);
 void sim_reset(uint64_t garbage_seed, bool timing_on);
 void sim_register_output(void *base, size_t bytes);
 void sim_finish(void);                      /* flush pending work, final fence */
 int64_t sim_output_unwritten(size_t *first_offset);
-int64_t sim_output_cpu_modified(size_t *first_offset);
 void sim_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 const char *sim_current_instr(void);
 
-/* Primitive operations shared by intrinsics and loop FSMs. */
+/* Primitive operations: recorded by intrinsics and loop FSMs (record.c),
+ * executed by the replayer (functional.c); same signatures on both sides. */
 typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
 void op_begin(const char *name, int fsm);
+void op_loop_call(int which);   /* 1: gemmini_loop_ws, 2: gemmini_loop_conv_ws */
+void op_fence(void);
 void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows,
              size_t stride, float scale, uint32_t block_stride, int fsm);
 void op_mvout(void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride,

@@ -28,6 +28,8 @@
 void config_ex(int dataflow, int act, uint32_t A_stride, bool A_transpose, bool B_transpose);
 void config_ld(size_t dram_stride_bytes, float scale, uint32_t spad_block_stride, int id);
 void config_st(size_t dram_stride_bytes);
+/* config_st that also sets the activation applied when results leave the accumulator by mvout. */
+void config_st_act(size_t dram_stride_bytes, int act);
 
 /* Data movement between DRAM and the scratchpad/accumulator. mvin uses the
  * config_ld state of id 0, mvin2 of id 1, mvin3 of id 2. */
@@ -44,8 +46,8 @@ void fence(void);
 
 /* Hardware loop FSM (Gemmini's LoopMatmul): C = A*B (+D) for one block of
  * I x J x K tiles of DIM. The FSM issues every mvin/preload/compute/mvout
- * itself, owns the whole scratchpad and accumulator while it runs and
- * double-buffers between consecutive calls. Strides are in elements. */
+ * itself, in one half of the scratchpad and of the accumulator, alternating
+ * halves between consecutive calls (double buffering). Strides are in elements. */
 void gemmini_loop_ws(size_t tiles_I, size_t tiles_J, size_t tiles_K, size_t pad_I, size_t pad_J,
                      size_t pad_K, const elem_t *A_dram, const elem_t *B_dram, const acc_t *D_dram,
                      void *C_dram,
@@ -72,7 +74,7 @@ void gemmini_loop_conv_ws(int batch_size, int in_dim, int in_channels, int out_c
 #define gemmini_extended4_config_ld(stride, scale, shrunk, block_stride, id) \
   config_ld(stride, scale, block_stride, id)
 #define gemmini_config_st(stride) config_st(stride)
-#define gemmini_extended_config_st(stride, act, scale) config_st(stride)
+#define gemmini_extended_config_st(stride, act, scale) config_st_act(stride, act)
 #define gemmini_mvin(dram, local) mvin(dram, local, DIM, DIM)
 #define gemmini_extended_mvin(dram, local, cols, rows) mvin(dram, local, cols, rows)
 #define gemmini_extended_mvin2(dram, local, cols, rows) mvin2(dram, local, cols, rows)

@@ -1,0 +1,80 @@
+/* The job file shared by the kernel process and the replayer: a text header
+ * (timing parameters, argument sizes, number of input sets) then the raw
+ * input arrays of every set. Written by hw_runners/gemmini_sim/target.py. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "sim.h"
+
+static char rbuf[1 << 16];
+static size_t rpos, rlen;
+
+static int read_line(int fd, char *line, size_t cap) {
+  size_t i = 0;
+  for (;;) {
+    if (rpos == rlen) {
+      ssize_t r = read(fd, rbuf, sizeof rbuf);
+      if (r <= 0) return 0;
+      rpos = 0; rlen = (size_t)r;
+    }
+    char c = rbuf[rpos++];
+    if (c == '\n' || i + 1 == cap) { line[i] = 0; return 1; }
+    line[i++] = c;
+  }
+}
+
+void job_read(int fd, void *dst, size_t n) {
+  char *p = dst;
+  while (n) {
+    size_t k;
+    if (rpos < rlen) {
+      k = rlen - rpos < n ? rlen - rpos : n;
+      memcpy(p, rbuf + rpos, k);
+      rpos += k;
+    } else {
+      ssize_t r = read(fd, p, n);
+      if (r <= 0) harness_fail("job file ended early");
+      k = (size_t)r;
+    }
+    p += k; n -= k;
+  }
+}
+
+static const struct { const char *name; int64_t *field; } cfg_fields[] = {
+  {"spad_rows", &g_cfg.spad_rows}, {"spad_banks", &g_cfg.spad_banks}, {"acc_rows", &g_cfg.acc_rows},
+  {"dma_beat_bytes", &g_cfg.dma_beat_bytes}, {"dma_latency", &g_cfg.dma_latency},
+  {"dma_inflight_bytes", &g_cfg.dma_inflight_bytes}, {"ld_rs", &g_cfg.ld_rs}, {"ex_rs", &g_cfg.ex_rs},
+  {"st_rs", &g_cfg.st_rs}, {"cpu_issue_cycles", &g_cfg.cpu_issue_cycles},
+  {"config_cycles", &g_cfg.config_cycles}, {"unfused_preload_cycles", &g_cfg.unfused_preload_cycles},
+  {"min_compute_cycles", &g_cfg.min_compute_cycles}, {"array_latency", &g_cfg.array_latency},
+  {"fsm_issue_cycles", &g_cfg.fsm_issue_cycles}, {"loop_issue_instrs", &g_cfg.loop_issue_instrs},
+  {"max_instructions", &g_cfg.max_instructions},
+};
+
+void job_read_header(int fd, job_t *job) {
+  char line[256], key[64], mode[8];
+  long long v;
+  memset(job, 0, sizeof *job);
+  job->out_arg = -1;
+  job->sets = 1;
+  if (!read_line(fd, line, sizeof line) || strcmp(line, "gemmini-sim-job 1")) harness_fail("bad job header");
+  while (read_line(fd, line, sizeof line) && strcmp(line, "end")) {
+    if (sscanf(line, "cfg %63s %lld", key, &v) == 2) {
+      size_t i;
+      for (i = 0; i < sizeof cfg_fields / sizeof *cfg_fields; i++)
+        if (!strcmp(cfg_fields[i].name, key)) { *cfg_fields[i].field = v; break; }
+      if (i == sizeof cfg_fields / sizeof *cfg_fields) harness_fail("unknown timing parameter in job");
+      if (v <= 0) harness_fail("timing parameters must be positive");
+    } else if (sscanf(line, "arg %7s %lld", mode, &v) == 2 && job->nargs < MAX_ARGS && v > 0) {
+      job->is_input[job->nargs] = !strcmp(mode, "in");
+      job->bytes[job->nargs++] = (size_t)v;
+    } else if (sscanf(line, "out_arg %lld", &v) == 1) job->out_arg = (int)v;
+    else if (sscanf(line, "sets %lld", &v) == 1 && v > 0) job->sets = (int)v;
+    else if (sscanf(line, "macs %lld", &v) == 1) job->macs_required = v;
+    else if (sscanf(line, "trace %lld", &v) == 1) job->trace = (int)v;
+    else harness_fail("unknown line in job header");
+  }
+  if (job->out_arg < 0 || job->out_arg >= job->nargs || job->is_input[job->out_arg])
+    harness_fail("job names no output argument");
+}

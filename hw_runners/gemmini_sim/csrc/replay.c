@@ -1,0 +1,355 @@
+/* Trusted replayer of gemmini-sim: executes the instruction trace recorded by
+ * the kernel process on its own copy of the inputs, with the functional and
+ * timing models, and reports the outputs and the cycles that count.
+ *
+ * fd 3: job (same file the kernel process read)   fd 7: trace (pipe from the kernel process)
+ * fd 4: raw output arrays of every set              fd 5: stats ("key value" lines)
+ * fd 8: optional human-readable timing trace
+ *
+ * DRAM addresses in the trace are the kernel process's pointers. Those inside
+ * a problem array map onto the replayer's copy; NULL means zeros; anything
+ * else must be memory an earlier mvout wrote (kept in a sparse map here), so
+ * results computed by CPU code cannot be smuggled in through mvin.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "sim.h"
+#include "include/gemmini.h"
+
+#define FD_JOB 3
+#define FD_OUT 4
+#define FD_STATS 5
+#define FD_TRACE_IN 7
+#define FD_TIMING 8
+
+void op_config_ex(void);
+uint64_t instr_number(void);
+
+static void put(const char *s) {
+  size_t n = strlen(s);
+  while (n) {
+    ssize_t w = write(FD_STATS, s, n);
+    if (w <= 0) return;
+    s += w; n -= (size_t)w;
+  }
+}
+
+void harness_fail(const char *msg) {
+  put("error ");
+  put(msg);
+  put("\n");
+  _exit(3);
+}
+
+/* ---- trace input ------------------------------------------------------------- */
+static rec_t tbuf[4096];
+static size_t tpos, tlen;
+
+static int next_record(rec_t *r) {
+  if (tpos == tlen) {
+    size_t got = 0;
+    char *p = (char *)tbuf;
+    while (got < sizeof(rec_t)) {   /* at least one whole record, then whatever else is there */
+      ssize_t n = read(FD_TRACE_IN, p + got, sizeof tbuf - got);
+      if (n <= 0) {
+        if (got == 0) return 0;
+        harness_fail("the trace ends in the middle of a record");
+      }
+      got += (size_t)n;
+    }
+    while (got % sizeof(rec_t)) {
+      ssize_t n = read(FD_TRACE_IN, p + got, sizeof(rec_t) - got % sizeof(rec_t));
+      if (n <= 0) harness_fail("the trace ends in the middle of a record");
+      got += (size_t)n;
+    }
+    tpos = 0;
+    tlen = got / sizeof(rec_t);
+  }
+  *r = tbuf[tpos++];
+  return 1;
+}
+
+/* ---- DRAM: problem arrays and memory written by mvout ------------------------ */
+typedef struct { uint64_t base, size; uint8_t *mine; } region_t;
+static region_t regions[MAX_ARGS];
+static int nregions;
+
+static uint8_t *in_region(uint64_t addr, uint64_t span) {
+  for (int i = 0; i < nregions; i++) {
+    region_t *g = &regions[i];
+    if (addr >= g->base && span <= g->size && addr - g->base <= g->size - span) return g->mine + (addr - g->base);
+  }
+  return NULL;
+}
+
+/* Sparse map of 64-byte blocks of "foreign" DRAM written by mvout. */
+typedef struct { uint64_t key; uint64_t valid; uint8_t data[64]; } block_t;
+static block_t *blocks;
+static size_t nblocks, cap_blocks;
+#define MAX_FOREIGN_BLOCKS (1u << 22)   /* 256 MiB */
+
+static block_t *block_at(uint64_t key, int create) {
+  if (create && (nblocks + 1) * 2 > cap_blocks) {
+    size_t ncap = cap_blocks ? cap_blocks * 2 : 1024;
+    if (ncap > 2 * MAX_FOREIGN_BLOCKS) sim_fail("mvout wrote more than 256 MiB outside the problem arrays");
+    block_t *old = blocks;
+    size_t oldcap = cap_blocks;
+    blocks = calloc(ncap, sizeof *blocks);
+    if (!blocks) harness_fail("out of memory for DRAM written by mvout");
+    cap_blocks = ncap;
+    nblocks = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i].valid) { *block_at(old[i].key, 1) = old[i]; }
+    free(old);
+  }
+  if (!cap_blocks) return NULL;
+  for (size_t h = (key * 0x9E3779B97F4A7C15ull) & (cap_blocks - 1);; h = (h + 1) & (cap_blocks - 1)) {
+    if (blocks[h].valid && blocks[h].key == key) return &blocks[h];
+    if (!blocks[h].valid) {
+      if (!create) return NULL;
+      blocks[h].key = key;
+      nblocks++;
+      return &blocks[h];
+    }
+  }
+}
+
+static void foreign_write(uint64_t addr, const uint8_t *src, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    block_t *b = block_at((addr + i) >> 6, 1);
+    b->data[(addr + i) & 63] = src[i];
+    b->valid |= 1ull << ((addr + i) & 63);
+  }
+}
+
+/* Bytes an earlier mvout wrote at addr; 0 if any of them was not written by mvout. */
+static int foreign_read(uint64_t addr, uint8_t *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    block_t *b = block_at((addr + i) >> 6, 0);
+    if (!b || !(b->valid >> ((addr + i) & 63) & 1)) return 0;
+    dst[i] = b->data[(addr + i) & 63];
+  }
+  return 1;
+}
+
+/* Bytes a row of this move touches in DRAM, or 0 when the dimensions are invalid (the model reports it). */
+static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
+  int acc = local != GARBAGE_ADDR && (local >> 31);
+  if (cols == 0 || cols > DIM * MAX_BLOCK_LEN) return 0;
+  return (uint64_t)cols * (acc && (!mvout || (local >> 29 & 1)) ? 4 : 1);
+}
+
+/* Data the kernel loaded from its own memory must not depend on the inputs: the hash of what each such
+ * mvin read in input set 1 is kept (by instruction number) and later sets must read the same bytes. */
+typedef struct { uint64_t instr, hash; } constant_t;
+static constant_t *constants;
+static size_t nconstants, cap_constants;
+static int current_set;
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static void check_constant(uint64_t instr, const uint8_t *data, size_t n) {
+  uint64_t h = fnv1a(data, n);
+  if (current_set == 0) {
+    if (nconstants == cap_constants) {
+      cap_constants = cap_constants ? cap_constants * 2 : 256;
+      constants = realloc(constants, cap_constants * sizeof *constants);
+      if (!constants) harness_fail("out of memory for kernel constants");
+    }
+    constants[nconstants++] = (constant_t){instr, h};
+    return;
+  }
+  size_t lo = 0, hi = nconstants;   /* recorded in increasing instruction order */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (constants[mid].instr < instr) lo = mid + 1; else hi = mid;
+  }
+  if (lo == nconstants || constants[lo].instr != instr || constants[lo].hash != h)
+    sim_fail("loads data from the kernel's own memory that changes with the input values: tensor data must "
+             "come from the problem's arrays (or from results an mvout wrote); the CPU may not prepare it");
+}
+
+static void replay_mvin(const rec_t *r) {
+  uint32_t cols = r->d[0], rows = r->d[1];
+  uint64_t rb = row_bytes(r->x0, cols, 0);
+  uint8_t shipped[MAX_MVIN_BYTES + sizeof(rec_t)];
+  size_t nshipped = 0;
+  if (r->flags & RF_DATA) {   /* the kernel process sent the bytes it read from its own memory */
+    rec_t head;
+    if (!next_record(&head) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES) sim_fail("malformed trace (mvin data)");
+    nshipped = head.d[0];
+    for (size_t off = 0; off < nshipped; off += sizeof(rec_t))
+      if (!next_record((rec_t *)(shipped + off))) sim_fail("malformed trace (mvin data)");
+  }
+  if (!r->dram || !rb || rows == 0 || rows > DIM) {   /* zeros, or invalid dims reported by the model */
+    op_mvin(NULL, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
+    return;
+  }
+  uint64_t span = (rows - 1) * r->stride + rb;
+  if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
+  uint8_t *p = in_region(r->dram, span);
+  if (p) {
+    op_mvin(p, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
+    return;
+  }
+  uint8_t tmp[MAX_MVIN_BYTES];
+  int from_mvout = 1;
+  for (uint32_t i = 0; i < rows && from_mvout; i++) from_mvout = foreign_read(r->dram + i * r->stride, tmp + i * rb, rb);
+  if (!from_mvout) {
+    if (nshipped != rows * rb) sim_fail("malformed trace (mvin data size)");
+    memcpy(tmp, shipped, nshipped);
+    check_constant(instr_number(), tmp, nshipped);
+  }
+  op_mvin(tmp, r->x0, cols, rows, rb, r->scale, r->x2, r->fsm);
+}
+
+static void replay_mvout(const rec_t *r) {
+  uint32_t cols = r->d[0], rows = r->d[1];
+  uint64_t rb = row_bytes(r->x0, cols, 1);
+  int act = r->flags & RF_RELU ? RELU : NO_ACTIVATION;
+  if (!r->dram || !rb || rows == 0 || rows > DIM || cols > DIM) {
+    op_mvout(r->dram ? (void *)1 : NULL, r->x0, cols, rows, r->stride, act, r->fsm);  /* reports the error */
+    return;
+  }
+  uint64_t span = (rows - 1) * r->stride + rb;
+  if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
+  uint8_t *p = in_region(r->dram, span);
+  if (p) {
+    op_mvout(p, r->x0, cols, rows, r->stride, act, r->fsm);
+    return;
+  }
+  uint8_t tmp[DIM * DIM * 4];
+  op_mvout(tmp, r->x0, cols, rows, rb, act, r->fsm);
+  for (uint32_t i = 0; i < rows; i++) foreign_write(r->dram + i * r->stride, tmp + i * rb, rb);
+}
+
+static exconf_t exconf_of(const rec_t *r) {
+  return (exconf_t){r->flags & RF_OS ? OUTPUT_STATIONARY : WEIGHT_STATIONARY, r->flags & RF_RELU ? RELU : NO_ACTIVATION,
+                    r->x2, (r->flags & RF_A_T) != 0, (r->flags & RF_B_T) != 0};
+}
+
+static void replay_instruction(const rec_t *r) {
+  static const char *mvins[3] = {"mvin", "mvin2", "mvin3"};
+  static const char *configs[NQ] = {"config_ld", "config_ex", "config_st"};
+  exconf_t ex = exconf_of(r);
+  switch (r->op) {
+  case R_CONFIG:
+    if (r->id >= NQ) sim_fail("malformed trace record (config queue %d)", r->id);
+    op_begin(configs[r->id], 0);
+    if (r->id == Q_EX) op_config_ex(); else op_config(r->id);
+    break;
+  case R_MVIN: op_begin(mvins[r->id % 3], r->fsm); replay_mvin(r); break;
+  case R_MVOUT: op_begin("mvout", r->fsm); replay_mvout(r); break;
+  case R_PRELOAD:
+    op_begin("preload", r->fsm);
+    op_preload(&ex, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], r->fsm);
+    break;
+  case R_COMPUTE:
+    op_begin(r->flags & RF_ACCUMULATED ? "compute_accumulated" : "compute_preloaded", r->fsm);
+    op_compute(&ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], r->fsm);
+    break;
+  case R_FENCE: op_begin("fence", 0); op_fence(); break;
+  case R_LOOP: op_begin(r->id == 2 ? "gemmini_loop_conv_ws" : "gemmini_loop_ws", 0); op_loop_call(r->id); break;
+  default: sim_fail("malformed trace record (op %d)", r->op);
+  }
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w <= 0) harness_fail("cannot write results");
+    c += w; n -= (size_t)w;
+  }
+}
+
+static void write_stats(void) {
+  char b[4096];
+  const simstats_t *s = &g_stats;
+  static const char *qn[NQ] = {"ld", "ex", "st"};
+  static const char *wn[NWAIT] = {"ld", "ex", "st", "dma"};
+  static const char *kn[NKIND] = {"config", "mvin", "mvout", "preload", "compute"};
+  int n = snprintf(b, sizeof b,
+                   "cycles %lld\ncpu_busy %lld\nfence_wait %lld\nfsm_instrs %lld\ninstrs %lld\nbytes_rd %lld\n"
+                   "bytes_wr %lld\nmacs %lld\nbank_conflicts %lld\nunfused_preloads %lld\nspad_rows_used %lld\n"
+                   "acc_rows_used %lld\n",
+                   (long long)s->cycles, (long long)s->cpu_busy, (long long)s->fence_wait, (long long)s->fsm_instrs,
+                   (long long)s->instrs, (long long)s->bytes_rd, (long long)s->bytes_wr, (long long)s->macs,
+                   (long long)s->bank_conflicts, (long long)s->unfused_preloads, (long long)s->spad_rows_used,
+                   (long long)s->acc_rows_used);
+  for (int q = 0; q < NQ; q++) {
+    n += snprintf(b + n, sizeof b - n, "busy_%s %lld\ncpu_stall_%s %lld\n", qn[q], (long long)s->busy[q], qn[q],
+                  (long long)s->cpu_stall_full[q]);
+    for (int w = 0; w < NWAIT; w++)
+      n += snprintf(b + n, sizeof b - n, "wait_%s_%s %lld\n", qn[q], wn[w], (long long)s->wait[q][w]);
+  }
+  for (int k = 0; k < NKIND; k++) n += snprintf(b + n, sizeof b - n, "count_%s %lld\n", kn[k], (long long)s->count[k]);
+  put(b);
+}
+
+static void check_set(const job_t *job, int set) {
+  char msg[400];
+  size_t first = 0;
+  int64_t bad;
+  const char *which = job->sets > 1 ? " of input set " : "";
+  char setno[16] = "";
+  if (job->sets > 1) snprintf(setno, sizeof setno, "%d", set + 1);
+  if (g_stats.macs < job->macs_required) {
+    snprintf(msg, sizeof msg, "the kernel issued %lld multiply-accumulates on the systolic array, fewer than the "
+             "%lld the problem needs: results must be computed by Gemmini, not by the CPU",
+             (long long)g_stats.macs, job->macs_required);
+    harness_fail(msg);
+  }
+  if ((bad = sim_output_unwritten(&first))) {
+    snprintf(msg, sizeof msg, "%lld of %zu output bytes%s%s were never written by mvout (first at byte offset %zu)",
+             (long long)bad, job->bytes[job->out_arg], which, setno, first);
+    harness_fail(msg);
+  }
+}
+
+int main(void) {
+  job_t job;
+  job_read_header(FD_JOB, &job);
+  void *bufs[MAX_ARGS];
+  for (int i = 0; i < job.nargs; i++)
+    if (!(bufs[i] = aligned_alloc(64, (job.bytes[i] + 63) / 64 * 64))) harness_fail("out of memory for inputs");
+  sim_alloc();
+  if (job.trace) timing_trace_to(FD_TIMING);
+  rec_t r;
+  for (int set = 0; set < job.sets; set++) {
+    if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
+    if (r.op != R_SET || r.id != set) harness_fail("malformed trace: expected the start of an input set");
+    for (int i = 0; i < job.nargs; i++) {
+      if (job.is_input[i]) job_read(FD_JOB, bufs[i], job.bytes[i]);
+      else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
+      if (!next_record(&r) || r.op != R_BUF || r.id != i || r.stride != job.bytes[i])
+        harness_fail("malformed trace: bad array table");
+      regions[i] = (region_t){r.dram, job.bytes[i], bufs[i]};
+    }
+    nregions = job.nargs;
+    current_set = set;
+    free(blocks);
+    blocks = NULL;
+    nblocks = cap_blocks = 0;
+    sim_reset(0x5eed + set, set == 0);
+    sim_register_output(bufs[job.out_arg], job.bytes[job.out_arg]);
+    for (;;) {
+      if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
+      if (r.op == R_END) break;
+      replay_instruction(&r);
+    }
+    sim_finish();
+    check_set(&job, set);
+    write_all(FD_OUT, bufs[job.out_arg], job.bytes[job.out_arg]);
+    if (set == 0) write_stats();
+  }
+  put("ok 1\n");
+  return 0;
+}
