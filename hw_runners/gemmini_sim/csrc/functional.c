@@ -4,22 +4,17 @@
  * primitive also hands a description of its work to the timing model. */
 #define _GNU_SOURCE
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sim.h"
 #include "include/gemmini.h"
 
-simcfg_t g_cfg;
 simstats_t g_stats;
 int8_t *g_spad;
 int32_t *g_acc;
 
 static bool timing_on;
-static uint64_t instr_index;
-static const char *instr_name = "startup";
-static int instr_fsm;
 
 typedef struct { bool acc, accumulate, full, garbage; uint32_t row; } laddr_t;
 
@@ -31,29 +26,6 @@ static laddr_t decode(uint32_t a) {
   l.full = (a >> 29) & 1;
   l.row = a & 0x1FFFFFFFu;
   return l;
-}
-
-/* ---- errors --------------------------------------------------------------- */
-void harness_fail(const char *msg) __attribute__((noreturn));
-
-uint64_t instr_number(void) { return instr_index; }
-
-const char *sim_current_instr(void) {
-  static char buf[160];
-  snprintf(buf, sizeof buf, "%s #%llu%s", instr_name, (unsigned long long)instr_index,
-           instr_fsm == 1 ? " (issued by gemmini_loop_ws)"
-           : instr_fsm == 2 ? " (issued by gemmini_loop_conv_ws)" : "");
-  return buf;
-}
-
-void sim_fail(const char *fmt, ...) {
-  char msg[600];
-  int n = snprintf(msg, sizeof msg, "%s: ", sim_current_instr());
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - n, fmt, ap);
-  va_end(ap);
-  harness_fail(msg);
 }
 
 /* ---- state ---------------------------------------------------------------- */
@@ -90,8 +62,7 @@ void sim_reset(uint64_t seed, bool with_timing) {
   memset(&pend, 0, sizeof pend);
   memset(&os_tile, 0, sizeof os_tile);
   memset(&g_stats, 0, sizeof g_stats);
-  instr_index = 0;
-  instr_name = "startup";
+  diag_reset();
   timing_on = with_timing;
   if (timing_on) timing_reset();
 }
@@ -161,6 +132,7 @@ static void add_range(tinstr_t *t, int mem, int write, uint32_t start, uint32_t 
 }
 
 static void issue(tinstr_t *t) {
+  g_stats.instrs = (int64_t)instr_number();
   g_stats.count[t->kind]++;
   if (t->fsm) g_stats.fsm_instrs++;
   if (timing_on) timing_issue(t);
@@ -189,15 +161,6 @@ static void os_flush(void) {
 }
 
 /* ---- primitives ----------------------------------------------------------- */
-void op_begin(const char *name, int fsm) {
-  instr_name = name;
-  instr_fsm = fsm;
-  if (++instr_index > (uint64_t)g_cfg.max_instructions)
-    sim_fail("more than %lld Gemmini instructions issued; the kernel loops forever or is far too slow",
-             (long long)g_cfg.max_instructions);
-  g_stats.instrs++;
-}
-
 void op_config(int queue) {
   tinstr_t t = {.queue = queue, .kind = K_CONFIG};
   issue(&t);
@@ -410,8 +373,7 @@ void op_loop_call(int which) {
 }
 
 void sim_finish(void) {
-  instr_name = "end of kernel";   /* not an instruction: does not count against the budget */
-  instr_fsm = 0;
+  diag_context("end of kernel");   /* not an instruction: does not count against the budget */
   if (pend.valid)
     sim_fail("the kernel ended with a preload that no compute used");
   os_flush();

@@ -35,22 +35,6 @@ void autocomp_entry(void **bufs);
 void fsm_reset(void);
 void intrinsics_reset(void);
 
-static void put(const char *s) {
-  size_t n = strlen(s);
-  while (n) {
-    ssize_t w = write(FD_STATS, s, n);
-    if (w <= 0) return;
-    s += w; n -= (size_t)w;
-  }
-}
-
-void harness_fail(const char *msg) {
-  put("error ");
-  put(msg);
-  put("\n");
-  _exit(3);
-}
-
 /* ---- crash reporting ------------------------------------------------------ */
 static const struct { long nr; const char *name; } syscall_names[] = {
 #ifdef SYS_open
@@ -93,7 +77,7 @@ static void crash_handler(int sig, siginfo_t *info, void *ctx) {
   }
   snprintf(msg, sizeof msg, "crash %s%s; last Gemmini instruction: %s\n", what, extra,
            sim_current_instr());
-  put(msg);
+  diag_put(msg);
   _exit(4);
 }
 
@@ -155,9 +139,9 @@ static void install_seccomp(void) {
   struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof *f), f};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
     harness_fail("cannot install the seccomp sandbox");
-  put("seccomp on\n");
+  diag_put("seccomp on\n");
 #else
-  put("seccomp off (unsupported architecture)\n");
+  diag_put("seccomp off (unsupported architecture)\n");
 #endif
 }
 
@@ -185,6 +169,6 @@ int main(void) {
     rec_emit(&(rec_t){.op = R_END});
     rec_flush();
   }
-  put("ok 1\n");
+  diag_put("ok 1\n");
   return 0;
 }

@@ -6,22 +6,16 @@
  * is what gets checked and timed. */
 #define _GNU_SOURCE
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include "sim.h"
 #include "include/gemmini.h"
 
-simcfg_t g_cfg;
-void harness_fail(const char *msg) __attribute__((noreturn));
 
 #define FD_TRACE 6
 static rec_t buf[4096];
 static size_t nbuf;
-static uint64_t instr_index;
-static const char *instr_name = "startup";
-static int instr_fsm;
 
 void rec_flush(void) {
   const char *p = (const char *)buf;
@@ -37,23 +31,6 @@ void rec_flush(void) {
 void rec_emit(const rec_t *r) {
   buf[nbuf++] = *r;
   if (nbuf == sizeof buf / sizeof *buf) rec_flush();
-}
-
-const char *sim_current_instr(void) {
-  static char text[160];
-  snprintf(text, sizeof text, "%s #%llu%s", instr_name, (unsigned long long)instr_index,
-           instr_fsm == 1 ? " (issued by gemmini_loop_ws)" : instr_fsm == 2 ? " (issued by gemmini_loop_conv_ws)" : "");
-  return text;
-}
-
-void sim_fail(const char *fmt, ...) {
-  char msg[600];
-  int n = snprintf(msg, sizeof msg, "%s: ", sim_current_instr());
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - n, fmt, ap);
-  va_end(ap);
-  harness_fail(msg);
 }
 
 void rec_begin(const char *name, int fsm) { op_begin(name, fsm); }
@@ -94,15 +71,6 @@ static void emit_mvin(rec_t r) {
     memcpy(bytes + n, (const uint8_t *)(uintptr_t)r.dram + i * r.stride, (size_t)rb);
   rec_emit(&(rec_t){.op = R_DATA, .d = {(uint32_t)n}});
   for (size_t off = 0; off < n; off += sizeof(rec_t)) rec_emit((const rec_t *)(bytes + off));
-}
-
-/* Numbering matches the replayer's, so crash reports and replay errors name the same instruction. */
-void op_begin(const char *name, int fsm) {
-  instr_name = name;
-  instr_fsm = fsm;
-  if (++instr_index > (uint64_t)g_cfg.max_instructions)
-    sim_fail("more than %lld Gemmini instructions issued; the kernel loops forever or is far too slow",
-             (long long)g_cfg.max_instructions);
 }
 
 static uint8_t exflags(const exconf_t *ex) {
@@ -147,9 +115,7 @@ void intrinsics_reset(void) {
   ex_state = (exconf_t){WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false};
   for (int i = 0; i < 3; i++) ld_state[i].stride = 0, ld_state[i].scale = 1.0f, ld_state[i].block_stride = DIM;
   st_stride = 0;
-  instr_index = 0;
-  instr_name = "startup";
-  instr_fsm = 0;
+  diag_reset();
 }
 
 void config_ex(int dataflow, int act, uint32_t A_stride, bool A_transpose, bool B_transpose) {

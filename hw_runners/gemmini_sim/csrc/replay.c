@@ -26,23 +26,6 @@
 #define FD_TIMING 8
 
 void op_config_ex(void);
-uint64_t instr_number(void);
-
-static void put(const char *s) {
-  size_t n = strlen(s);
-  while (n) {
-    ssize_t w = write(FD_STATS, s, n);
-    if (w <= 0) return;
-    s += w; n -= (size_t)w;
-  }
-}
-
-void harness_fail(const char *msg) {
-  put("error ");
-  put(msg);
-  put("\n");
-  _exit(3);
-}
 
 /* ---- trace input ------------------------------------------------------------- */
 static rec_t tbuf[4096];
@@ -291,7 +274,7 @@ static void write_stats(void) {
       n += snprintf(b + n, sizeof b - n, "wait_%s_%s %lld\n", qn[q], wn[w], (long long)s->wait[q][w]);
   }
   for (int k = 0; k < NKIND; k++) n += snprintf(b + n, sizeof b - n, "count_%s %lld\n", kn[k], (long long)s->count[k]);
-  put(b);
+  diag_put(b);
 }
 
 static void check_set(const job_t *job, int set) {
@@ -350,6 +333,6 @@ int main(void) {
     write_all(FD_OUT, bufs[job.out_arg], job.bytes[job.out_arg]);
     if (set == 0) write_stats();
   }
-  put("ok 1\n");
+  diag_put("ok 1\n");
   return 0;
 }

@@ -83,6 +83,12 @@ void job_read_header(int fd, job_t *job);   /* fills g_cfg too */
 void job_read(int fd, void *dst, size_t n);
 void harness_fail(const char *msg) __attribute__((noreturn));
 
+/* diag.c: shared by both sides */
+void diag_put(const char *s);
+void diag_reset(void);
+void diag_context(const char *what);
+uint64_t instr_number(void);
+
 /* record.c (kernel side) */
 void rec_emit(const rec_t *r);
 void rec_flush(void);
