@@ -72,6 +72,7 @@ class Coordinator:
         self.in_flight: dict[str, InFlight] = {}
         self.stats = Stats()
         self._warned: set[str] = set()
+        self._next_warn_check = 0.0
         self._last_tick = time.monotonic()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
@@ -82,7 +83,7 @@ class Coordinator:
         self.stats.handler_s += time.perf_counter() - t0
         next_progress = 0.0
         while not self.search.done and not should_stop():
-            events = self.router.poll(timeout_s=0.05)
+            events = self.router.poll(timeout_s=min(0.2, self.router.timing.heartbeat_s / 2))
             t0 = time.perf_counter()
             now = time.monotonic()
             self._account(now)
@@ -220,19 +221,18 @@ class Coordinator:
         return best
 
     def _warn_unserved(self) -> None:
-        if time.monotonic() - self.stats.started < 10.0:   # agents are still starting
+        """Once per second, name (once) every role/model that queued jobs need and no agent offers."""
+        now = time.monotonic()
+        if now - self.stats.started < 10.0 or now < self._next_warn_check:   # agents are still starting
             return
-        for job in self.queue:
-            role = ROLE_OF_KIND[job.kind]
-            key = f"{role}:{job.model}"
-            if key in self._warned:
-                continue
-            servers = [p for p in self.router.alive(role)
-                       if role == "evaluator" or job.model is None or job.model in p.models]
-            if not servers:
+        self._next_warn_check = now + 1.0
+        needed = {(ROLE_OF_KIND[j.kind], j.model if j.kind != "eval" else None) for j in self.queue}
+        offered = {(p.role, m) for p in self.router.alive() for m in [None, *p.models]}
+        for role, model in needed - offered:
+            key = f"{role}:{model}"
+            if key not in self._warned:
                 self._warned.add(key)
-                log.warning("no_agent_for_job", role=role, model=job.model,
-                            target=job.payload["problem"]["target"])
+                log.warning("no_agent_for_job", role=role, model=model)
 
     def _account(self, now: float) -> None:
         dt = now - self._last_tick

@@ -4,6 +4,11 @@ templates and numpy predictions of what a (deliberately wrong) kernel produces.
 Custom problems are built directly from hw_runners.base.Problem and the family
 classes of hw_runners.gemmini_sim.problems, so single intrinsics can be tested
 on 16..64-sized GEMMs that evaluate in a fraction of a second.
+
+Test kernels never prepare tensor data with CPU loops over the inputs (the
+evaluator rejects an mvin of such data): operands come from the problem's
+arrays, NULL (zeros), constant tables (c_table), or DRAM scratch buffers
+filled by mvout.
 """
 from __future__ import annotations
 
@@ -108,3 +113,54 @@ def assert_fails(r: EvalResult, kind: str | tuple[str, ...], *substrings: str) -
     assert r.error_kind in kinds, describe(r)
     for s in substrings:
         assert s in (r.error or ""), f"{s!r} not in error: " + describe(r)
+
+
+# --------------------------------------------------------------------------- constant tables
+def c_table(name: str, m: np.ndarray) -> str:
+    """A DIM x DIM int8 constant table: input-independent data a kernel may mvin."""
+    assert m.shape == (16, 16) and m.min() >= -128 and m.max() <= 127
+    rows = ", ".join("{" + ", ".join(str(int(v)) for v in row) + "}" for row in m)
+    return f"static const int8_t {name}[DIM][DIM] = {{{rows}}};\n"
+
+
+CANCEL = """
+  /* acc = A*B + A*W + A*U for every K block, where W is the constant table T
+   * loaded by mvin2 with config_ld id 1's scale S1, and U a constant table
+   * loaded unscaled by mvin. Right only if the scaled T is exactly -U. */
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(DIM, 1.0f, DIM, 0);
+  mvin(U, 3 * BANK_ROWS, DIM, DIM);
+  config_ld(DIM, S1, DIM, 1);
+  config_ld(DIM, S2, DIM, 2);             /* configured last; id 2 is not used by mvin2 */
+  mvin2(T, 2 * BANK_ROWS, DIM, DIM);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        preload(2 * BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+        preload(3 * BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+    }
+  fence();
+"""
+
+
+def cancel_kernel(t: np.ndarray, u: np.ndarray, s1: str, s2: str = "1.0f") -> str:
+    return gemm_kernel(CANCEL.replace("S1", s1).replace("S2", s2), c_table("T", t) + c_table("U", u))
+
+
+def cancel_prediction(p: Problem, residue: np.ndarray) -> np.ndarray:
+    """What CANCEL computes when the scaled T is -U + residue: every K block adds A_k * residue."""
+    a, b = (x.astype(np.int64) for x in inputs(p, 0, 0))
+    K, J = p.dims["K"], p.dims["J"]
+    extra = sum(a[:, k:k + 16] @ residue.astype(np.int64) for k in range(0, K, 16))
+    return sat8(a @ b + np.tile(extra, (1, J // 16)))

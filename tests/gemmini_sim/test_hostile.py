@@ -1,7 +1,13 @@
 """Hostile kernels. Each must end with correct == False and a clear reason, and
 the evaluator (one shared target object, as a search would use it) must keep
 working afterwards. Kernels that escape the checks today are kept as strict
-xfail tests naming the product bug."""
+xfail tests naming the product bug.
+
+The kernel process only records Gemmini instructions; a trusted replayer
+executes them on its own copy of the inputs. So what a kernel writes into its
+own memory or descriptors (C, fd 4/5, g_cfg) cannot change outputs, verdict or
+cycles, and a launcher-level seccomp filter is in force before the kernel's
+first instruction (constructors and a replaced prctl() included)."""
 from __future__ import annotations
 
 import os
@@ -10,12 +16,14 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hw_runners import get_target
 from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
 from hw_runners.sandbox import Limits
-from .simkit import NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, naive_with
+from .simkit import (NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
+                     mismatch_summary, naive_with, reference, sat8)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -62,19 +70,15 @@ def tcp_connect() -> str:
 
 
 FORBIDDEN = "forbidden system call"
-SIGSYS_BLOCKED = pytest.mark.xfail(
-    reason="BUG: glibc blocks all signals around clone in pthread_create()/system(), so the seccomp trap kills "
-           "the kernel with SIGSYS instead of reaching the crash handler; the evaluator then reports error_kind "
-           "'limit' and 'kernel killed by signal SIGSYS' instead of a 'crash' naming the forbidden system call",
-    strict=True)
 CASES = [
     # id, code, accepted error kinds, substrings of the error[, xfail mark]
     ("fork_bomb", evil("  for (;;) fork();\n"), "crash", [FORBIDDEN, "(clone)"]),
     ("vfork", evil("  if (vfork() == 0) for (;;);\n"), "crash", [FORBIDDEN]),
+    # glibc blocks signals around clone() here, so the crash handler cannot name the call: the SIGSYS
+    # death itself is reported as a forbidden system call
     ("pthread_create", evil("  char t[64]; pthread_create(t, NULL, thread_main, NULL);\n"), "crash",
-     [FORBIDDEN], SIGSYS_BLOCKED),
-    ("system", evil('  system("echo pwned > /tmp/autocomp-system-pwned");\n'), "crash", [FORBIDDEN],
-     SIGSYS_BLOCKED),
+     [FORBIDDEN]),
+    ("system", evil('  system("echo pwned > /tmp/autocomp-system-pwned");\n'), "crash", [FORBIDDEN]),
     ("popen", evil('  FILE *p = popen("id", "r"); if (p) fgetc(p);\n'), "crash", [FORBIDDEN]),
     ("exec_shell", evil('  execl("/bin/sh", "sh", "-c", "echo pwned", (char *)0);\n'), "crash",
      [FORBIDDEN, "(execve)"]),
@@ -111,8 +115,6 @@ CASES = [
     ("infinite_loop", evil("  volatile unsigned long x = 0; for (;;) x++;\n"), ("crash", "timeout"), ["time"]),
     ("sleep_forever", evil("  for (;;) sleep(100);\n"), "timeout",
      ["timed out after 4 s (wall-clock limit); it may loop forever or sleep"]),
-    ("cpu_store_after_mvout", evil(after="  for (int i = 0; i < I; i++) C[i][i] ^= 0x5a;\n"), "gemmini",
-     ["output bytes differ from what mvout wrote"]),
     # rejected before compiling
     ("include_etc_passwd", evil(prelude='#include "/etc/passwd"\n'), "policy", ["#include of '/etc/passwd' is not allowed"]),
     ("include_proc_environ", evil(prelude="#include </proc/self/environ>\n"), "policy",
@@ -238,15 +240,36 @@ def test_raw_clone_syscall_is_forbidden(hostile):
     assert_fails(r, "crash", "forbidden system call 56 (clone)")
 
 
-# --------------------------------------------------------------------------- known escapes (product bugs)
-@pytest.mark.xfail(reason="BUG: the seccomp filter allows write() to every descriptor, so a kernel can append "
-                          "'cycles N' lines to the harness's stats descriptor (fd 5) and the parser keeps the "
-                          "last value: the reported latency is forged", strict=True)
+# --------------------------------------------------------------------------- the kernel's own process does not count
+def test_cpu_stores_into_the_output_have_no_effect(hostile):
+    # Only what mvout wrote in the replayer counts: corrupting C afterwards changes nothing ...
+    honest = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
+    assert_correct(honest)
+    r = hostile.evaluate(PROBLEM, evil(after="  for (int i = 0; i < I; i++) C[i][i] ^= 0x5a;\n"))
+    assert_correct(r)
+    assert r.cycles == honest.cycles
+    # ... and "repairing" a wrong result on the CPU does not make it right.
+    repair = """
+  for (int i = 0; i < I; i++)
+    for (int j = 0; j < J; j++) {
+      int acc = 0;
+      for (int k = 0; k < K; k++) acc += A[i][k] * B[k][j];
+      C[i][j] = acc > 127 ? 127 : acc < -128 ? -128 : acc;
+    }
+"""
+    wrong = NAIVE_BODY.replace("ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT")  # keeps the last K block
+    r = hostile.evaluate(PROBLEM, gemm_kernel(wrong + repair))
+    a, b = (x.astype(np.int64) for x in inputs(PROBLEM, 0, 0))
+    got = sat8(a[:, 16:] @ b[16:, :])
+    assert_fails(r, "wrong_result", "wrong result on input set 1 of 3", mismatch_summary(got, reference(PROBLEM, 0, 0)))
+
+
 def test_kernel_cannot_forge_cycles_through_stats_fd(hostile):
     honest = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
     assert_correct(honest)
     r = hostile.evaluate(PROBLEM, evil(after='  static int calls; if (calls++ == 1) write(5, "cycles 7\\n", 9);\n'))
-    assert (not r.correct) or r.cycles == honest.cycles, describe(r)
+    assert_correct(r)
+    assert r.cycles == honest.cycles, describe(r)
 
 
 FORGED_VERDICT = """
@@ -275,25 +298,31 @@ FORGED_VERDICT = """
 """
 
 
-@pytest.mark.xfail(reason="BUG: a kernel can pread() every input set from the job descriptor (fd 3), write CPU-"
-                          "computed outputs to fd 4 and a fake stats/'ok' verdict to fd 5, then exit(0): the "
-                          "evaluator reports correct=True with cycles=1 for a kernel that never used Gemmini",
-                   strict=True)
 def test_kernel_cannot_forge_the_whole_verdict(hostile):
+    # The fake "ok" on fd 5 is the kernel's own diagnostics; the verdict is the replayer's, which
+    # never received a trace.
     r = hostile.evaluate(PROBLEM, gemm_kernel(FORGED_VERDICT, DECLS))
-    assert not r.correct, describe(r)
+    assert_fails(r, "limit", "the trace ended early")
+    assert r.cycles is None
 
 
-@pytest.mark.xfail(reason="BUG: the simulator's globals (g_cfg, g_stats, g_spad, g_acc) are linked into the "
-                          "kernel's binary with external linkage; a kernel can declare `extern long long g_cfg[]` "
-                          "and zero cpu_issue_cycles/unfused_preload_cycles to cut its reported cycles",
-                   strict=True)
+G_CFG = "{ extern long long g_cfg[]; %s }\n"   # simcfg_t: 17 int64 fields in timing.py order
+
+
 def test_kernel_cannot_retune_the_timing_model(hostile):
     honest = hostile.evaluate(PROBLEM, gemm_kernel(NAIVE_BODY))
     assert_correct(honest)
-    tampered = naive_with("  { extern long long g_cfg[]; g_cfg[9] = 0; g_cfg[11] = 0; g_cfg[4] = 1; }\n")
-    r = hostile.evaluate(PROBLEM, tampered)
-    assert (not r.correct) or r.cycles == honest.cycles, describe(r)
+    # cpu_issue_cycles (9), unfused_preload_cycles (11), dma_latency (4) of the kernel's own copy
+    r = hostile.evaluate(PROBLEM, naive_with(G_CFG % "g_cfg[9] = 0; g_cfg[11] = 0; g_cfg[4] = 1;"))
+    assert_correct(r)
+    assert r.cycles == honest.cycles, describe(r)
+
+
+def test_kernel_cannot_lift_the_instruction_budget():
+    # max_instructions (16) of the kernel's own copy: the replayer still stops at the 31st instruction.
+    t = get_target("gemmini-sim", timing={"max_instructions": 30})
+    r = t.evaluate(PROBLEM, naive_with(G_CFG % "g_cfg[16] = 1LL << 40;"))
+    assert_fails(r, "gemmini", "mvout #31: more than 30 Gemmini instructions issued")
 
 
 CPU_ROUTED = """
@@ -322,18 +351,90 @@ CPU_ROUTED = """
 """
 
 
-@pytest.mark.xfail(reason="BUG: the MAC-floor and mvout-shadow checks only count MACs and watch C; a kernel that "
-                          "computes C on the CPU, issues the required MACs on garbage and copies its CPU result "
-                          "through mvin/mvout is judged correct ('results must be computed by Gemmini' is not "
-                          "enforced)", strict=True)
 def test_cpu_result_routed_through_scratchpad_is_rejected(hostile):
+    # 3 configs + 8 preload/compute pairs: the first mvin of c is instruction #20
     r = hostile.evaluate(PROBLEM, gemm_kernel(CPU_ROUTED))
+    assert_fails(r, "gemmini", "mvin #20: loads data from the kernel's own memory that changes with the input values")
+    assert r.cycles is None
+
+
+LUT_ROUTED = """
+  /* The CPU computes C; a constant table (row v holds the byte v) is loaded
+   * into the scratchpad, and each result element is stored by an mvout from
+   * the table row the CPU's result selects. No mvin carries input data. */
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(DIM, 1.0f, DIM, 0);
+  config_st(J);
+  for (int r = 0; r < 256; r += DIM) mvin(&LUT[r][0], r, DIM, DIM);
+  for (long m = 0; m < (long)I * J * K / (DIM * DIM * DIM); m++) {
+    preload(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+    compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+  }
+  for (int i = 0; i < I; i++)
+    for (int j = 0; j < J; j++) {
+      int acc = 0;
+      for (int k = 0; k < K; k++) acc += A[i][k] * B[k][j];
+      mvout(&C[i][j], (uint8_t)(acc > 127 ? 127 : acc < -128 ? -128 : acc), 1, 1);
+    }
+  fence();
+"""
+LUT = ("static const int8_t LUT[256][DIM] = {"
+       + ", ".join("{%d}" % (v - 256 if v > 127 else v) for v in range(256)) + "};\n")
+
+
+@pytest.mark.xfail(reason="BUG: the replayer checks the *data* of mvins (input-independent or written by mvout) but "
+                          "not data-dependent *addresses*: a kernel that computes C on the CPU, loads a constant "
+                          "256-row table (row v = byte v) and stores every element with mvout(&C[i][j], "
+                          "table_row(c), 1, 1) is judged correct; 'results must be computed by Gemmini' is still "
+                          "not enforced", strict=True)
+def test_cpu_result_selected_through_a_constant_table_is_rejected(hostile):
+    r = hostile.evaluate(PROBLEM, gemm_kernel(LUT_ROUTED, LUT))
     assert not r.correct, describe(r)
 
 
-@pytest.mark.xfail(reason="BUG: policy only matches the word `constructor`; `__attribute__((__constructor__))` "
-                          "passes, and constructors run before main() installs seccomp, so the code can open "
-                          "files (here: create a file in /tmp as nobody)", strict=True)
+# Primitive operations of the kernel-side library, linked with the kernel (sim.h is not includable).
+OP_DECLS = """
+typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
+void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, float scale,
+             uint32_t block_stride, int fsm);
+void op_mvout(void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, int act, int fsm);
+void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr, int fsm);
+void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc,
+                uint32_t dr, int fsm);
+"""
+# A hand-written schedule (all of A and B loaded once, one accumulator tile per output tile) issued
+# through the primitives, each instruction marked as issued by the CPU (0) or by a loop FSM (1).
+OP_SCHEDULE = """
+  exconf_t ex = {WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false};
+  for (int i = 0; i < I; i += DIM)
+    for (int k = 0; k < K; k += DIM) op_mvin(&A[i][k], (i / DIM) * K + k, DIM, DIM, K, 1.0f, DIM, FSM);
+  for (int k = 0; k < K; k += DIM)
+    for (int j = 0; j < J; j += DIM) op_mvin(&B[k][j], 2 * BANK_ROWS + (k / DIM) * J + j, DIM, DIM, J, 1.0f, DIM, FSM);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      uint32_t acc = ACC_ADDR_BIT | ((i / DIM) * (J / DIM) + j / DIM) * DIM;
+      for (int k = 0; k < K; k += DIM) {
+        op_preload(&ex, 2 * BANK_ROWS + (k / DIM) * J + j, acc | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM, FSM);
+        op_compute(&ex, false, (i / DIM) * K + k, GARBAGE_ADDR, DIM, DIM, DIM, DIM, FSM);
+      }
+      op_mvout(&C[i][j], acc, DIM, DIM, J, NO_ACTIVATION, FSM);
+    }
+"""
+
+
+@pytest.mark.xfail(reason="BUG: the replayer trusts the `fsm` field of each trace record, which the kernel process "
+                          "writes: a kernel that calls the exported op_mvin/op_preload/op_compute/op_mvout with "
+                          "fsm=1 gets its own CPU-issued schedule timed as if a loop FSM issued it (no CPU issue "
+                          "cost), e.g. 1994 -> 1604 cycles for the same 64x64x64 schedule", strict=True)
+def test_kernel_cannot_claim_loop_fsm_timing_for_its_own_schedule(hostile):
+    p = gemm(64, 64, 64)
+    cpu = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "0"), OP_DECLS))
+    assert_correct(cpu)
+    claimed = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "1"), OP_DECLS))
+    assert (not claimed.correct) or claimed.cycles >= cpu.cycles, describe(claimed)
+
+
+# --------------------------------------------------------------------------- seccomp before the kernel's first instruction
 def test_constructor_spelled_with_underscores_cannot_escape_seccomp(hostile):
     target = Path(f"/tmp/autocomp-pwned-ctor-{uuid.uuid4().hex}")
     try:
@@ -341,30 +442,45 @@ def test_constructor_spelled_with_underscores_cannot_escape_seccomp(hostile):
                             f'FILE *f = fopen("{target}", "w"); if (f) fclose(f); }}\n')
         r = hostile.evaluate(PROBLEM, code)
         assert not target.exists(), "constructor ran outside the seccomp sandbox"
-        assert not r.correct, describe(r)
+        assert_fails(r, "policy", "constructors/destructors (code that runs outside solution()) are not allowed")
     finally:
         target.unlink(missing_ok=True)
 
 
-@pytest.mark.xfail(reason="BUG: the kernel is statically linked with the harness, so a kernel that defines its "
-                          "own `int prctl(int, ...) { return 0; }` replaces the harness's prctl(): seccomp is never "
-                          "installed, yet the harness still reports 'seccomp on' and forbidden calls succeed",
-                   strict=True)
+def test_constructor_that_passes_the_policy_is_still_confined(hostile, monkeypatch):
+    # Defence in depth: with the source policy switched off, a constructor runs before the harness
+    # installs its own filter (and its crash handler), and the launcher's filter kills it.
+    import hw_runners.gemmini_sim.target as target_module
+    monkeypatch.setattr(target_module, "check_source", lambda code: None)
+    target = Path(f"/tmp/autocomp-pwned-ctor-{uuid.uuid4().hex}")
+    try:
+        code = evil(prelude=f'__attribute__((constructor)) static void early(void) {{ '
+                            f'FILE *f = fopen("{target}", "w"); if (f) fclose(f); }}\n')
+        r = hostile.evaluate(PROBLEM, code)
+        assert not target.exists(), "constructor ran outside the seccomp sandbox"
+        assert_fails(r, "crash", "kernel killed by SIGSYS: it made a forbidden system call")
+        assert "seccomp launcher" in r.sandbox and "seccomp on" not in r.sandbox, describe(r)
+    finally:
+        target.unlink(missing_ok=True)
+
+
+PRCTL = "int prctl(int option, ...) { (void)option; return 0; }\n"
+
+
 def test_kernel_cannot_replace_prctl_to_skip_seccomp(hostile):
+    # The replaced prctl() disables the harness's own filter (which still reports "seccomp on"),
+    # but the launcher installed its filter before exec.
     target = Path(f"/tmp/autocomp-pwned-prctl-{uuid.uuid4().hex}")
     try:
-        code = evil(after=f'  FILE *f = fopen("{target}", "w"); if (f) fclose(f);\n',
-                    prelude="int prctl(int option, ...) { (void)option; return 0; }\n")
+        code = evil(after=f'  FILE *f = fopen("{target}", "w"); if (f) fclose(f);\n', prelude=PRCTL)
         r = hostile.evaluate(PROBLEM, code)
         assert not target.exists(), "forbidden openat succeeded"
-        assert not r.correct, describe(r)
+        assert_fails(r, "crash", FORBIDDEN, "(openat)")
+        assert "seccomp launcher" in r.sandbox, describe(r)
     finally:
         target.unlink(missing_ok=True)
 
 
-@pytest.mark.xfail(reason="BUG: with seccomp bypassed (prctl override), a forked child that calls setsid() leaves "
-                          "the process group that the sandbox kills, and keeps running after evaluate() returned "
-                          "(no PID namespace/cgroup, RLIMIT_NPROC not set)", strict=True)
 @pytest.mark.timeout(30)
 def test_no_process_survives_the_evaluation(hostile):
     marker = Path(f"/tmp/autocomp-survivor-{uuid.uuid4().hex}")
@@ -381,19 +497,15 @@ def test_no_process_survives_the_evaluation(hostile):
     }}
     sleep(1);  /* give the child time to leave the process group */
   }}
-""", prelude="int prctl(int option, ...) { (void)option; return 0; }\n")
-        hostile.evaluate(PROBLEM, code)
+""", prelude=PRCTL)
+        r = hostile.evaluate(PROBLEM, code)
+        assert_fails(r, "crash", FORBIDDEN, "(clone)")   # the child is never created
         time.sleep(2.5)
         assert not marker.exists(), "a process created by the kernel outlived the evaluation"
     finally:
         marker.unlink(missing_ok=True)
 
 
-@pytest.mark.xfail(reason="BUG: the inline-assembly ban is a regex on the source text; token pasting "
-                          "(CAT(__as, m__)) and string-literal concatenation ('.inc' 'bin') produce an asm "
-                          "statement with .incbin after preprocessing, which copies a host file (/etc/passwd, "
-                          "readable by the sandbox user) into the kernel, from where it is printed to stdout",
-                   strict=True)
 def test_token_pasted_asm_cannot_embed_host_files(hostile):
     prelude = ('#define CAT(a, b) a##b\n'
                'CAT(__as, m__)(".section .rodata\\n.globl leaked\\nleaked:\\n.inc" "bin \\"/etc/passwd\\"\\n'
@@ -401,7 +513,7 @@ def test_token_pasted_asm_cannot_embed_host_files(hostile):
     r = hostile.evaluate(PROBLEM, evil(after='  printf("%.200s", leaked);\n', prelude=prelude))
     first_line = Path("/etc/passwd").read_text().splitlines()[0]
     assert first_line not in r.stdout, "host file content reached the kernel's output"
-    assert not r.correct, describe(r)
+    assert_fails(r, "policy", "token pasting (##) is not allowed")
 
 
 # --------------------------------------------------------------------------- the evaluator survived

@@ -45,13 +45,12 @@ def test_from_dict_rejects_uneven_banks():
         TimingConfig.from_dict({"spad_rows": 1000, "spad_banks": 3})
 
 
-@pytest.mark.parametrize("bad", [{"ex_rs": 0.5}, {"ld_rs": 2.5}, {"cpu_issue_cycles": "10"}])
-@pytest.mark.xfail(reason="BUG: TimingConfig.from_dict does not check types: 0.5 passes the 'must be positive' "
-                          "check but header_lines() sends int(0.5) = 0 to the C model (ex_rs 0 divides by zero, so "
-                          "every kernel 'crashes' at config_ex #1), and a string raises TypeError instead of "
-                          "ValueError", strict=True)
+@pytest.mark.parametrize("bad", [{"ex_rs": 0.5}, {"ld_rs": 2.5}, {"cpu_issue_cycles": "10"}, {"dma_latency": 64.0},
+                                 {"st_rs": True}])
 def test_from_dict_rejects_non_integer_values(bad):
-    with pytest.raises(ValueError):
+    # 0.5 would pass 'must be positive' and reach the C model as int(0.5) = 0.
+    (key, value), = bad.items()
+    with pytest.raises(ValueError, match=f"timing parameter {key} must be an integer, not {re.escape(repr(value))}"):
         TimingConfig.from_dict(bad)
 
 
@@ -69,8 +68,9 @@ def test_header_names_match_the_c_model():
     assert lines[0] == "cfg spad_rows 16384"
     sent = [line.split()[1] for line in lines]
     assert sent == [f.name for f in dataclasses.fields(TimingConfig)]
-    harness = (CSRC / "harness.c").read_text()
-    known = re.findall(r'\{"(\w+)", &g_cfg\.(\w+)\}', harness)
+    job = (CSRC / "job.c").read_text()   # the job header is parsed by both processes
+    known = re.findall(r'\{"(\w+)", &g_cfg\.(\w+)\}', job)
+    assert known
     assert all(a == b for a, b in known)
     assert sorted(sent) == sorted(a for a, _ in known)
     sim_h = (CSRC / "sim.h").read_text()
@@ -115,17 +115,18 @@ def test_work_directory_is_removed_or_kept(tmp_path):
         assert (work / name).exists(), name
     assert (work / "kernel.c").read_text() == gemm_kernel(NAIVE_BODY)
     assert "void autocomp_entry(void **b) { solution(b[0], b[1], b[2]); }" in (work / "entry.c").read_text()
-    stats = (work / "stats.txt").read_text()
+    stats = (work / "stats.txt").read_text()            # the kernel process's diagnostics
     assert "seccomp on" in stats and stats.rstrip().endswith("ok 1")
+    replay = (work / "replay.txt").read_text()          # the replayer's verdict and statistics
+    assert replay.startswith("cycles ") and replay.rstrip().endswith("ok 1")
+    assert (work / "gemmini-replay").exists()
     assert (work / "out.bin").stat().st_size == 3 * 32 * 32
 
 
-@pytest.mark.xfail(reason="BUG: launcher.c parses --fd N:MODE:PATH with sscanf('%4095s'), which stops at the first "
-                          "space: with a work_root containing a space every descriptor opens (and truncates/creates) "
-                          "the path prefix before the space outside the work directory, and the evaluation fails "
-                          "with the misleading 'exited with status 3 ... must return from solution()'", strict=True)
-def test_work_root_with_space(tmp_path):
-    root = tmp_path / "work root"
+@pytest.mark.parametrize("name", ["work root", "work:root with spaces"])
+def test_work_root_with_space(tmp_path, name):
+    # launcher.c takes --fd N:r|w:PATH with anything after the second colon as the path
+    root = tmp_path / name
     root.mkdir()
     r = get_target("gemmini-sim", work_root=root).evaluate(gemm(32, 32, 32), gemm_kernel(NAIVE_BODY))
     stray = tmp_path / "work"
