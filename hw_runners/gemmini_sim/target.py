@@ -32,8 +32,8 @@ from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 
 CSRC = Path(__file__).with_name("csrc")
-_KERNEL_SIDE = ("record.c", "fsm.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
-_REPLAYER = ("replay.c", "functional.c", "timing.c", "job.c", "diag.c")    # trusted
+_KERNEL_SIDE = ("record.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
+_REPLAYER = ("replay.c", "fsm.c", "functional.c", "timing.c", "job.c", "diag.c")    # trusted
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 
 
@@ -76,6 +76,11 @@ class Options:
     input_sets: int = 3
     work_root: Path | None = None
     keep_workdir: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_sets, int) or self.input_sets < 2:
+            # the checks that instructions and loaded constants do not depend on the data compare sets
+            raise ValueError("input_sets must be an integer >= 2")
 
 
 @register("gemmini-sim")

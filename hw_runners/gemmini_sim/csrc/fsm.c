@@ -1,9 +1,11 @@
-/* Hardware loop FSMs. Like Gemmini's LoopMatmul/LoopConv unrollers they issue
- * the primitive instructions themselves, with no CPU cost per instruction,
- * one stream per queue (so loads run ahead of execution as far as the
- * reservation stations and row dependencies allow), and they alternate
- * between the two halves of the scratchpad/accumulator across calls, which is
- * what double-buffers consecutive calls. */
+/* Hardware loop FSMs, run inside the trusted replayer from the arguments the
+ * kernel recorded. Like Gemmini's LoopMatmul/LoopConv unrollers they issue the
+ * primitive instructions themselves, with no CPU cost per instruction, one
+ * stream per queue (so loads run ahead of execution as far as the reservation
+ * stations and row dependencies allow), and they alternate between the two
+ * halves of the scratchpad/accumulator across calls, which is what
+ * double-buffers consecutive calls. DRAM addresses are the kernel's; the
+ * replayer's fsm_* hooks translate them. */
 #include <string.h>
 #include "sim.h"
 #include "include/gemmini.h"
@@ -20,14 +22,18 @@ static inline uint32_t acc_addr(uint32_t row, bool accumulate) {
   return ACC_ADDR_BIT | (accumulate ? ACCUMULATE_BIT : 0) | row;
 }
 
-void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, size_t padK,
-                     const elem_t *A, const elem_t *B, const acc_t *D, void *C,
-                     size_t A_stride, size_t B_stride, size_t D_stride, size_t C_stride,
-                     bool A_transpose, bool B_transpose, bool full_C, bool low_D,
-                     bool ex_accumulate, int act) {
-  op_begin("gemmini_loop_ws", 0);
+void fsm_loop_ws(const loop_ws_args_t *args) {
   const int which = 1;
-  if (!tI || !tJ || !tK) sim_fail("tile counts I=%zu J=%zu K=%zu must be >= 1", tI, tJ, tK);
+  size_t tI = args->tiles[0], tJ = args->tiles[1], tK = args->tiles[2];
+  size_t padI = args->pads[0], padJ = args->pads[1], padK = args->pads[2];
+  uint64_t A = args->a, B = args->b, D = args->d, C = args->c;
+  size_t A_stride = args->strides[0], B_stride = args->strides[1], D_stride = args->strides[2];
+  size_t C_stride = args->strides[3];
+  bool A_transpose = args->a_t, B_transpose = args->b_t, full_C = args->full_c, low_D = args->low_d;
+  bool ex_accumulate = args->ex_accumulate;
+  int act = args->act;
+  if (!tI || !tJ || !tK || tI > 4096 || tJ > 4096 || tK > 4096)
+    sim_fail("tile counts I=%zu J=%zu K=%zu must be 1..4096", tI, tJ, tK);
   if (padI >= DIM || padJ >= DIM || padK >= DIM) sim_fail("pad_I/pad_J/pad_K must be < %d", DIM);
   if (A_transpose || B_transpose || low_D)
     sim_fail("A_transpose, B_transpose and low_D are not supported by the simulated loop FSM");
@@ -59,9 +65,8 @@ void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, 
     for (size_t i = 0; i < tI; i++)
       for (size_t j = 0; j < tJ; j++) {
         uint32_t rows = i == tI - 1 ? DIM - padI : DIM, cols = j == tJ - 1 ? DIM - padJ : DIM;
-        op_begin("mvin", 1);
-        op_mvin(D + i * DIM * D_stride + j * DIM, acc_addr(c_base + (i * tJ + j) * DIM, false),
-                cols, rows, D_stride * sizeof(acc_t), 1.0f, DIM, 1);
+        fsm_mvin(which, D + (i * DIM * D_stride + j * DIM) * sizeof(acc_t),
+                 acc_addr(c_base + (i * tJ + j) * DIM, false), cols, rows, D_stride * sizeof(acc_t), DIM);
       }
   for (size_t i = 0; i < tI; i++) {
     uint32_t rows = i == tI - 1 ? DIM - padI : DIM;
@@ -71,39 +76,29 @@ void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, 
       for (size_t k = 0; k < tK; k++) {
         uint32_t klen = k == tK - 1 ? DIM - padK : DIM;
         uint32_t a_row = a_base + (i * tK + k) * DIM, b_row = b_base + (k * tJ + j) * DIM;
-        if (j == 0) {
-          op_begin("mvin", 1);
-          op_mvin(A + i * DIM * A_stride + k * DIM, a_row, klen, rows, A_stride, 1.0f, DIM, 1);
-        }
-        if (i == 0) {
-          op_begin("mvin", 1);
-          op_mvin(B + k * DIM * B_stride + j * DIM, b_row, cols, klen, B_stride, 1.0f, DIM, 1);
-        }
+        if (j == 0) fsm_mvin(which, A + i * DIM * A_stride + k * DIM, a_row, klen, rows, A_stride, DIM);
+        if (i == 0) fsm_mvin(which, B + k * DIM * B_stride + j * DIM, b_row, cols, klen, B_stride, DIM);
         bool accumulate = k > 0 || D || ex_accumulate;
-        op_begin("preload", 1);
-        op_preload(&ex, b_row, acc_addr(c_row, accumulate), cols, klen, cols, rows, 1);
-        op_begin("compute_preloaded", 1);
-        op_compute(&ex, false, a_row, GARBAGE_ADDR, klen, rows, DIM, DIM, 1);
+        fsm_preload(which, &ex, b_row, acc_addr(c_row, accumulate), cols, klen, cols, rows);
+        fsm_compute(which, &ex, a_row, klen, rows);
       }
-      if (C) {
-        op_begin("mvout", 1);
-        op_mvout((char *)C + (i * DIM * C_stride + j * DIM) * esize,
-                 acc_addr(c_row, false) | (full_C ? FULL_READ_BIT : 0), cols, rows,
-                 C_stride * esize, act, 1);
-      }
+      if (C)
+        fsm_mvout(which, C + (i * DIM * C_stride + j * DIM) * esize,
+                  acc_addr(c_row, false) | (full_C ? FULL_READ_BIT : 0), cols, rows, C_stride * esize, act);
     }
   }
   spad_half ^= 1;
-  acc_holds_partial = C == NULL;
+  acc_holds_partial = C == 0;
   if (C) acc_half ^= 1;
 }
 
-void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim, int kd,
-                          const elem_t *input, const elem_t *weights, const acc_t *bias,
-                          elem_t *output, int act) {
-  op_begin("gemmini_loop_conv_ws", 0);
+void fsm_loop_conv(const loop_conv_args_t *args) {
   const int which = 2;
-  if (batch < 1 || kd < 1 || out_dim < 1) sim_fail("batch, kernel_dim and out_dim must be >= 1");
+  int batch = args->batch, in_dim = args->in_dim, cin = args->cin, cout = args->cout;
+  int out_dim = args->out_dim, kd = args->kd, act = args->act;
+  uint64_t input = args->input, weights = args->weights, bias = args->bias, output = args->output;
+  if (batch < 1 || kd < 1 || out_dim < 1 || batch > 1 << 16 || out_dim > 1 << 16 || cin > 1 << 16 || cout > 1 << 16)
+    sim_fail("batch, kernel_dim, out_dim and channel counts must be positive and plausible");
   if (in_dim != out_dim + kd - 1)
     sim_fail("in_dim=%d must equal out_dim + kernel_dim - 1 = %d (input already padded, stride 1)",
              in_dim, out_dim + kd - 1);
@@ -134,10 +129,8 @@ void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim,
         for (int ct = 0; ct < nct; ct++)
           for (int k0 = 0; k0 < kc; k0 += 4) {
             int ntile = kc - k0 < 4 ? kc - k0 : 4;
-            op_begin("mvin", 2);
-            op_mvin(weights + ((size_t)(r * kd + s) * cin + ct * DIM) * cout + (kb * kc + k0) * DIM,
-                    (uint32_t)((((r * kd + s) * nct + ct) * kc + k0) * DIM), ntile * DIM, DIM,
-                    cout, 1.0f, DIM, 2);
+            fsm_mvin(which, weights + ((uint64_t)(r * kd + s) * cin + ct * DIM) * cout + (kb * kc + k0) * DIM,
+                     (uint32_t)((((r * kd + s) * nct + ct) * kc + k0) * DIM), ntile * DIM, DIM, cout, DIM);
           }
     for (int n = 0; n < batch; n++)
       for (int p = 0; p < out_dim; p++)
@@ -149,18 +142,16 @@ void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim,
           for (int r = 0; r < kd; r++)
             for (int c0 = 0; c0 < nct; c0 += 4) {
               int ntile = nct - c0 < 4 ? nct - c0 : 4;
-              const elem_t *src = input + (((size_t)n * in_dim + p + r) * in_dim + q0) * cin + c0 * DIM;
+              uint64_t src = input + (((uint64_t)n * in_dim + p + r) * in_dim + q0) * cin + c0 * DIM;
               uint32_t dst = slot + (r * nct + c0) * seg;
               for (uint32_t done = 0; done < in_rows; done += DIM) {
                 uint32_t part = in_rows - done < DIM ? in_rows - done : DIM;
-                op_begin("mvin", 2);
-                op_mvin(src + (size_t)done * cin, dst + done, ntile * DIM, part, cin, 1.0f, seg, 2);
+                fsm_mvin(which, src + (uint64_t)done * cin, dst + done, ntile * DIM, part, cin, seg);
               }
             }
           for (int kt = 0; kt < kc && bias; kt++) {
-            op_begin("mvin", 2);
-            op_mvin(bias + (kb * kc + kt) * DIM, acc_addr(acc0 + kt * DIM, false), DIM, rows, 0,
-                    1.0f, DIM, 2);
+            fsm_mvin(which, bias + (uint64_t)(kb * kc + kt) * DIM * sizeof(acc_t), acc_addr(acc0 + kt * DIM, false),
+                     DIM, rows, 0, DIM);
           }
           for (int r = 0; r < kd; r++)
             for (int s = 0; s < kd; s++)
@@ -168,16 +159,12 @@ void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim,
                 for (int kt = 0; kt < kc; kt++) {
                   bool accumulate = bias || r || s || ct;
                   uint32_t w = (uint32_t)((((r * kd + s) * nct + ct) * kc + kt) * DIM);
-                  op_begin("preload", 2);
-                  op_preload(&ex, w, acc_addr(acc0 + kt * DIM, accumulate), DIM, DIM, DIM, rows, 2);
-                  op_begin("compute_preloaded", 2);
-                  op_compute(&ex, false, slot + (r * nct + ct) * seg + s, GARBAGE_ADDR, DIM, rows,
-                             DIM, DIM, 2);
+                  fsm_preload(which, &ex, w, acc_addr(acc0 + kt * DIM, accumulate), DIM, DIM, DIM, rows);
+                  fsm_compute(which, &ex, slot + (r * nct + ct) * seg + s, DIM, rows);
                 }
           for (int kt = 0; kt < kc; kt++) {
-            op_begin("mvout", 2);
-            op_mvout(output + (((size_t)n * out_dim + p) * out_dim + q0) * cout + (kb * kc + kt) * DIM,
-                     acc_addr(acc0 + kt * DIM, false), DIM, rows, cout, act, 2);
+            fsm_mvout(which, output + (((uint64_t)n * out_dim + p) * out_dim + q0) * cout + (kb * kc + kt) * DIM,
+                      acc_addr(acc0 + kt * DIM, false), DIM, rows, cout, act);
           }
         }
   }

@@ -32,7 +32,6 @@
 #define FD_STATS 5
 
 void autocomp_entry(void **bufs);
-void fsm_reset(void);
 void intrinsics_reset(void);
 
 /* ---- crash reporting ------------------------------------------------------ */
@@ -49,7 +48,13 @@ static const struct { long nr; const char *name; } syscall_names[] = {
   {SYS_openat, "openat"}, {SYS_clone, "clone"}, {SYS_execve, "execve"}, {SYS_socket, "socket"},
   {SYS_connect, "connect"}, {SYS_bind, "bind"}, {SYS_kill, "kill"}, {SYS_ptrace, "ptrace"},
   {SYS_close, "close"}, {SYS_unlinkat, "unlinkat"}, {SYS_prctl, "prctl"}, {SYS_setsid, "setsid"},
-  {SYS_chdir, "chdir"}, {SYS_mkdirat, "mkdirat"}, {SYS_getcwd, "getcwd"},
+  {SYS_chdir, "chdir"}, {SYS_mkdirat, "mkdirat"}, {SYS_getcwd, "getcwd"}, {SYS_pipe2, "pipe2"},
+#ifdef SYS_clone3
+  {SYS_clone3, "clone3"},
+#endif
+#ifdef SYS_unlink
+  {SYS_unlink, "unlink"},
+#endif
 };
 
 static void crash_handler(int sig, siginfo_t *info, void *ctx) {
@@ -160,7 +165,6 @@ int main(void) {
       else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
     }
     intrinsics_reset();
-    fsm_reset();
     rec_set_arrays(bufs, job.bytes, job.nargs);
     rec_emit(&(rec_t){.op = R_SET, .id = (uint8_t)set});
     for (int i = 0; i < job.nargs; i++)

@@ -65,12 +65,20 @@ static void emit_mvin(rec_t r) {
   if (foreign) r.flags |= RF_DATA;
   rec_emit(&r);
   if (!foreign) return;
-  uint8_t bytes[MAX_MVIN_BYTES + sizeof(rec_t)];
+  uint8_t bytes[MAX_MVIN_BYTES];
   size_t n = 0;
   for (uint32_t i = 0; i < rows; i++, n += (size_t)rb)
     memcpy(bytes + n, (const uint8_t *)(uintptr_t)r.dram + i * r.stride, (size_t)rb);
+  rec_payload(bytes, n);
+}
+
+void rec_payload(const void *bytes, size_t n) {
   rec_emit(&(rec_t){.op = R_DATA, .d = {(uint32_t)n}});
-  for (size_t off = 0; off < n; off += sizeof(rec_t)) rec_emit((const rec_t *)(bytes + off));
+  for (size_t off = 0; off < n; off += sizeof(rec_t)) {
+    rec_t chunk = {0};
+    memcpy(&chunk, (const uint8_t *)bytes + off, n - off < sizeof chunk ? n - off : sizeof chunk);
+    rec_emit(&chunk);
+  }
 }
 
 static uint8_t exflags(const exconf_t *ex) {
@@ -80,7 +88,6 @@ static uint8_t exflags(const exconf_t *ex) {
 
 void op_config(int queue) { rec_emit(&(rec_t){.op = R_CONFIG, .id = (uint8_t)queue}); }
 void op_fence(void) { rec_emit(&(rec_t){.op = R_FENCE}); }
-void op_loop_call(int which) { rec_emit(&(rec_t){.op = R_LOOP, .id = (uint8_t)which}); }
 
 void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, float scale,
              uint32_t block_stride, int fsm) {
@@ -110,11 +117,13 @@ void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, ui
 static exconf_t ex_state;
 static struct { size_t stride; float scale; uint32_t block_stride; } ld_state[3];
 static size_t st_stride;
+static int st_act;   /* activation applied by mvout: config_ex sets it, config_st_act overrides it */
 
 void intrinsics_reset(void) {
   ex_state = (exconf_t){WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false};
   for (int i = 0; i < 3; i++) ld_state[i].stride = 0, ld_state[i].scale = 1.0f, ld_state[i].block_stride = DIM;
   st_stride = 0;
+  st_act = NO_ACTIVATION;
   diag_reset();
 }
 
@@ -125,6 +134,7 @@ void config_ex(int dataflow, int act, uint32_t A_stride, bool A_transpose, bool 
   if (act != NO_ACTIVATION && act != RELU) sim_fail("act=%d (use NO_ACTIVATION or RELU)", act);
   if (A_stride == 0 || A_stride >= (uint32_t)g_cfg.spad_rows) sim_fail("A_stride=%u out of range", A_stride);
   ex_state = (exconf_t){dataflow, act, A_stride, A_transpose, B_transpose};
+  st_act = act;
   rec_emit(&(rec_t){.op = R_CONFIG, .id = Q_EX, .flags = exflags(&ex_state), .x2 = A_stride});
 }
 
@@ -148,7 +158,7 @@ void config_st_act(size_t stride, int act) {
   op_begin("config_st", 0);
   if (act != NO_ACTIVATION && act != RELU) sim_fail("act=%d (use NO_ACTIVATION or RELU)", act);
   st_stride = stride;
-  ex_state.act = act;
+  st_act = act;
   op_config(Q_ST);
 }
 
@@ -163,7 +173,7 @@ void mvin3(const void *d, uint32_t l, uint32_t c, uint32_t r) { mvin_id("mvin3",
 
 void mvout(void *dram, uint32_t local, uint32_t cols, uint32_t rows) {
   op_begin("mvout", 0);
-  op_mvout(dram, local, cols, rows, st_stride, ex_state.act, 0);
+  op_mvout(dram, local, cols, rows, st_stride, st_act, 0);
 }
 
 void preload(uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr) {
@@ -184,4 +194,27 @@ void compute_accumulated(uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint3
 void fence(void) {
   op_begin("fence", 0);
   op_fence();
+}
+
+/* ---- hardware loops: recorded as calls, expanded by the FSM in the replayer ---- */
+void gemmini_loop_ws(size_t tI, size_t tJ, size_t tK, size_t padI, size_t padJ, size_t padK,
+                     const elem_t *A, const elem_t *B, const acc_t *D, void *C,
+                     size_t A_stride, size_t B_stride, size_t D_stride, size_t C_stride,
+                     bool A_transpose, bool B_transpose, bool full_C, bool low_D,
+                     bool ex_accumulate, int act) {
+  op_begin("gemmini_loop_ws", 0);
+  loop_ws_args_t a = {{tI, tJ, tK}, {padI, padJ, padK}, (uintptr_t)A, (uintptr_t)B, (uintptr_t)D, (uintptr_t)C,
+                      {A_stride, B_stride, D_stride, C_stride}, A_transpose, B_transpose, full_C, low_D,
+                      ex_accumulate, {0}, act, 0};
+  rec_emit(&(rec_t){.op = R_LOOP, .id = 1});
+  rec_payload(&a, sizeof a);
+}
+
+void gemmini_loop_conv_ws(int batch, int in_dim, int cin, int cout, int out_dim, int kd, const elem_t *input,
+                          const elem_t *weights, const acc_t *bias, elem_t *output, int act) {
+  op_begin("gemmini_loop_conv_ws", 0);
+  loop_conv_args_t a = {batch, in_dim, cin, cout, out_dim, kd, act, 0, (uintptr_t)input, (uintptr_t)weights,
+                        (uintptr_t)bias, (uintptr_t)output};
+  rec_emit(&(rec_t){.op = R_LOOP, .id = 2});
+  rec_payload(&a, sizeof a);
 }

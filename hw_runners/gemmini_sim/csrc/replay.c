@@ -108,16 +108,6 @@ static void foreign_write(uint64_t addr, const uint8_t *src, size_t n) {
   }
 }
 
-/* Bytes an earlier mvout wrote at addr; 0 if any of them was not written by mvout. */
-static int foreign_read(uint64_t addr, uint8_t *dst, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    block_t *b = block_at((addr + i) >> 6, 0);
-    if (!b || !(b->valid >> ((addr + i) & 63) & 1)) return 0;
-    dst[i] = b->data[(addr + i) & 63];
-  }
-  return 1;
-}
-
 /* Bytes a row of this move touches in DRAM, or 0 when the dimensions are invalid (the model reports it). */
 static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
   int acc = local != GARBAGE_ADDR && (local >> 31);
@@ -126,20 +116,23 @@ static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
 }
 
 /* Data the kernel loaded from its own memory must not depend on the inputs: the hash of what each such
- * mvin read in input set 1 is kept (by instruction number) and later sets must read the same bytes. */
+ * mvin read in input set 1 is kept (by instruction number; the instruction stream is the same for every
+ * set) and later sets must read the same bytes. A mismatch is reported at the end of the set, after the
+ * more fundamental check that the instruction streams agree. */
 typedef struct { uint64_t instr, hash; } constant_t;
 static constant_t *constants;
 static size_t nconstants, cap_constants;
 static int current_set;
+static uint64_t changed_constant;   /* first instruction whose kernel-memory data changed, 0 if none */
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+  const uint8_t *c = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
   return h;
 }
 
 static void check_constant(uint64_t instr, const uint8_t *data, size_t n) {
-  uint64_t h = fnv1a(data, n);
+  uint64_t h = mix(1469598103934665603ull, data, n);
   if (current_set == 0) {
     if (nconstants == cap_constants) {
       cap_constants = cap_constants ? cap_constants * 2 : 256;
@@ -149,22 +142,30 @@ static void check_constant(uint64_t instr, const uint8_t *data, size_t n) {
     constants[nconstants++] = (constant_t){instr, h};
     return;
   }
-  size_t lo = 0, hi = nconstants;   /* recorded in increasing instruction order */
+  size_t lo = 0, hi = nconstants;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (constants[mid].instr < instr) lo = mid + 1; else hi = mid;
   }
-  if (lo == nconstants || constants[lo].instr != instr || constants[lo].hash != h)
-    sim_fail("loads data from the kernel's own memory that changes with the input values: tensor data must "
-             "come from the problem's arrays (or from results an mvout wrote); the CPU may not prepare it");
+  if ((lo == nconstants || constants[lo].instr != instr || constants[lo].hash != h) && !changed_constant)
+    changed_constant = instr;
 }
 
+static int mvout_byte(uint64_t addr, uint8_t *out) {
+  block_t *b = block_at(addr >> 6, 0);
+  if (!b || !(b->valid >> (addr & 63) & 1)) return 0;
+  *out = b->data[addr & 63];
+  return 1;
+}
+
+/* An mvin of the replayer's view of DRAM: a problem array, zeros, or memory outside the arrays, where
+ * bytes an earlier mvout wrote come from here and the others from the kernel's copy (shipped). */
 static void replay_mvin(const rec_t *r) {
   uint32_t cols = r->d[0], rows = r->d[1];
   uint64_t rb = row_bytes(r->x0, cols, 0);
   uint8_t shipped[MAX_MVIN_BYTES + sizeof(rec_t)];
   size_t nshipped = 0;
-  if (r->flags & RF_DATA) {   /* the kernel process sent the bytes it read from its own memory */
+  if (r->flags & RF_DATA) {
     rec_t head;
     if (!next_record(&head) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES) sim_fail("malformed trace (mvin data)");
     nshipped = head.d[0];
@@ -175,21 +176,25 @@ static void replay_mvin(const rec_t *r) {
     op_mvin(NULL, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
     return;
   }
-  uint64_t span = (rows - 1) * r->stride + rb;
   if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  uint8_t *p = in_region(r->dram, span);
+  uint8_t *p = in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvin(p, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
     return;
   }
-  uint8_t tmp[MAX_MVIN_BYTES];
-  int from_mvout = 1;
-  for (uint32_t i = 0; i < rows && from_mvout; i++) from_mvout = foreign_read(r->dram + i * r->stride, tmp + i * rb, rb);
-  if (!from_mvout) {
-    if (nshipped != rows * rb) sim_fail("malformed trace (mvin data size)");
-    memcpy(tmp, shipped, nshipped);
-    check_constant(instr_number(), tmp, nshipped);
+  uint8_t tmp[MAX_MVIN_BYTES], kernel_bytes[MAX_MVIN_BYTES];
+  size_t n = rows * rb, from_kernel = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t addr = r->dram + (i / rb) * r->stride + i % rb;
+    kernel_bytes[i] = 0;
+    if (mvout_byte(addr, &tmp[i])) continue;
+    if (nshipped != n)
+      sim_fail("reads DRAM at 0x%llx that is neither a problem array nor data written by an earlier mvout",
+               (unsigned long long)addr);
+    tmp[i] = kernel_bytes[i] = shipped[i];
+    from_kernel++;
   }
+  if (from_kernel) check_constant(instr_number(), kernel_bytes, n);
   op_mvin(tmp, r->x0, cols, rows, rb, r->scale, r->x2, r->fsm);
 }
 
@@ -201,9 +206,8 @@ static void replay_mvout(const rec_t *r) {
     op_mvout(r->dram ? (void *)1 : NULL, r->x0, cols, rows, r->stride, act, r->fsm);  /* reports the error */
     return;
   }
-  uint64_t span = (rows - 1) * r->stride + rb;
   if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  uint8_t *p = in_region(r->dram, span);
+  uint8_t *p = in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvout(p, r->x0, cols, rows, r->stride, act, r->fsm);
     return;
@@ -218,10 +222,51 @@ static exconf_t exconf_of(const rec_t *r) {
                     r->x2, (r->flags & RF_A_T) != 0, (r->flags & RF_B_T) != 0};
 }
 
+/* ---- what the loop FSM issues (fsm.c runs here, from the recorded loop arguments) ---- */
+static const char *fsm_names[3] = {"", "gemmini_loop_ws", "gemmini_loop_conv_ws"};
+
+void fsm_mvin(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride,
+              uint32_t block_stride) {
+  op_begin("mvin", which);
+  replay_mvin(&(rec_t){.op = R_MVIN, .fsm = (uint8_t)which, .d = {cols, rows}, .x0 = local, .x2 = block_stride,
+                       .scale = 1.0f, .dram = dram, .stride = stride});
+}
+
+void fsm_mvout(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride, int act) {
+  op_begin("mvout", which);
+  replay_mvout(&(rec_t){.op = R_MVOUT, .fsm = (uint8_t)which, .flags = act == RELU ? RF_RELU : 0,
+                        .d = {cols, rows}, .x0 = local, .dram = dram, .stride = stride});
+}
+
+void fsm_preload(int which, const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc,
+                 uint32_t cr) {
+  op_begin("preload", which);
+  op_preload(ex, b, c, bc, br, cc, cr, which);
+}
+
+void fsm_compute(int which, const exconf_t *ex, uint32_t a, uint32_t ac, uint32_t ar) {
+  op_begin("compute_preloaded", which);
+  op_compute(ex, false, a, GARBAGE_ADDR, ac, ar, DIM, DIM, which);
+}
+
+static uint64_t stream_hash;   /* of everything the kernel recorded in this input set, bar mvin data */
+
+static void read_payload(void *dst, size_t n) {
+  rec_t head;
+  if (!next_record(&head) || head.op != R_DATA || head.d[0] != n) sim_fail("malformed trace (loop arguments)");
+  uint8_t buf[((sizeof(loop_ws_args_t) > sizeof(loop_conv_args_t) ? sizeof(loop_ws_args_t)
+                : sizeof(loop_conv_args_t)) / sizeof(rec_t) + 1) * sizeof(rec_t)];
+  for (size_t off = 0; off < n; off += sizeof(rec_t))
+    if (!next_record((rec_t *)(buf + off))) sim_fail("malformed trace (loop arguments)");
+  memcpy(dst, buf, n);
+  stream_hash = mix(stream_hash, dst, n);
+}
+
 static void replay_instruction(const rec_t *r) {
   static const char *mvins[3] = {"mvin", "mvin2", "mvin3"};
   static const char *configs[NQ] = {"config_ld", "config_ex", "config_st"};
   exconf_t ex = exconf_of(r);
+  if (r->fsm) sim_fail("malformed trace: only the replayer's loop FSM issues loop instructions");
   switch (r->op) {
   case R_CONFIG:
     if (r->id >= NQ) sim_fail("malformed trace record (config queue %d)", r->id);
@@ -239,7 +284,19 @@ static void replay_instruction(const rec_t *r) {
     op_compute(&ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], r->fsm);
     break;
   case R_FENCE: op_begin("fence", 0); op_fence(); break;
-  case R_LOOP: op_begin(r->id == 2 ? "gemmini_loop_conv_ws" : "gemmini_loop_ws", 0); op_loop_call(r->id); break;
+  case R_LOOP:
+    if (r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id);
+    op_begin(fsm_names[r->id], 0);
+    if (r->id == 1) {
+      loop_ws_args_t a;
+      read_payload(&a, sizeof a);
+      fsm_loop_ws(&a);
+    } else {
+      loop_conv_args_t a;
+      read_payload(&a, sizeof a);
+      fsm_loop_conv(&a);
+    }
+    break;
   default: sim_fail("malformed trace record (op %d)", r->op);
   }
 }
@@ -306,6 +363,7 @@ int main(void) {
   sim_alloc();
   if (job.trace) timing_trace_to(FD_TIMING);
   rec_t r;
+  uint64_t first_stream = 0;
   for (int set = 0; set < job.sets; set++) {
     if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
     if (r.op != R_SET || r.id != set) harness_fail("malformed trace: expected the start of an input set");
@@ -322,13 +380,31 @@ int main(void) {
     blocks = NULL;
     nblocks = cap_blocks = 0;
     sim_reset(0x5eed + set, set == 0);
+    fsm_reset();
     sim_register_output(bufs[job.out_arg], job.bytes[job.out_arg]);
+    stream_hash = 1469598103934665603ull;
+    changed_constant = 0;
     for (;;) {
       if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
       if (r.op == R_END) break;
+      stream_hash = mix(stream_hash, &r, sizeof r);
       replay_instruction(&r);
     }
     sim_finish();
+    if (set == 0) first_stream = stream_hash;
+    else if (stream_hash != first_stream) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "the kernel issued different instructions, DRAM addresses or loop arguments for "
+               "input set %d than for input set 1: what it issues must not depend on the input values", set + 1);
+      harness_fail(msg);
+    }
+    if (changed_constant) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "instruction #%llu loads data from the kernel's own memory that changes with the "
+               "input values: tensor data must come from the problem's arrays (or from results an mvout wrote); "
+               "the CPU may not prepare it", (unsigned long long)changed_constant);
+      harness_fail(msg);
+    }
     check_set(&job, set);
     write_all(FD_OUT, bufs[job.out_arg], job.bytes[job.out_arg]);
     if (set == 0) write_stats();

@@ -48,6 +48,8 @@ extern simstats_t g_stats;
 extern int8_t *g_spad;   /* spad_rows x DIM */
 extern int32_t *g_acc;   /* acc_rows x DIM */
 
+typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
+
 /* ---- the instruction trace ----------------------------------------------
  * The kernel process only records instructions (record.c, fsm.c); the
  * trusted replayer (replay.c) executes them with the functional and timing
@@ -83,6 +85,30 @@ void job_read_header(int fd, job_t *job);   /* fills g_cfg too */
 void job_read(int fd, void *dst, size_t n);
 void harness_fail(const char *msg) __attribute__((noreturn));
 
+/* Arguments of a hardware-loop call, recorded by the kernel process and
+ * expanded into instructions by the loop FSM inside the replayer, so the
+ * kernel cannot claim FSM timing for instructions it issues itself. */
+typedef struct {
+  uint64_t tiles[3], pads[3], a, b, d, c, strides[4];
+  uint8_t a_t, b_t, full_c, low_d, ex_accumulate, pad[3];
+  int32_t act, pad2;
+} loop_ws_args_t;
+typedef struct {
+  int32_t batch, in_dim, cin, cout, out_dim, kd, act, pad;
+  uint64_t input, weights, bias, output;
+} loop_conv_args_t;
+
+/* replay.c: what the loop FSM (fsm.c) issues, with the kernel's DRAM addresses */
+void fsm_mvin(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride,
+              uint32_t block_stride);
+void fsm_mvout(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride, int act);
+void fsm_preload(int which, const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc,
+                 uint32_t cr);
+void fsm_compute(int which, const exconf_t *ex, uint32_t a, uint32_t ac, uint32_t ar);
+void fsm_reset(void);
+void fsm_loop_ws(const loop_ws_args_t *a);
+void fsm_loop_conv(const loop_conv_args_t *a);
+
 /* diag.c: shared by both sides */
 void diag_put(const char *s);
 void diag_reset(void);
@@ -94,6 +120,7 @@ void rec_emit(const rec_t *r);
 void rec_flush(void);
 void rec_begin(const char *name, int fsm);
 void rec_set_arrays(void **bases, const size_t *bytes, int n);
+void rec_payload(const void *bytes, size_t n);   /* an R_DATA header and the bytes, after a record */
 int64_t mvin_row_bytes(uint32_t local, uint32_t cols);  /* 0 when the dimensions are invalid */
 
 /* functional.c (replayer side) */
@@ -107,7 +134,6 @@ const char *sim_current_instr(void);
 
 /* Primitive operations: recorded by intrinsics and loop FSMs (record.c),
  * executed by the replayer (functional.c); same signatures on both sides. */
-typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
 void op_begin(const char *name, int fsm);
 void op_loop_call(int which);   /* 1: gemmini_loop_ws, 2: gemmini_loop_conv_ws */
 void op_fence(void);
