@@ -55,107 +55,11 @@ static int next_record(rec_t *r) {
   return 1;
 }
 
-/* ---- DRAM: problem arrays and memory written by mvout ------------------------ */
-typedef struct { uint64_t base, size; uint8_t *mine; } region_t;
-static region_t regions[MAX_ARGS];
-static int nregions;
-
-static uint8_t *in_region(uint64_t addr, uint64_t span) {
-  for (int i = 0; i < nregions; i++) {
-    region_t *g = &regions[i];
-    if (addr >= g->base && span <= g->size && addr - g->base <= g->size - span) return g->mine + (addr - g->base);
-  }
-  return NULL;
-}
-
-/* Sparse map of 64-byte blocks of "foreign" DRAM written by mvout. */
-typedef struct { uint64_t key; uint64_t valid; uint8_t data[64]; } block_t;
-static block_t *blocks;
-static size_t nblocks, cap_blocks;
-#define MAX_FOREIGN_BLOCKS (1u << 22)   /* 256 MiB */
-
-static block_t *block_at(uint64_t key, int create) {
-  if (create && (nblocks + 1) * 2 > cap_blocks) {
-    size_t ncap = cap_blocks ? cap_blocks * 2 : 1024;
-    if (ncap > 2 * MAX_FOREIGN_BLOCKS) sim_fail("mvout wrote more than 256 MiB outside the problem arrays");
-    block_t *old = blocks;
-    size_t oldcap = cap_blocks;
-    blocks = calloc(ncap, sizeof *blocks);
-    if (!blocks) harness_fail("out of memory for DRAM written by mvout");
-    cap_blocks = ncap;
-    nblocks = 0;
-    for (size_t i = 0; i < oldcap; i++)
-      if (old[i].valid) { *block_at(old[i].key, 1) = old[i]; }
-    free(old);
-  }
-  if (!cap_blocks) return NULL;
-  for (size_t h = (key * 0x9E3779B97F4A7C15ull) & (cap_blocks - 1);; h = (h + 1) & (cap_blocks - 1)) {
-    if (blocks[h].valid && blocks[h].key == key) return &blocks[h];
-    if (!blocks[h].valid) {
-      if (!create) return NULL;
-      blocks[h].key = key;
-      nblocks++;
-      return &blocks[h];
-    }
-  }
-}
-
-static void foreign_write(uint64_t addr, const uint8_t *src, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    block_t *b = block_at((addr + i) >> 6, 1);
-    b->data[(addr + i) & 63] = src[i];
-    b->valid |= 1ull << ((addr + i) & 63);
-  }
-}
-
 /* Bytes a row of this move touches in DRAM, or 0 when the dimensions are invalid (the model reports it). */
 static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
   int acc = local != GARBAGE_ADDR && (local >> 31);
   if (cols == 0 || cols > DIM * MAX_BLOCK_LEN) return 0;
   return (uint64_t)cols * (acc && (!mvout || (local >> 29 & 1)) ? 4 : 1);
-}
-
-/* Data the kernel loaded from its own memory must not depend on the inputs: the hash of what each such
- * mvin read in input set 1 is kept (by instruction number; the instruction stream is the same for every
- * set) and later sets must read the same bytes. A mismatch is reported at the end of the set, after the
- * more fundamental check that the instruction streams agree. */
-typedef struct { uint64_t instr, hash; } constant_t;
-static constant_t *constants;
-static size_t nconstants, cap_constants;
-static int current_set;
-static uint64_t changed_constant;   /* first instruction whose kernel-memory data changed, 0 if none */
-
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-  const uint8_t *c = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
-  return h;
-}
-
-static void check_constant(uint64_t instr, const uint8_t *data, size_t n) {
-  uint64_t h = mix(1469598103934665603ull, data, n);
-  if (current_set == 0) {
-    if (nconstants == cap_constants) {
-      cap_constants = cap_constants ? cap_constants * 2 : 256;
-      constants = realloc(constants, cap_constants * sizeof *constants);
-      if (!constants) harness_fail("out of memory for kernel constants");
-    }
-    constants[nconstants++] = (constant_t){instr, h};
-    return;
-  }
-  size_t lo = 0, hi = nconstants;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (constants[mid].instr < instr) lo = mid + 1; else hi = mid;
-  }
-  if ((lo == nconstants || constants[lo].instr != instr || constants[lo].hash != h) && !changed_constant)
-    changed_constant = instr;
-}
-
-static int mvout_byte(uint64_t addr, uint8_t *out) {
-  block_t *b = block_at(addr >> 6, 0);
-  if (!b || !(b->valid >> (addr & 63) & 1)) return 0;
-  *out = b->data[addr & 63];
-  return 1;
 }
 
 /* An mvin of the replayer's view of DRAM: a problem array, zeros, or memory outside the arrays, where
@@ -177,7 +81,7 @@ static void replay_mvin(const rec_t *r) {
     return;
   }
   if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  uint8_t *p = in_region(r->dram, (rows - 1) * r->stride + rb);
+  uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvin(p, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
     return;
@@ -187,14 +91,14 @@ static void replay_mvin(const rec_t *r) {
   for (size_t i = 0; i < n; i++) {
     uint64_t addr = r->dram + (i / rb) * r->stride + i % rb;
     kernel_bytes[i] = 0;
-    if (mvout_byte(addr, &tmp[i])) continue;
+    if (dram_mvout_byte(addr, &tmp[i])) continue;
     if (nshipped != n)
       sim_fail("reads DRAM at 0x%llx that is neither a problem array nor data written by an earlier mvout",
                (unsigned long long)addr);
     tmp[i] = kernel_bytes[i] = shipped[i];
     from_kernel++;
   }
-  if (from_kernel) check_constant(instr_number(), kernel_bytes, n);
+  if (from_kernel) dram_check_constant(instr_number(), kernel_bytes, n);
   op_mvin(tmp, r->x0, cols, rows, rb, r->scale, r->x2, r->fsm);
 }
 
@@ -207,14 +111,14 @@ static void replay_mvout(const rec_t *r) {
     return;
   }
   if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  uint8_t *p = in_region(r->dram, (rows - 1) * r->stride + rb);
+  uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvout(p, r->x0, cols, rows, r->stride, act, r->fsm);
     return;
   }
   uint8_t tmp[DIM * DIM * 4];
   op_mvout(tmp, r->x0, cols, rows, rb, act, r->fsm);
-  for (uint32_t i = 0; i < rows; i++) foreign_write(r->dram + i * r->stride, tmp + i * rb, rb);
+  for (uint32_t i = 0; i < rows; i++) dram_write(r->dram + i * r->stride, tmp + i * rb, rb);
 }
 
 static exconf_t exconf_of(const rec_t *r) {
@@ -259,7 +163,7 @@ static void read_payload(void *dst, size_t n) {
   for (size_t off = 0; off < n; off += sizeof(rec_t))
     if (!next_record((rec_t *)(buf + off))) sim_fail("malformed trace (loop arguments)");
   memcpy(dst, buf, n);
-  stream_hash = mix(stream_hash, dst, n);
+  stream_hash = dram_hash(stream_hash, dst, n);
 }
 
 static void replay_instruction(const rec_t *r) {
@@ -372,22 +276,17 @@ int main(void) {
       else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
       if (!next_record(&r) || r.op != R_BUF || r.id != i || r.stride != job.bytes[i])
         harness_fail("malformed trace: bad array table");
-      regions[i] = (region_t){r.dram, job.bytes[i], bufs[i]};
+      dram_set_region(i, r.dram, job.bytes[i], bufs[i]);
     }
-    nregions = job.nargs;
-    current_set = set;
-    free(blocks);
-    blocks = NULL;
-    nblocks = cap_blocks = 0;
+    dram_begin_set(set, job.nargs);
     sim_reset(0x5eed + set, set == 0);
     fsm_reset();
     sim_register_output(bufs[job.out_arg], job.bytes[job.out_arg]);
     stream_hash = 1469598103934665603ull;
-    changed_constant = 0;
     for (;;) {
       if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
       if (r.op == R_END) break;
-      stream_hash = mix(stream_hash, &r, sizeof r);
+      stream_hash = dram_hash(stream_hash, &r, sizeof r);
       replay_instruction(&r);
     }
     sim_finish();
@@ -398,6 +297,7 @@ int main(void) {
                "input set %d than for input set 1: what it issues must not depend on the input values", set + 1);
       harness_fail(msg);
     }
+    uint64_t changed_constant = dram_changed_constant();
     if (changed_constant) {
       char msg[300];
       snprintf(msg, sizeof msg, "instruction #%llu loads data from the kernel's own memory that changes with the "

@@ -109,6 +109,16 @@ void fsm_reset(void);
 void fsm_loop_ws(const loop_ws_args_t *a);
 void fsm_loop_conv(const loop_conv_args_t *a);
 
+/* dram.c (replayer side) */
+void dram_set_region(int i, uint64_t base, uint64_t size, uint8_t *mine);
+void dram_begin_set(int set, int narrays);
+uint8_t *dram_in_region(uint64_t addr, uint64_t span);
+void dram_write(uint64_t addr, const uint8_t *src, size_t n);
+int dram_mvout_byte(uint64_t addr, uint8_t *out);
+void dram_check_constant(uint64_t instr, const uint8_t *data, size_t n);
+uint64_t dram_changed_constant(void);
+uint64_t dram_hash(uint64_t h, const void *p, size_t n);
+
 /* diag.c: shared by both sides */
 void diag_put(const char *s);
 void diag_reset(void);
