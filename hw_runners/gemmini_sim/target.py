@@ -32,7 +32,7 @@ from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 
 CSRC = Path(__file__).with_name("csrc")
-_KERNEL_SIDE = ("record.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
+_KERNEL_SIDE = ("record.c", "fsm.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
 _REPLAYER = ("replay.c", "dram.c", "fsm.c", "functional.c", "timing.c", "job.c", "diag.c")    # trusted
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 

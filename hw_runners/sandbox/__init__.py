@@ -46,7 +46,6 @@ class Outcome:
     signal: int | None
     timed_out: bool
     wall_s: float
-    max_rss_kb: int
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -105,12 +104,12 @@ class Sandboxed:
         finally:
             self._timer.cancel()
             _killpg(self.proc.pid)  # stragglers of a program that forked before dying
-        _, wstatus, rusage = os.wait4(self.proc.pid, 0)
+        _, wstatus, _ = os.wait4(self.proc.pid, 0)   # ru_maxrss would include the evaluator's own pages
         self.proc.returncode = code = os.waitstatus_to_exitcode(wstatus)
         sig = -code if code < 0 else None
         notes = self.status.read_text().splitlines() if self.status.exists() else []
         return Outcome(returncode=None if sig else code, signal=sig, timed_out=self._timed_out.is_set(),
-                       wall_s=time.monotonic() - self.started, max_rss_kb=rusage.ru_maxrss, notes=notes)
+                       wall_s=time.monotonic() - self.started, notes=notes)
 
 
 def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,

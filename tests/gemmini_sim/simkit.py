@@ -8,7 +8,10 @@ on 16..64-sized GEMMs that evaluate in a fraction of a second.
 Test kernels never prepare tensor data with CPU loops over the inputs (the
 evaluator rejects an mvin of such data): operands come from the problem's
 arrays, NULL (zeros), constant tables (c_table), or DRAM scratch buffers
-filled by mvout.
+filled by mvout. They also issue the same instructions, DRAM addresses and
+loop arguments for every input set (the evaluator rejects anything else), so
+a kernel that is wrong on only some input sets is wrong through the data
+(DOUBLED_BODY), not through data-dependent control flow.
 """
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ def naive_with(before: str = "", after: str = "", prelude: str = "") -> str:
 
 def inputs(problem: Problem, seed: int = 0, set_index: int = 0) -> list[np.ndarray]:
     fam = FAMILIES[problem.family]
-    return fam.make_inputs(problem.dims, seed, INPUT_SETS[set_index])
+    return fam.make_inputs(problem.dims, seed, INPUT_SETS[set_index % len(INPUT_SETS)])
 
 
 def reference(problem: Problem, seed: int = 0, set_index: int = 0) -> np.ndarray:
@@ -83,6 +86,45 @@ def reference(problem: Problem, seed: int = 0, set_index: int = 0) -> np.ndarray
 
 def sat8(x: np.ndarray) -> np.ndarray:
     return np.clip(x, -128, 127).astype(np.int8)
+
+
+# A copy-paste bug: every K block is multiplied twice, so the accumulator holds 2*A*B and mvout
+# saturates that. Outputs that are 0 or saturate anyway (|A*B| >= 128) still come out right: which
+# input set is the first to fail depends only on the data, while the instructions the kernel issues
+# are the same for every set (the evaluator rejects data-dependent issuing outright).
+DOUBLED_BODY = NAIVE_BODY.replace(
+    "        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);\n",
+    "        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);\n"
+    "        preload(BANK_ROWS, ACC_ADDR_BIT | ACCUMULATE_BIT, DIM, DIM, DIM, DIM);   /* again */\n"
+    "        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);\n")
+assert DOUBLED_BODY.count("compute_preloaded") == 2
+
+
+def doubled_prediction(problem: Problem, seed: int, set_index: int) -> np.ndarray:
+    a, b = (x.astype(np.int64) for x in inputs(problem, seed, set_index))
+    return sat8(2 * (a @ b))
+
+
+def first_wrong_set(problem: Problem, seed: int, sets: int = 3) -> int | None:
+    """Index of the first input set on which DOUBLED_BODY is wrong (None: right on all)."""
+    for s in range(sets):
+        if not np.array_equal(doubled_prediction(problem, seed, s), reference(problem, seed, s)):
+            return s
+    return None
+
+
+def seed_where_doubled_fails_first_on(problem: Problem, set_index: int, sets: int = 3) -> int:
+    """The smallest seed for which DOUBLED_BODY is right on the sets before set_index and wrong on it."""
+    for seed in range(1000):
+        if first_wrong_set(problem, seed, sets) == set_index:
+            return seed
+    raise AssertionError(f"no seed < 1000 makes the doubled kernel fail first on input set {set_index + 1}")
+
+
+def stream_rule(set_number: int) -> str:
+    """The stable part of the evaluator's message for a kernel whose instructions depend on the input
+    values (the message goes on to say what differed and where)."""
+    return f"for input set {set_number} than for input set 1"
 
 
 def mismatch_summary(got: np.ndarray, want: np.ndarray, name: str = "C") -> str:

@@ -7,11 +7,15 @@ The kernel process only records Gemmini instructions; a trusted replayer
 executes them on its own copy of the inputs. So what a kernel writes into its
 own memory or descriptors (C, fd 4/5, g_cfg) cannot change outputs, verdict or
 cycles, and a launcher-level seccomp filter is in force before the kernel's
-first instruction (constructors and a replaced prctl() included)."""
+first instruction (constructors and a replaced prctl() included). What the
+kernel issues must be the same for every input set (data-dependent
+instructions or addresses are rejected), and only the replayer's loop FSMs
+issue FSM instructions."""
 from __future__ import annotations
 
 import os
 import platform
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +27,7 @@ from hw_runners import get_target
 from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
 from hw_runners.sandbox import Limits
 from .simkit import (NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
-                     mismatch_summary, naive_with, reference, sat8)
+                     mismatch_summary, naive_with, reference, sat8, stream_rule)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -95,6 +99,8 @@ CASES = [
     ("close_stdout_fd", evil("  close(1);\n"), "crash", [FORBIDDEN, "(close)"]),
     ("fclose_stdout", evil("  fclose(stdout);\n"), "crash", [FORBIDDEN, "(close)"]),
     ("unlink_binary", evil('  unlink("kernel");\n'), "crash", [FORBIDDEN]),
+    ("pipe2", evil("  int fds[2]; pipe2(fds, 0);\n", prelude="int pipe2(int *, int);\n"), "crash",
+     [FORBIDDEN, "(pipe2)"]),
     ("chdir_root", evil('  chdir("/");\n'), "crash", [FORBIDDEN, "(chdir)"]),
     ("raise_rlimit", evil("  long lim[2] = {-1, -1}; setrlimit(9 /* RLIMIT_AS */, lim);\n"), "crash", [FORBIDDEN]),
     ("null_write", evil("  *(volatile int *)0 = 1;\n"), "crash",
@@ -240,6 +246,17 @@ def test_raw_clone_syscall_is_forbidden(hostile):
     assert_fails(r, "crash", "forbidden system call 56 (clone)")
 
 
+@pytest.mark.parametrize("call,name", [("syscall(435 /* SYS_clone3 */, 0, 0)", "435 (clone3)"),
+                                       ('syscall(87 /* SYS_unlink */, "kernel")', "87 (unlink)"),
+                                       ("syscall(293 /* SYS_pipe2 */, (int[2]){0}, 0)", "293 (pipe2)")],
+                         ids=["clone3", "unlink", "pipe2"])
+def test_forbidden_system_calls_are_named(hostile, call, name):
+    if platform.machine() != "x86_64":
+        pytest.skip("system call numbers are x86_64-specific")
+    r = hostile.evaluate(PROBLEM, evil(f"  {call};\n"))
+    assert_fails(r, "crash", f"forbidden system call {name}: kernels may only compute, allocate memory and print")
+
+
 # --------------------------------------------------------------------------- the kernel's own process does not count
 def test_cpu_stores_into_the_output_have_no_effect(hostile):
     # Only what mvout wrote in the replayer counts: corrupting C afterwards changes nothing ...
@@ -354,7 +371,10 @@ CPU_ROUTED = """
 def test_cpu_result_routed_through_scratchpad_is_rejected(hostile):
     # 3 configs + 8 preload/compute pairs: the first mvin of c is instruction #20
     r = hostile.evaluate(PROBLEM, gemm_kernel(CPU_ROUTED))
-    assert_fails(r, "gemmini", "mvin #20: loads data from the kernel's own memory that changes with the input values")
+    assert_fails(r, "gemmini", "instruction #20 loads data from the kernel's own memory that changes with the input "
+                 "values: tensor data must come from the problem's arrays (or from results an mvout wrote); the CPU "
+                 "may not prepare it")
+    assert r.error.startswith("instruction #20 "), r.error
     assert r.cycles is None
 
 
@@ -382,14 +402,92 @@ LUT = ("static const int8_t LUT[256][DIM] = {"
        + ", ".join("{%d}" % (v - 256 if v > 127 else v) for v in range(256)) + "};\n")
 
 
-@pytest.mark.xfail(reason="BUG: the replayer checks the *data* of mvins (input-independent or written by mvout) but "
-                          "not data-dependent *addresses*: a kernel that computes C on the CPU, loads a constant "
-                          "256-row table (row v = byte v) and stores every element with mvout(&C[i][j], "
-                          "table_row(c), 1, 1) is judged correct; 'results must be computed by Gemmini' is still "
-                          "not enforced", strict=True)
 def test_cpu_result_selected_through_a_constant_table_is_rejected(hostile):
+    # The table is constant (accepted), but the mvout source rows depend on the inputs: the stream rule.
     r = hostile.evaluate(PROBLEM, gemm_kernel(LUT_ROUTED, LUT))
-    assert not r.correct, describe(r)
+    assert_fails(r, "gemmini", stream_rule(2))
+    assert r.cycles is None
+
+
+def test_data_dependent_extra_instruction_is_rejected(hostile):
+    # One fence more on the input sets where A[0][1] is odd: nothing else changes, not even a result
+    # (fences cost only time), and the kernel is still rejected, naming the first set that differs.
+    odd = [int(inputs(PROBLEM, 0, i)[0][0, 1]) % 2 != 0 for i in range(3)]
+    assert len(set(odd)) == 2, "the inputs changed: pick another condition"
+    first_different = odd.index(not odd[0]) + 1
+    r = hostile.evaluate(PROBLEM, naive_with(after="  if (A[0][1] % 2 != 0) fence();\n"))
+    assert_fails(r, "gemmini", stream_rule(first_different))
+    assert stream_rule(first_different) in r.error
+    assert r.cycles is None
+
+
+def test_data_dependent_dram_address_is_rejected(hostile):
+    # The same instructions in every set, but the B tile is read from a row that depends on A: caught by
+    # the DRAM addresses alone.
+    body = NAIVE_BODY.replace("mvin2(&B[k][j],", "mvin2(&B[k][(j + (A[0][0] > 0 ? 0 : DIM)) % J],")
+    assert "A[0][0] > 0" in body
+    signs = [int(inputs(PROBLEM, 0, i)[0][0, 0]) > 0 for i in range(3)]
+    assert len(set(signs)) == 2, "the inputs changed: pick another condition"
+    r = hostile.evaluate(PROBLEM, gemm_kernel(body))
+    assert_fails(r, "gemmini", stream_rule(signs.index(not signs[0]) + 1))
+
+
+# The stream rule compares a 64-bit FNV-1a hash (dram.c) of each set's records, not the records. Fields
+# the model ignores are hashed too: an mvin from NULL carries its config_ld's DRAM stride, scale and
+# block stride, which a kernel may set to anything. Those 16 bytes were solved offline (lattice
+# reduction, about a minute) so that a data-dependent mvin that zeroes other scratchpad rows, followed by
+# such a "fix-up" mvin3, hashes like the honest pair.
+COLLISION = {"STRIDE_A": 691672907343361484, "SCALE_A": 0x41F17EC3, "BS_A": 647892279,
+             "STRIDE_B": 792929320644778247, "SCALE_B": 0x1F01001A, "BS_B": 252451843}
+HASH_FORK = """
+  float fa, fb;
+  uint32_t ua = SCALE_Au, ub = SCALE_Bu;
+  memcpy(&fa, &ua, 4);
+  memcpy(&fb, &ub, 4);
+  if (COND) {   /* zeroes the wrong rows, then the fix-up */
+    config_ld(STRIDE_Aull, fa, BS_Au, 0); mvin(NULL, 3 * BANK_ROWS + 64, DIM, DIM);
+    config_ld(STRIDE_Bull, fb, BS_Bu, 2); mvin3(NULL, 3 * BANK_ROWS + 32, DIM, DIM);
+  } else {      /* zeroes the D tile */
+    config_ld(0, 1.0f, DIM, 0); mvin(NULL, 3 * BANK_ROWS, DIM, DIM);
+    config_ld(0, 1.0f, DIM, 2); mvin3(NULL, 3 * BANK_ROWS + 32, DIM, DIM);
+  }
+""" + NAIVE_BODY.replace("compute_preloaded(0, GARBAGE_ADDR,", "compute_preloaded(0, 3 * BANK_ROWS,")
+for _name, _value in COLLISION.items():
+    HASH_FORK = HASH_FORK.replace(_name, str(_value))
+
+
+def _records(branch: bool) -> bytes:
+    """The records (sim.h rec_t) the fork issues on one branch."""
+    def rec(op, id=0, d=(0, 0, 0, 0), x0=0, x2=0, scale_bits=0, stride=0):
+        return struct.pack("<BBBB4IIIIIQQ", op, 0, 0, id, *d, x0, 0, x2, scale_bits, 0, stride)
+    config_ld, one = rec(1), 0x3F800000
+    c = COLLISION
+    if branch:
+        return (config_ld + rec(2, 0, (16, 16, 0, 0), 3 * 4096 + 64, c["BS_A"], c["SCALE_A"], c["STRIDE_A"])
+                + config_ld + rec(2, 2, (16, 16, 0, 0), 3 * 4096 + 32, c["BS_B"], c["SCALE_B"], c["STRIDE_B"]))
+    return (config_ld + rec(2, 0, (16, 16, 0, 0), 3 * 4096, 16, one, 0)
+            + config_ld + rec(2, 2, (16, 16, 0, 0), 3 * 4096 + 32, 16, one, 0))
+
+
+def _fnv1a(data: bytes, h: int = 1469598103934665603) -> int:
+    for byte in data:
+        h = ((h ^ byte) * 1099511628211) & (2 ** 64 - 1)
+    return h
+
+
+def test_hash_fork_kernel_is_correct_when_it_does_not_branch(hostile):
+    # The premise of the next test: both branches are what the test thinks they are.
+    assert _records(True) != _records(False) and _fnv1a(_records(True)) == _fnv1a(_records(False))
+    assert_correct(hostile.evaluate(PROBLEM, gemm_kernel(HASH_FORK.replace("COND", "0"))))
+    r = hostile.evaluate(PROBLEM, gemm_kernel(HASH_FORK.replace("COND", "1")))
+    assert_fails(r, "wrong_result", "wrong result on input set 1 of 3")   # the D tile holds noise
+
+
+def test_data_dependent_instructions_cannot_hide_behind_a_hash_collision(hostile):
+    odd = [int(inputs(PROBLEM, 0, i)[0][0, 1]) % 2 != 0 for i in range(3)]
+    assert len(set(odd)) == 2, "the inputs changed: pick another condition"
+    r = hostile.evaluate(PROBLEM, gemm_kernel(HASH_FORK.replace("COND", "A[0][1] % 2 != 0")))
+    assert_fails(r, "gemmini", stream_rule(odd.index(not odd[0]) + 1))
 
 
 # Primitive operations of the kernel-side library, linked with the kernel (sim.h is not includable).
@@ -422,16 +520,23 @@ OP_SCHEDULE = """
 """
 
 
-@pytest.mark.xfail(reason="BUG: the replayer trusts the `fsm` field of each trace record, which the kernel process "
-                          "writes: a kernel that calls the exported op_mvin/op_preload/op_compute/op_mvout with "
-                          "fsm=1 gets its own CPU-issued schedule timed as if a loop FSM issued it (no CPU issue "
-                          "cost), e.g. 1994 -> 1604 cycles for the same 64x64x64 schedule", strict=True)
 def test_kernel_cannot_claim_loop_fsm_timing_for_its_own_schedule(hostile):
+    # Only the replayer's loop FSM issues FSM instructions: a record with the fsm flag from the kernel
+    # process is rejected, whatever it contains.
     p = gemm(64, 64, 64)
     cpu = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "0"), OP_DECLS))
     assert_correct(cpu)
+    assert cpu.feedback["fsm_instructions"] == 0
     claimed = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "1"), OP_DECLS))
-    assert (not claimed.correct) or claimed.cycles >= cpu.cycles, describe(claimed)
+    assert_fails(claimed, "gemmini", "malformed trace: only the replayer's loop FSM issues loop instructions")
+    assert claimed.cycles is None
+
+
+def test_kernel_cannot_mark_a_single_instruction_as_fsm_issued(hostile):
+    # One fsm=1 mvout at the very end of an otherwise honest kernel is enough to be rejected.
+    r = hostile.evaluate(PROBLEM, naive_with(after="  op_mvout(&C[0][0], ACC_ADDR_BIT, DIM, DIM, J, NO_ACTIVATION, 2);\n",
+                                             prelude=OP_DECLS))
+    assert_fails(r, "gemmini", "only the replayer's loop FSM issues loop instructions")
 
 
 # --------------------------------------------------------------------------- seccomp before the kernel's first instruction

@@ -19,8 +19,9 @@ import pytest
 
 from hw_runners.gemmini_sim.problems import FAMILIES
 
-from .simkit import (NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction, conv,
-                     gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8)
+from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
+                     conv, doubled_prediction, gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8,
+                     seed_where_doubled_fails_first_on, stream_rule)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,9 +167,27 @@ def test_off_by_one_tile_is_reported_exactly(run):
     assert_fails(r, "wrong_result", mismatch_summary(got, want))
 
 
+@pytest.mark.parametrize("set_index,label", [(0, "input set 1 of 3 (full-range values)"),
+                                             (1, "input set 2 of 3 (sparse values)"),
+                                             (2, "input set 3 of 3 (small-values values)")])
+def test_wrong_result_names_the_failing_input_set(run, set_index, label):
+    # The doubled kernel issues the same instructions for every set; it is wrong wherever 0 < |A*B| < 128.
+    # Full-range sums nearly always saturate and sparse ones are mostly 0, so the seed decides which set
+    # shows the bug first (numpy picks a seed for each case and predicts the exact message).
+    p = gemm(16, 16, 16)
+    seed = seed_where_doubled_fails_first_on(p, set_index)
+    for earlier in range(set_index):
+        assert np.array_equal(doubled_prediction(p, seed, earlier), reference(p, seed, earlier))
+    r = run(gemm_kernel(DOUBLED_BODY), p, seed=seed)
+    want = reference(p, seed, set_index)
+    assert_fails(r, "wrong_result", f"wrong result on {label}: ",
+                 mismatch_summary(doubled_prediction(p, seed, set_index), want))
+    assert r.error.startswith(f"wrong result on {label}: "), r.error
+
+
 SABOTAGE = """
-  /* Inspect A on the CPU (allowed) and drop the accumulate bit when it looks
-   * like one particular input set: only that set must be reported. */
+  /* Inspect A on the CPU and drop the accumulate bit when it looks like one
+   * particular input set: the instructions now depend on the input values. */
   int zeros = 0, maxabs = 0;
   for (int i = 0; i < I; i++)
     for (int k = 0; k < K; k++) {
@@ -179,16 +198,14 @@ SABOTAGE = """
 """ + NAIVE_BODY.replace("ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0)", "ACC_ADDR_BIT | (k && !sabotage ? ACCUMULATE_BIT : 0)")
 
 
-@pytest.mark.parametrize("condition,set_index,label", [
-    ("zeros > I * K / 2", 1, "input set 2 of 3 (sparse values)"),
-    ("maxabs <= 10", 2, "input set 3 of 3 (small-values values)"),
-])
-def test_wrong_result_names_the_failing_input_set(run, condition, set_index, label):
-    p = gemm(32, 32, 32)
-    r = run(gemm_kernel(SABOTAGE.replace("CONDITION", condition)), p)
-    a, b = inputs(p, 0, set_index)
-    got = sat8(a[:, 16:].astype(np.int64) @ b[16:, :].astype(np.int64))
-    assert_fails(r, "wrong_result", f"wrong result on {label}: ", mismatch_summary(got, reference(p, 0, set_index)))
+@pytest.mark.parametrize("condition,set_number", [("zeros > I * K / 2", 2), ("maxabs <= 10", 3)])
+def test_data_dependent_instructions_are_rejected_naming_the_input_set(run, condition, set_number):
+    # Only the sabotaged set issues different preload addresses: the evaluation fails with the stream
+    # rule, naming that set, instead of reporting a wrong result (no output of any set is compared).
+    r = run(gemm_kernel(SABOTAGE.replace("CONDITION", condition)), gemm(32, 32, 32))
+    assert_fails(r, "gemmini", stream_rule(set_number))
+    assert stream_rule(set_number) in r.error
+    assert r.cycles is None
 
 
 # --------------------------------------------------------------------------- bit 29: full int32 mvout
@@ -601,6 +618,38 @@ def test_loop_ws_without_ex_accumulate_drops_partial_sums(run):
     assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
 
 
+LOOP_CHAIN = """
+  /* one call per K tile; every call but the last leaves its sums in the accumulator, every call but
+   * the first continues them (ex_accumulate, where D is ignored: a bogus pointer is never read) */
+  for (int rep = 0; rep < REPS; rep++)
+    for (int k = 0; k < K; k += DIM) {
+      int last = k + DIM >= K;
+      gemmini_loop_ws((I + DIM - 1) / DIM, (J + DIM - 1) / DIM, 1, (DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM,
+                      last ? (DIM - K % DIM) % DIM : 0, &A[0][k], &B[k][0], k ? (const acc_t *)8 : NULL,
+                      last ? (void *)&C[0][0] : NULL, K, J, 0, J, false, false, false, false, k > 0, ACT);
+    }
+  fence();
+"""
+
+
+@pytest.mark.parametrize("reps", [1, 2])
+def test_loop_ws_ex_accumulate_chain_over_padded_k_tiles(run, reps):
+    # 40x24x56: four chained calls, the last with a partial K tile, partial I and J tiles in each; a second
+    # chain after a stored one starts afresh.
+    p = gemm(40, 24, 56)
+    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", str(reps)).replace("ACT", "NO_ACTIVATION")), p)
+    assert_correct(r)
+    assert r.feedback["macs_issued"] >= reps * 40 * 24 * 56
+    assert r.feedback["fsm_instructions"] > 0
+
+
+def test_loop_ws_ex_accumulate_chain_applies_act_when_it_stores(run):
+    p = gemm(32, 32, 48)
+    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", "1").replace("ACT", "RELU")), p)
+    got, want = relu_prediction(p)
+    assert_fails(r, "wrong_result", mismatch_summary(got, want), ": got 0, expected -")
+
+
 def test_loop_ws_full_c_and_bias_d(run):
     # First half of K into an int32 buffer (full_C), second half adds it back as D.
     body = """
@@ -777,25 +826,44 @@ def test_extended_config_st_activation_applies_at_mvout(run):
     assert_fails(r, "wrong_result", mismatch_summary(got, want), ": got 0, expected -")
 
 
-@pytest.mark.xfail(reason="BUG: config_st_act() stores its activation in the shared execute configuration "
-                          "(ex_state.act in record.c), so it also applies RELU to results a compute writes into "
-                          "the scratchpad, although gemmini.h documents it as 'the activation applied when "
-                          "results leave the accumulator by mvout' (here 502 of 1,024 elements become 0)",
-                   strict=True)
 def test_config_st_activation_does_not_touch_scratchpad_results(run):
+    # config_st_act sets only the mvout activation; results the array writes into the scratchpad keep
+    # config_ex's NO_ACTIVATION, and an mvout of scratchpad rows applies no activation.
     body = SPAD_RESULT.replace("ACT", "NO_ACTIVATION").replace("config_st(J);", "config_st_act(J, RELU);")
     assert "config_st_act(J, RELU);" in body
     assert_correct(run(gemm_kernel(body), gemm(32, 32, 16)))
 
 
-@pytest.mark.xfail(reason="BUG: prompts/gemmini-sim/isa.md (what the agents read) still says that "
-                          "gemmini_extended_config_st's act and scale are ignored and the activation comes from "
-                          "config_ex, but gemmini.h now maps the macro to config_st_act(stride, act), which applies "
-                          "act at mvout: a kernel written from the documentation gets RELU results", strict=True)
+@pytest.mark.parametrize("configs,relu", [
+    # config_ex sets the mvout activation too ...
+    ("config_ex(WEIGHT_STATIONARY, RELU, 1, false, false); config_st(J);", True),
+    # ... config_st_act changes only the mvout activation, whichever comes last wins
+    ("config_ex(WEIGHT_STATIONARY, RELU, 1, false, false); config_st_act(J, NO_ACTIVATION);", False),
+    ("config_st_act(J, RELU); config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);", False),
+    ("config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false); config_st_act(J, RELU);", True),
+    # config_st (without act) keeps the mvout activation
+    ("config_st_act(J, RELU); config_st(J);", True),
+], ids=["config_ex", "config_st_act_after_config_ex", "config_ex_after_config_st_act", "config_st_act",
+        "config_st_keeps_act"])
+def test_mvout_activation_comes_from_the_last_of_config_ex_and_config_st_act(run, configs, relu):
+    p = gemm(32, 32, 16)
+    body = NAIVE_BODY.replace("  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);\n", "").replace(
+        "  config_st(J);\n", "  " + configs + "\n")
+    assert body.count("config_st") == configs.count("config_st")
+    r = run(gemm_kernel(body), p)
+    if relu:
+        got, want = relu_prediction(p)
+        assert_fails(r, "wrong_result", mismatch_summary(got, want), ": got 0, expected -")
+    else:
+        assert_correct(r)
+
+
 def test_isa_documentation_matches_extended_config_st():
-    isa = (Path(__file__).resolve().parents[2] / "prompts" / "gemmini-sim" / "isa.md").read_text()
+    isa = " ".join((Path(__file__).resolve().parents[2] / "prompts" / "gemmini-sim" / "isa.md").read_text().split())
     assert "gemmini_extended_config_st" in isa
-    assert "act and scale are ignored" not in " ".join(isa.split()).replace("**", "")
+    assert "act and scale are ignored" not in isa.replace("**", "")
+    assert "`gemmini_extended_config_st(stride, act, scale)` = `config_st_act(stride, act)`" in isa
+    assert "`config_st_act` changes only the latter" in isa
 
 
 def test_loop_ws_accumulator_half_flips_after_a_stored_call(run):
@@ -816,16 +884,36 @@ def test_loop_ws_accumulator_half_flips_after_a_stored_call(run):
     assert_fails(run(gemm_kernel(body.replace("HALF", "256")), gemm(32, 32, 32)), "wrong_result")
 
 
+# Leaves every configuration in a state that breaks the naive schedule, which configures only the
+# load and store strides and relies on the documented execute and activation defaults.
+SPOILED_CONFIG = """
+  config_ex(WEIGHT_STATIONARY, RELU, 3, true, true);
+  config_ld(0, 0.5f, 64, 2);
+  config_st_act(0, RELU);
+"""
+NAIVE_ON_DEFAULTS = NAIVE_BODY.replace("  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);\n", "")
+
+
 def test_default_config_is_restored_for_every_input_set(run):
-    # Configuring only in the first solution() call leaves sets 2 and 3 with the
-    # documented defaults (DRAM strides 0): broadcast rows, wrong from set 2 on.
+    # Spoiling the configuration after the schedule changes nothing: every solution() call starts from
+    # the defaults, so every input set issues the same instructions and all are right ...
+    assert "config_ex" not in NAIVE_ON_DEFAULTS
+    assert_correct(run(gemm_kernel(NAIVE_ON_DEFAULTS + SPOILED_CONFIG)))
+    # ... while within one call the spoiled state does apply (the second schedule is wrong).
+    assert_fails(run(gemm_kernel(NAIVE_ON_DEFAULTS + SPOILED_CONFIG + NAIVE_ON_DEFAULTS)), "wrong_result",
+                 "input set 1 of 3")
+
+
+def test_configuring_only_in_the_first_call_is_rejected(run):
+    # Configuring the strides only in the first solution() call makes set 2 issue other instructions
+    # (no config_ld, stride-0 mvins): the stream rule rejects it, naming set 2.
     body = NAIVE_BODY.replace("""  config_ld(K, 1.0f, DIM, 0);
   config_ld(J, 1.0f, DIM, 1);
   config_st(J);""", """  static int configured;
   if (!configured++) { config_ld(K, 1.0f, DIM, 0); config_ld(J, 1.0f, DIM, 1); }
   config_st(J);""")
     assert "static int configured" in body
-    assert_fails(run(gemm_kernel(body)), "wrong_result", "input set 2 of 3")
+    assert_fails(run(gemm_kernel(body)), "gemmini", stream_rule(2))
 
 
 def test_load_stride_defaults_to_zero(run):

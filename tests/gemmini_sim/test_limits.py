@@ -106,7 +106,9 @@ CASES = [
     ("config_ld_inf_scale", "config_ld(K, __builtin_inff(), DIM, 1);", "config_ld #5: ", "scale is not a finite number"),
     # the end of the kernel is not an instruction: it reports the number of the last one
     ("dangling_preload_at_end", PRE + " return;", "end of kernel #5: ", "the kernel ended with a preload that no compute used"),
-    ("loop_ws_zero_tiles", loop(ti=0), "gemmini_loop_ws #5: ", "tile counts I=0 J=1 K=1 must be >= 1"),
+    # loop arguments are checked by the loop FSM in the replayer, which names the call
+    ("loop_ws_zero_tiles", loop(ti=0), "gemmini_loop_ws #5: ", "tile counts I=0 J=1 K=1 must be 1..4096"),
+    ("loop_ws_too_many_tiles", loop(tk=4097), "gemmini_loop_ws #5: ", "tile counts I=1 J=1 K=4097 must be 1..4096"),
     ("loop_ws_pad_16", loop(pj=16), "gemmini_loop_ws #5: ", "pad_I/pad_J/pad_K must be < 16"),
     ("loop_ws_transpose", loop(at="true"), "gemmini_loop_ws #5: ",
      "A_transpose, B_transpose and low_D are not supported by the simulated loop FSM"),
@@ -194,6 +196,25 @@ def test_crash_inside_an_intrinsic_names_the_instruction(run):
     assert_fails(r, "crash", "segmentation fault", "last Gemmini instruction: mvin #5")
 
 
-def test_crash_inside_the_loop_fsm_names_the_fsm_instruction(run):
+def test_bad_loop_address_is_reported_by_the_replayer_naming_the_fsm_instruction(run):
+    # The kernel only records the loop's arguments, so it cannot crash "inside" the FSM; the replayer's
+    # FSM issues the mvin and finds that the address is neither a problem array nor mvout data.
     r = run(gemm_kernel(PREAMBLE + "  " + loop(a="(const elem_t *)(1L << 40)") + "\n"))
-    assert_fails(r, "crash", "segmentation fault", "last Gemmini instruction: mvin #6 (issued by gemmini_loop_ws)")
+    assert_fails(r, "gemmini", "mvin #6 (issued by gemmini_loop_ws): reads DRAM at 0x10000000000 that is neither a "
+                 "problem array nor data written by an earlier mvout")
+    assert r.error.startswith("mvin #6 (issued by gemmini_loop_ws): "), r.error
+    assert r.cycles is None
+
+
+def test_fsm_instructions_are_numbered_by_the_replayer(run):
+    # A 1x1x1 loop issues gemmini_loop_ws #5 and mvin, mvin, preload, compute, mvout #6..#10: the next
+    # CPU instruction is #11.
+    r = run(gemm_kernel(PREAMBLE + "  " + loop() + "\n  mvin(&A[0][0], 0, DIM, 17);\n"))
+    assert_fails(r, "gemmini", "rows=17 is out of range (must be 1..16)")
+    assert r.error.startswith("mvin #11: "), r.error
+
+
+def test_crash_after_a_loop_names_the_same_instruction_number_as_the_replayer(run):
+    r = run(gemm_kernel(PREAMBLE + "  " + loop() + "\n  mvin((const char *)A + (1L << 40), 0, DIM, DIM);\n"))
+    assert_fails(r, "crash", "segmentation fault")
+    assert "last Gemmini instruction: mvin #11" in r.error, r.error

@@ -6,7 +6,10 @@ replayer's copy, NULL reads zeros, and any other address (the kernel's own
 memory) is accepted only if an earlier mvout wrote those bytes (the replayer
 keeps them) or if the bytes are the same in every input set (constant tables);
 data the CPU computed from the inputs is rejected with "changes with the
-input values".
+input values". Bytes an mvout wrote come from the replayer's model byte by
+byte, the others from the kernel's copy. Because the check compares input
+sets, at least two are required, and the instructions themselves (addresses
+included) must be the same in every set.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 from hw_runners import get_target
 
 from .simkit import (CANCEL, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
-                     gemm, gemm_kernel, mismatch_summary, reference)
+                     gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8, stream_rule)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,11 +53,12 @@ def test_mvin_of_a_table_the_cpu_fills_the_same_way_every_time_is_accepted(run):
     assert_correct(run(RUNTIME_CANCEL, P))
 
 
-def test_constant_tables_are_accepted_with_one_input_set():
-    one = get_target("gemmini-sim", input_sets=1)
-    assert one.options.input_sets == 1
-    assert_correct(one.evaluate(P, cancel_kernel(ID, -ID, "1.0f")))
-    assert_correct(one.evaluate(P, RUNTIME_CANCEL))
+def test_constant_tables_are_accepted_with_the_minimum_of_two_input_sets():
+    # (one input set is refused: see test_target.test_input_sets_must_be_an_integer_of_at_least_two)
+    two = get_target("gemmini-sim", input_sets=2)
+    assert two.options.input_sets == 2
+    assert_correct(two.evaluate(P, cancel_kernel(ID, -ID, "1.0f")))
+    assert_correct(two.evaluate(P, RUNTIME_CANCEL))
 
 
 # --------------------------------------------------------------------------- CPU-prepared data
@@ -77,7 +81,7 @@ CPU_PREPARED = [
       mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
     }
   fence();
-""", "mvin #5: "),
+""", "instruction #5 "),
     ("halved_values", "static int8_t Bh[K][J], Bl[K][J];", """
   for (int k = 0; k < K; k++)
     for (int j = 0; j < J; j++) Bh[k][j] = (int8_t)(B[k][j] >> 1), Bl[k][j] = (int8_t)(B[k][j] & 1);
@@ -100,19 +104,19 @@ CPU_PREPARED = [
       mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
     }
   fence();
-""", "mvin2 #7: "),
+""", "instruction #7 "),
     ("d_operand_from_inputs", "static int8_t D[DIM][DIM];", """
   /* D = a copy of the first A tile, added and removed again */
   for (int r = 0; r < DIM; r++) for (int c = 0; c < DIM; c++) D[r][c] = A[r][c];
   config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
   config_ld(DIM, 1.0f, DIM, 2);
   mvin3(D, 3 * BANK_ROWS, DIM, DIM);
-""" + NAIVE_BODY, "mvin3 #3: "),
+""" + NAIVE_BODY, "instruction #3 "),
     ("input_dependent_scalar_table", "static int8_t S[DIM][DIM];", """
   /* a single input-dependent byte is enough */
   S[0][0] = A[0][0];
 """ + NAIVE_BODY.replace("  fence();\n", "  config_ld(DIM, 1.0f, DIM, 2);\n  mvin3(S, 3 * BANK_ROWS, DIM, DIM);\n  fence();\n"),
-     "mvin3 #42: "),
+     "instruction #42 "),
 ]
 
 
@@ -166,26 +170,54 @@ def test_mvin_reads_what_mvout_wrote_not_the_kernels_memory(run):
     assert_fails(r, "wrong_result", mismatch_summary(np.zeros((32, 32), np.int8), reference(P, 0, 0)))
 
 
+CARRY_OVER = """
+  /* Every result tile gets the tile of S added as the D operand of its first compute, and is then
+   * stored to S. S is never written by the CPU, so the kernel's copy holds zeros: right only if S
+   * holds no mvout results when it is read. */
+  static int8_t S[I][J];
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_ld(J, 1.0f, DIM, 2);
+  config_st(J);
+  for (int pass = 0; pass < PASSES; pass++)
+    for (int i = 0; i < I; i += DIM)
+      for (int j = 0; j < J; j += DIM) {
+        mvin3(&S[i][j], 3 * BANK_ROWS, DIM, DIM);
+        for (int k = 0; k < K; k += DIM) {
+          mvin(&A[i][k], 0, DIM, DIM);
+          mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+          preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+          compute_preloaded(0, k ? GARBAGE_ADDR : 3 * BANK_ROWS, DIM, DIM, DIM, DIM);
+        }
+        mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
+        mvout(&S[i][j], ACC_ADDR_BIT, DIM, DIM);
+      }
+  fence();
+"""
+
+
 def test_scratch_buffers_do_not_carry_over_between_input_sets(run):
-    # Storing S only in the first solution() call: later calls read the kernel's memory, which never
-    # held results. Today that is reported as data that "changes with the input values" (the zeros of
-    # set 2 are compared with set 1's mvins at the same instruction number, which read mvout results;
-    # see test_constant_table_after_data_dependent_control_flow_is_accepted); a wrong result for set 2
-    # would be as good.
+    # Set 2 issues the same instructions as set 1; if the replayer kept set 1's mvout results, set 2's
+    # first reads of S would add them.
+    assert_correct(run(gemm_kernel(CARRY_OVER.replace("PASSES", "1")), P))
+    # Within one call they are kept: a second pass adds the first pass's (saturated) results.
+    r = run(gemm_kernel(CARRY_OVER.replace("PASSES", "2")), P)
+    a, b = (x.astype(np.int64) for x in inputs(P, 0, 0))
+    got = sat8(a @ b + sat8(a @ b))
+    assert_fails(r, "wrong_result", "wrong result on input set 1 of 3", mismatch_summary(got, reference(P, 0, 0)))
+
+
+def test_storing_scratch_results_only_in_the_first_call_is_rejected(run):
+    # Relying on a previous call's mvout makes set 2 issue other instructions: the stream rule.
     body = SCRATCH.replace("STAGE", "if (first) mvout(&S[i][j], ACC_ADDR_BIT, DIM, DIM);")
     r = run(gemm_kernel("  static int calls; int first = calls++ == 0;\n" + body), P)
-    assert_fails(r, ("wrong_result", "gemmini"))
-    if r.error_kind == "wrong_result":
-        assert "wrong result on input set 2 of 3" in r.error, r.error
+    assert_fails(r, "gemmini", stream_rule(2))
 
 
-# --------------------------------------------------------------------------- known problems
-@pytest.mark.xfail(reason="BUG: replay.c takes an mvin from mvout-written memory only if *every* byte it reads was "
-                          "written by mvout; otherwise it silently uses the kernel process's copy of the whole "
-                          "region, which never holds mvout results: a 32-column mvin from a zero-padded scratch "
-                          "buffer whose left 16 columns an mvout wrote reads zeros for those columns too (all "
-                          "1,024 elements wrong, 'got 0')", strict=True)
 def test_mvin_of_a_partly_mvout_written_region_reads_the_results(run):
+    # A 32-column mvin of a zero-padded scratch buffer whose left 16 columns an mvout wrote: the
+    # results come from the mvout, the padding from the kernel's (constant) memory.
     body = """
   static int8_t S[DIM][2 * DIM];        /* right half: zero padding */
   config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
@@ -206,34 +238,69 @@ def test_mvin_of_a_partly_mvout_written_region_reads_the_results(run):
       mvin3(&S[0][0], 2 * BANK_ROWS, 2 * DIM, DIM);   /* two blocks: results, then padding */
       config_st(J);
       mvout(&C[i][j], 2 * BANK_ROWS, DIM, DIM);
+      MVOUT_PADDING
     }
   fence();
 """
-    assert_correct(run(gemm_kernel(body), P))
+    assert_correct(run(gemm_kernel(body.replace("MVOUT_PADDING", "")), P))
+    # The padding block really is the kernel's zeros: stored instead of the results it is all zeros.
+    r = run(gemm_kernel(body.replace("MVOUT_PADDING", "mvout(&C[i][j], 2 * BANK_ROWS + DIM, DIM, DIM);")), P)
+    assert_fails(r, "wrong_result", mismatch_summary(np.zeros((32, 32), np.int8), reference(P, 0, 0)))
 
 
-@pytest.mark.xfail(reason="BUG: replay.c keys the input-independence check of kernel memory by instruction number: "
-                          "a kernel whose (allowed) data-dependent control flow issues one extra instruction on the "
-                          "sparse input set, and then mvins a static const identity table, is rejected with "
-                          "'mvin3 #43: loads data ... that changes with the input values'", strict=True)
-def test_constant_table_after_data_dependent_control_flow_is_accepted(run):
+def test_cpu_written_bytes_next_to_mvout_results_must_not_depend_on_the_inputs(run):
+    # The same partly-written region, with the CPU copying input bytes into the padding columns: the
+    # byte-by-byte merge still checks the kernel's part.
+    body = """
+  static int8_t S[DIM][2 * DIM];
+  for (int r = 0; r < DIM; r++) for (int c = DIM; c < 2 * DIM; c++) S[r][c] = A[r][c - DIM];
+  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_ld(2 * DIM, 1.0f, DIM, 2);
+  for (int i = 0; i < I; i += DIM)
+    for (int j = 0; j < J; j += DIM) {
+      for (int k = 0; k < K; k += DIM) {
+        mvin(&A[i][k], 0, DIM, DIM);
+        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
+        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
+        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      config_st(2 * DIM);
+      mvout(&S[0][0], ACC_ADDR_BIT, DIM, DIM);
+      mvin3(&S[0][0], 2 * BANK_ROWS, 2 * DIM, DIM);
+      config_st(J);
+      mvout(&C[i][j], 2 * BANK_ROWS, DIM, DIM);
+    }
+  fence();
+"""
+    # 4 configs, then for the first tile 2 x (mvin, mvin2, preload, compute), config_st, mvout: the mvin3 is #15
+    r = run(gemm_kernel(body), P)
+    assert_fails(r, "gemmini", "instruction #15 " + CHANGES)
+
+
+# --------------------------------------------------------------------------- data-dependent issuing
+def test_constant_table_after_data_dependent_control_flow_is_rejected_by_the_stream_rule(run):
+    # Data-dependent control flow that issues one extra instruction on the sparse set is rejected as
+    # such (before, and instead of, any check of the constant table read after it).
     body = """
   int zeros = 0;
   for (int i = 0; i < I; i++) for (int k = 0; k < K; k++) zeros += A[i][k] == 0;
-  if (zeros > I * K / 2) config_st(J);          /* inspecting the inputs on the CPU is allowed */
+  if (zeros > I * K / 2) config_st(J);          /* one extra instruction on the sparse set */
 """ + NAIVE_BODY.replace("  fence();\n", """
   config_ld(DIM, 1.0f, DIM, 2);
   mvin3(ID, 3 * BANK_ROWS, DIM, DIM);            /* a constant table, unused */
   fence();
 """)
-    assert_correct(run(gemm_kernel(body, c_table("ID", ID)), P))
+    r = run(gemm_kernel(body, c_table("ID", ID)), P)
+    assert_fails(r, "gemmini", stream_rule(2))
+    assert CHANGES not in r.error
+    # The same kernel without the extra instruction is accepted: the table is constant.
+    assert_correct(run(gemm_kernel(body.replace("if (zeros > I * K / 2) config_st(J);", "(void)zeros;"),
+                                   c_table("ID", ID)), P))
 
 
-@pytest.mark.xfail(reason="BUG (limitation): with input_sets=1 there is nothing to compare, so the input-"
-                          "independence check accepts any kernel memory: a kernel that computes C on the CPU and "
-                          "routes it through mvin/mvout is judged correct; the option silently disables the rule",
-                   strict=True)
-def test_cpu_computed_data_is_rejected_with_one_input_set():
+def test_cpu_computed_result_is_rejected_with_the_minimum_of_two_input_sets():
     body = """
   static int8_t c[I][J];
   for (int i = 0; i < I; i++)
@@ -245,5 +312,52 @@ def test_cpu_computed_data_is_rejected_with_one_input_set():
 """ + NAIVE_BODY.replace("      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);",
                          "      config_ld(J, 1.0f, DIM, 2);\n      mvin3(&c[i][j], 64, DIM, DIM);\n"
                          "      mvout(&C[i][j], 64, DIM, DIM);")
-    r = get_target("gemmini-sim", input_sets=1).evaluate(P, gemm_kernel(body))
-    assert_fails(r, "gemmini", CHANGES)
+    r = get_target("gemmini-sim", input_sets=2).evaluate(P, gemm_kernel(body))
+    # 4 configs, then 2 x (mvin, mvin2, preload, compute), config_ld: the mvin3 is #14
+    assert_fails(r, "gemmini", "instruction #14 " + CHANGES)
+
+
+MALLOC_SCRATCH = SCRATCH.replace("  static int8_t S[I][J];", "  int8_t (*S)[J] = malloc(I * J);").replace(
+    "STAGE", "mvout(&S[i][j], ACC_ADDR_BIT, DIM, DIM);")
+
+
+def test_malloced_scratch_buffer_is_accepted(run):
+    assert "malloc(I * J)" in MALLOC_SCRATCH
+    assert_correct(run(gemm_kernel(MALLOC_SCRATCH + "  free(S);\n"), P))
+
+
+def test_leaked_malloced_scratch_buffer_is_rejected_with_a_hint(run):
+    # rules.md 11: memory the kernel allocates must be at the same address in every call. A buffer
+    # malloc'ed and never freed moves between calls, and the message says so and how to fix it.
+    r = run(gemm_kernel(MALLOC_SCRATCH), P)
+    assert_fails(r, "gemmini", stream_rule(2), "outside the problem's arrays", "allocate it statically, or free it")
+
+
+# --------------------------------------------------------------------------- loop FSMs
+LOOP_ID = """
+  static int8_t S[I][K];
+  STAGE
+  for (int k = 0; k < K; k += DIM)
+    gemmini_loop_ws(I / DIM, 1, 1, 0, 0, 0, &A[0][k], &TABLE[0][0], NULL, &S[0][k],
+                    K, DIM, 0, K, false, false, false, false, false, NO_ACTIVATION);
+""" + NAIVE_BODY.replace("mvin(&A[i][k], 0, DIM, DIM);", "mvin(&S[i][k], 0, DIM, DIM);")
+
+
+def test_loop_ws_reads_a_constant_table_staged_through_mvout(run):
+    # S = A x identity, block by block, with the identity as the FSM's B operand; then the naive schedule
+    # reads A from S (mvout results): right only if the FSM loaded the identity. The table reaches the
+    # FSM as mvout results: a CPU-issued mvin of the constant table, an mvout to a scratch buffer.
+    stage = ("static int8_t IDS[DIM][DIM];\n  config_ld(DIM, 1.0f, DIM, 2);\n  config_st(DIM);\n"
+             "  mvin3(ID, 4 * BANK_ROWS - DIM, DIM, DIM);\n  mvout(IDS, 4 * BANK_ROWS - DIM, DIM, DIM);")
+    body = LOOP_ID.replace("STAGE", stage).replace("TABLE", "IDS")
+    assert "mvin(&S[i][k]" in body
+    r = run(gemm_kernel(body, c_table("ID", ID)), P)
+    assert_correct(r)
+    assert r.feedback["fsm_instructions"] > 0
+
+
+def test_loop_ws_reading_a_constant_table_directly_is_refused_clearly(run):
+    # rules.md 11: the loop FSMs read only problem arrays and mvout results (the FSM runs in the evaluator,
+    # which never sees the kernel's memory); staging through mvout, as above, is the documented way.
+    r = run(gemm_kernel(LOOP_ID.replace("STAGE", "").replace("TABLE", "ID"), c_table("ID", ID)), P)
+    assert_fails(r, "gemmini", "(issued by gemmini_loop_ws)", "neither a problem array nor data written by an earlier mvout")

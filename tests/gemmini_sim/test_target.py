@@ -11,7 +11,8 @@ from hw_runners.gemmini_sim.target import CSRC, GemminiSim, Options
 from hw_runners.gemmini_sim.timing import TimingConfig
 from hw_runners.sandbox import Limits
 
-from .simkit import NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel
+from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel,
+                     seed_where_doubled_fails_first_on)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,14 +91,27 @@ def test_target_accepts_timing_dict_and_rejects_bad_one():
 
 # --------------------------------------------------------------------------- options
 def test_input_sets_option(sim):
-    p = gemm(32, 32, 32)
-    one = get_target("gemmini-sim", input_sets=1).evaluate(p, gemm_kernel(NAIVE_BODY))
-    assert_correct(one)
-    # A kernel that is wrong only on the sparse set passes when only one set is checked.
-    sabotage = ("  int zeros = 0;\n  for (int i = 0; i < I; i++) for (int k = 0; k < K; k++) zeros += A[i][k] == 0;\n"
-                + NAIVE_BODY.replace("(k ? ACCUMULATE_BIT : 0)", "(k && zeros < I * K / 2 ? ACCUMULATE_BIT : 0)"))
-    assert_correct(get_target("gemmini-sim", input_sets=1).evaluate(p, gemm_kernel(sabotage)))
-    assert_fails(sim.evaluate(p, gemm_kernel(sabotage)), "wrong_result", "input set 2 of 3 (sparse values)")
+    # The doubled kernel (same instructions for every set) with a seed where only set 3 shows its bug:
+    # two sets pass, three catch it, four name "of 4" (set 4 is full-range again).
+    p = gemm(16, 16, 16)
+    seed = seed_where_doubled_fails_first_on(p, 2)
+    code = gemm_kernel(DOUBLED_BODY)
+    two = get_target("gemmini-sim", input_sets=2)
+    assert_correct(two.evaluate(p, gemm_kernel(NAIVE_BODY), seed=seed))
+    assert_correct(two.evaluate(p, code, seed=seed))
+    assert_fails(sim.evaluate(p, code, seed=seed), "wrong_result", "wrong result on input set 3 of 3 (small-values values)")
+    four = get_target("gemmini-sim", input_sets=4).evaluate(p, code, seed=seed)
+    assert_fails(four, "wrong_result", "wrong result on input set 3 of 4 (small-values values)")
+
+
+@pytest.mark.parametrize("sets", [1, 0, -1, 2.5, "3", None])
+def test_input_sets_must_be_an_integer_of_at_least_two(sets):
+    # the checks that instructions and loaded constants do not depend on the data compare input sets
+    with pytest.raises(ValueError, match="input_sets must be an integer >= 2"):
+        Options(input_sets=sets)
+    with pytest.raises(ValueError, match="input_sets must be an integer >= 2"):
+        get_target("gemmini-sim", input_sets=sets)
+    assert Options(input_sets=2).input_sets == 2
 
 
 def test_work_directory_is_removed_or_kept(tmp_path):

@@ -1,7 +1,8 @@
 /* Diagnostics shared by the kernel process and the replayer: instruction
- * numbering (both sides number instructions identically, so a crash in one
- * and an error in the other name the same instruction), error reporting on
- * the stats descriptor, and the instruction budget. */
+ * numbering (both sides number instructions identically, loop-FSM
+ * instructions included, so a crash in one and an error in the other name the
+ * same instruction), error reporting on the stats descriptor, and the
+ * instruction budget. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>

@@ -165,6 +165,7 @@ int main(void) {
       else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
     }
     intrinsics_reset();
+    fsm_reset();
     rec_set_arrays(bufs, job.bytes, job.nargs);
     rec_emit(&(rec_t){.op = R_SET, .id = (uint8_t)set});
     for (int i = 0; i < job.nargs; i++)
