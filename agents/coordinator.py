@@ -25,6 +25,8 @@ from protocols.jobs import ROLE_OF_KIND, validate_result
 from protocols.schema import ProtocolError
 
 log = structlog.get_logger("agents.coordinator")
+# Evaluations first: they are on the critical path and the expensive resource.
+DISPATCH_ORDER = ("evaluator", "repairer", "coder", "planner")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class Coordinator:
         self.leases = leases
         self.on_progress = on_progress
         self.progress_every_s = progress_every_s
-        self.queue: deque[Job] = deque()
+        self.queues: dict[str, deque[Job]] = {role: deque() for role in DISPATCH_ORDER}
         self.attempts: dict[str, int] = {}
         self.avoid: dict[str, set[bytes]] = {}   # job id -> agents that already lost it
         self.in_flight: dict[str, InFlight] = {}
@@ -164,36 +166,44 @@ class Coordinator:
             return
         self.stats.requeued += 1
         self.store.requeue_job(job_id)
-        self.queue.appendleft(flight.job)
+        self.queues[ROLE_OF_KIND[flight.job.kind]].appendleft(flight.job)
         log.warning("job_requeued", kind=flight.job.kind, job=job_id, why=why)
 
     # -- dispatch -----------------------------------------------------------------
     def _enqueue(self, jobs: list[Job]) -> None:
-        self.queue.extend(jobs)
+        for job in jobs:
+            self.queues[ROLE_OF_KIND[job.kind]].append(job)
+
+    @property
+    def queued(self) -> int:
+        return sum(len(q) for q in self.queues.values())
 
     def _dispatch(self, now: float) -> None:
-        if not self.queue:
-            return
         free: dict[str, list[Peer]] = {}      # agents with credit left, by role: built once per pass
         for peer in self.router.peers.values():
             if peer.credit > 0:
                 free.setdefault(peer.role, []).append(peer)
-        if not free:
-            return
-        waiting: deque[Job] = deque()
-        # evaluations first: they are on the critical path and the expensive resource
-        for job in sorted(self.queue, key=lambda j: j.kind != "eval"):
-            peers = free.get(ROLE_OF_KIND[job.kind])
-            peer = self._pick_agent(job, peers) if peers else None
+        work = [(role, free[role]) for role in DISPATCH_ORDER if self.queues[role] and free.get(role)]
+        if work:
+            with self.store.tx():             # one commit for the whole pass
+                for role, peers in work:
+                    self._dispatch_role(self.queues[role], peers, now)
+        self._warn_unserved()
+
+    def _dispatch_role(self, queue: deque[Job], peers: list[Peer], now: float) -> None:
+        skipped: list[Job] = []               # no suitable agent free (model or target)
+        while queue and peers:
+            job = queue.popleft()
+            peer = self._pick_agent(job, peers)
             if peer is None:
-                waiting.append(job)
+                skipped.append(job)
                 continue
             attempt = self.attempts.get(job.id, 0) + 1
             lease = self.leases.lease_s[job.kind]
             body = {"job_id": job.id, "kind": job.kind, "attempt": attempt, "lease_s": lease, "payload": job.payload}
             if not self.router.send(peer, MessageType.JOB, body):
                 peers.remove(peer)
-                waiting.append(job)
+                skipped.append(job)
                 continue
             self.attempts[job.id] = attempt
             peer.in_flight.add(job.id)
@@ -202,8 +212,7 @@ class Coordinator:
             self.in_flight[job.id] = InFlight(job, peer, attempt, now + lease, now)
             self.store.start_attempt(job.id, attempt, peer.describe())
             self.stats.dispatched += 1
-        self.queue = waiting
-        self._warn_unserved()
+        queue.extendleft(reversed(skipped))
 
     def _pick_agent(self, job: Job, peers: list[Peer]) -> Peer | None:
         role = ROLE_OF_KIND[job.kind]
@@ -226,7 +235,7 @@ class Coordinator:
         if now - self.stats.started < 10.0 or now < self._next_warn_check:   # agents are still starting
             return
         self._next_warn_check = now + 1.0
-        needed = {(ROLE_OF_KIND[j.kind], j.model if j.kind != "eval" else None) for j in self.queue}
+        needed = {(role, j.model if j.kind != "eval" else None) for role, q in self.queues.items() for j in q}
         offered = {(p.role, m) for p in self.router.alive() for m in [None, *p.models]}
         for role, model in needed - offered:
             key = f"{role}:{model}"

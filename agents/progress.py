@@ -41,7 +41,7 @@ class Progress:
                 "beam": [c.cycles for c in s.beam],
                 "speedup": base.cycles / best.cycles if base and best else None,
                 "roofline": (best.result or {}).get("roofline_fraction") if best else None,
-                "evaluator_busy": coord.busy_fraction("evaluator"), "queued": len(coord.queue),
+                "evaluator_busy": coord.busy_fraction("evaluator"), "queued": coord.queued,
                 "in_flight": len(coord.in_flight), "requeued": coord.stats.requeued,
                 "agents": len(coord.router.alive())}
 
