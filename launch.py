@@ -165,6 +165,7 @@ def worker(
     latency: Annotated[float, typer.Option(help="Mean seconds per job of the synthetic implementation.")] = 0.0,
     jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).")] = 0.0,
     latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.")] = "uniform",
+    model: Annotated[Optional[list[str]], typer.Option("--model", help="Model spec an llm worker serves (repeatable).")] = None,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
     from agents import coder, evaluator, planner, repairer
@@ -186,7 +187,7 @@ def worker(
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
         implementation = impls[name](target=target, latency_s=latency, jitter=jitter,
-                                      latency_dist=latency_dist)
+                                      latency_dist=latency_dist, models=model or [])
     except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -3,6 +3,7 @@ dropout and describe the concrete transformation."""
 from __future__ import annotations
 
 from agents.heuristic import HeuristicAgent
+from agents.llm.agent import LLMAgent
 from agents.synthetic import SyntheticPlanner
 
-IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "synthetic": SyntheticPlanner}
+IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "llm": LLMAgent, "synthetic": SyntheticPlanner}

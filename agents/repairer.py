@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from agents.heuristic import HeuristicAgent
+from agents.llm.agent import LLMAgent
 from agents.synthetic import SyntheticCoder
 
-IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "synthetic": SyntheticCoder}
+IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "llm": LLMAgent, "synthetic": SyntheticCoder}

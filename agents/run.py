@@ -22,6 +22,7 @@ import psutil
 import structlog
 
 from agents.coordinator import Coordinator, LeasePolicy
+from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
 from agents.progress import Progress
 from agents.runstore import RunStore
 from agents.search import BeamSearch, SearchConfig
@@ -89,10 +90,15 @@ class RunConfig:
             raise RunError(str(exc)) from None
 
 
-def _check_models(cfg: RunConfig) -> None:
-    for model in {*cfg.models, *cfg.code_models}:
-        if model != "heuristic":
-            raise RunError(f"unknown model {model!r}: this build offers the offline 'heuristic' model")
+def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
+    """Models per LLM role, checked (syntax and API keys) before any work starts."""
+    try:
+        plan = [parse_spec(m) for m in cfg.models]
+        code = [parse_spec(m) for m in (cfg.code_models or cfg.models)]
+        check_keys(plan + code)
+    except SpecError as exc:
+        raise RunError(str(exc)) from None
+    return {"planner": plan, "coder": code, "repairer": code}
 
 
 def _menu(target: str) -> list[dict]:
@@ -135,7 +141,9 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
     if resume:
         run_dir = Path(resume)
         cfg, store, key, code = _open_resume(cfg, run_dir)
-    _check_models(cfg)
+    specs = _model_specs(cfg)
+    cfg.models = [s.text for s in specs["planner"]]
+    cfg.code_models = [s.text for s in specs["coder"]]
     try:
         problem = get_target(cfg.target).problem(cfg.problem)
     except (UnknownTargetError, UnknownProblemError) as exc:
@@ -160,7 +168,7 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
     store.set_meta("endpoint", router.endpoints[0])
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
                                   "eval": cfg.eval_lease_s})
-    procs = spawn_local_agents(cfg, run_dir, router.endpoints[0])
+    procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
     progress = Progress(cfg, problem.name, live=live, plain_every_s=5.0 if progress else float("inf"))
     coord = Coordinator(router, store, search, leases, on_progress=progress.update)
     interrupted = False
@@ -203,10 +211,15 @@ def summarize(search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted
     return summary
 
 
-def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int) -> list[str]:
+def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,
+                  impl: str | None = None, models: list[str] = ()) -> list[str]:
     cmd = [sys.executable, str(ROOT / "launch.py"), "worker", "--role", role, "--connect", endpoint,
            "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()),
            "--capacity", str(capacity), "--heartbeat", str(cfg.heartbeat_s)]
+    if impl:
+        cmd += ["--impl", impl]
+    for model in models:
+        cmd += ["--model", model]
     if role == "evaluator":
         cmd += ["--target", cfg.target]
     if cfg.curve:
@@ -214,19 +227,28 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
     return cmd
 
 
-def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str) -> list[subprocess.Popen]:
+def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
+                       specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
+    """Evaluators (one per core by default), heuristic agents for roles that use the heuristic, and one
+    LLM agent per role serving that role's hosted models (many calls at once: they mostly wait)."""
     local_evals = (psutil.cpu_count(logical=True) or 1) if cfg.evaluators is None else cfg.evaluators
-    counts = {"evaluator": local_evals,
-              "planner": cfg.planners, "coder": cfg.coders, "repairer": cfg.repairers}
-    # Agents never need the user's API keys, and candidate code must never see them.
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}
+    # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
+    full_env = dict(os.environ)
+    safe_env = {k: v for k, v in full_env.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}
+    launches = [("evaluator", 1, None, [], safe_env)] * local_evals
+    counts = {"planner": cfg.planners, "coder": cfg.coders, "repairer": cfg.repairers}
+    for role, role_specs in specs.items():
+        if any(s.offline for s in role_specs):
+            launches += [(role, 4, "heuristic", [], safe_env)] * counts[role]
+        hosted = [s.text for s in role_specs if not s.offline]
+        if hosted:
+            launches.append((role, 16, "llm", hosted, full_env))
     procs = []
-    for role, n in counts.items():
-        for i in range(n):
-            logf = open(run_dir / "logs" / f"{role}-{i}.log", "ab")
-            procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, 1 if role == "evaluator" else 4),
-                                          stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env, cwd=ROOT))
-            logf.close()
+    for i, (role, capacity, impl, models, env) in enumerate(launches):
+        logf = open(run_dir / "logs" / f"{role}-{i}.log", "ab")
+        procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
+                                      stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env, cwd=ROOT))
+        logf.close()
     return procs
 
 

@@ -26,6 +26,14 @@ from protocols.schema import ProtocolError
 log = structlog.get_logger("agents.worker")
 
 
+class JobFailed(Exception):
+    """A job that failed after doing billable work: the calls are still reported."""
+
+    def __init__(self, message: str, calls: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.calls = calls or []
+
+
 class Implementation(Protocol):
     name: str
     models: list[str]
@@ -98,6 +106,8 @@ def _job_loop(dealer: Dealer, impl: Implementation, stop: threading.Event) -> No
             reply.update(ok=True, payload=payload)
         except ProtocolError as exc:
             reply.update(ok=False, error=f"malformed job or result: {exc}")
+        except JobFailed as exc:
+            reply.update(ok=False, error=str(exc)[:60000], payload={"calls": exc.calls})
         except Exception as exc:  # noqa: BLE001 - an implementation failure is a result, not a crash
             reply.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:60000])
         reply["elapsed_s"] = time.monotonic() - started

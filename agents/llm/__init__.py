@@ -1,0 +1,1 @@
+"""LLM implementations of the planner, coder and repairer roles."""

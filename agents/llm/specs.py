@@ -1,0 +1,71 @@
+"""Model specifications as users write them on the command line or in the config:
+
+    openai:MODEL                      OpenAI (OPENAI_API_KEY)
+    anthropic:MODEL                   Anthropic (ANTHROPIC_API_KEY)
+    openai-compat@BASE_URL:MODEL      any OpenAI-compatible server (vLLM, Ollama, LM Studio, Together,
+                                      OpenRouter...); BASE_URL includes its path, e.g. http://host:8000/v1;
+                                      key from OPENAI_COMPAT_API_KEY if the server wants one
+    heuristic                         the offline auto-tuner (no network)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+class SpecError(ValueError):
+    """A model specification or its key is unusable; the message says how to fix it."""
+
+
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai-compat": "OPENAI_COMPAT_API_KEY"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: str
+    model: str
+    base_url: str | None = None
+    text: str = ""
+
+    @property
+    def offline(self) -> bool:
+        return self.provider == "heuristic"
+
+    @property
+    def key_variable(self) -> str | None:
+        return KEY_VARIABLES.get(self.provider)
+
+    def api_key(self, env=os.environ) -> str | None:
+        return env.get(self.key_variable) if self.key_variable else None
+
+
+def parse_spec(text: str) -> ModelSpec:
+    text = text.strip()
+    if text == "heuristic":
+        return ModelSpec("heuristic", "heuristic", text=text)
+    if text.startswith("openai-compat@"):
+        rest = text[len("openai-compat@"):]
+        scheme_end = rest.find("://")
+        path_start = rest.find("/", scheme_end + 3) if scheme_end >= 0 else -1
+        split = rest.find(":", path_start) if path_start >= 0 else -1
+        if scheme_end < 0 or path_start < 0 or split < 0 or not rest[split + 1:]:
+            raise SpecError(f"model {text!r}: write openai-compat@BASE_URL:MODEL with the base URL's path, "
+                            "e.g. openai-compat@http://localhost:8000/v1:meta-llama/Llama-3.1-8B-Instruct")
+        url = rest[:split]
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise SpecError(f"model {text!r}: the base URL must start with http:// or https://")
+        return ModelSpec("openai-compat", rest[split + 1:], url, text)
+    provider, sep, model = text.partition(":")
+    if provider in ("openai", "anthropic") and sep and model:
+        return ModelSpec(provider, model, text=text)
+    raise SpecError(f"unknown model {text!r}: use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL "
+                    "or heuristic")
+
+
+def check_keys(specs: list[ModelSpec], env=os.environ) -> None:
+    """Before any work starts: every hosted model needs its key in the environment."""
+    for spec in specs:
+        if spec.provider in ("openai", "anthropic") and not spec.api_key(env):
+            raise SpecError(f"model {spec.text} needs the environment variable {spec.key_variable} "
+                            f"(the API key); it is not set")
