@@ -121,6 +121,8 @@ def run(
     patience: Annotated[Optional[int], typer.Option(help="Stop after this many iterations without improvement.")] = None,
     bind: Annotated[Optional[str], typer.Option(help="Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.")] = None,
     curve: Annotated[Optional[bool], typer.Option("--curve/--no-curve", help="Encrypt links with CurveZMQ.")] = None,
+    max_cost: Annotated[Optional[float], typer.Option(help="Hard cap in USD on model calls (in-flight calls count).")] = None,
+    replay: Annotated[Optional[Path], typer.Option(help="Answer model jobs only from this recorded run (no network).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to create.")] = None,
     config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
@@ -133,7 +135,8 @@ def run(
              "iterations": iterations, "beam": beam, "plans": plans, "codes": codes, "dropout": dropout,
              "seed": seed, "models": model, "code_models": code_model, "evaluators": evaluators,
              "planners": planners, "coders": coders, "repairers": repairers, "max_evals": max_evals,
-             "patience": patience, "bind": bind, "curve": curve}
+             "patience": patience, "bind": bind, "curve": curve, "max_cost": max_cost,
+             "replay": str(replay) if replay else None}
     try:
         base = RunConfig.from_toml(config) if config else {}
         cfg = RunConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
@@ -148,6 +151,8 @@ def run(
     console.print(f"Best kernel: {summary['best_cycles']:,.0f} cycles vs {summary['baseline_cycles']:,.0f} "
                   f"for the starting kernel; {summary['best_roofline']:.1%} of roofline. "
                   f"Written to {summary['run_dir']}/best.c")
+    if summary.get("cost_usd"):
+        console.print(f"Model calls cost ${summary['cost_usd']:.2f}.")
     console.print(f"Speedup: {summary['speedup']:.2f}x")
 
 

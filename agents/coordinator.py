@@ -17,6 +17,8 @@ from typing import Callable
 
 import structlog
 
+from agents.llm.providers import cost_usd
+from agents.llm.specs import SpecError, parse_spec
 from agents.runstore import RunStore
 from agents.search import BeamSearch, Job
 from bus.router import Event, Peer, Router
@@ -34,6 +36,14 @@ class LeasePolicy:
     lease_s: dict[str, float] = field(default_factory=lambda: {"plan": 600.0, "code": 600.0, "repair": 600.0,
                                                                 "eval": 600.0})
     max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class CostPolicy:
+    """--max-cost: a hard cap in USD that counts calls still in flight at an estimate."""
+    max_usd: float | None = None
+    assumed_tokens_in: int = 12_000    # a call's estimate before any call of its model has finished
+    assumed_tokens_out: int = 4_000
 
 
 @dataclass
@@ -61,7 +71,8 @@ class Stats:
 
 class Coordinator:
     def __init__(self, router: Router, store: RunStore, search: BeamSearch, leases: LeasePolicy = LeasePolicy(),
-                 on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5) -> None:
+                 on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5,
+                 cost: CostPolicy = CostPolicy(), replay: RunStore | None = None) -> None:
         self.router = router
         self.store = store
         self.search = search
@@ -75,6 +86,12 @@ class Coordinator:
         self.stats = Stats()
         self._warned: set[str] = set()
         self._next_warn_check = 0.0
+        self.cost = cost
+        self.replay = replay                      # answer LLM jobs only from this recorded run
+        self.spent = store.total_cost()           # a resumed run starts with what it already spent
+        self.reserved: dict[str, float] = {}      # job id -> estimated cost of the call in flight
+        self._max_seen: dict[str, float] = {}     # model -> largest cost of one call so far
+        self.cap_reached = False
         self._last_tick = time.monotonic()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
@@ -130,12 +147,17 @@ class Coordinator:
         if flight.peer is not peer:
             flight.peer.in_flight.discard(job_id)
         del self.in_flight[job_id]
+        self.reserved.pop(job_id, None)
         with self.store.tx():
             self.store.end_attempt(job_id, body["attempt"], "ok" if ok else "failed")
             self.store.finish_job(job_id, ok, payload, error, "done" if ok else "failed")
-            for call in (payload or {}).get("calls", []) if isinstance(payload, dict) else []:
+            for call in (body.get("payload") or {}).get("calls", []):
                 if isinstance(call, dict):
                     self.store.add_model_call(job_id, ROLE_OF_KIND[flight.job.kind], call)
+                    price = float(call.get("cost") or 0.0)
+                    self.spent += price
+                    model = str(call.get("model"))
+                    self._max_seen[model] = max(self._max_seen.get(model, 0.0), price)
             self.search.on_result(job_id, ok, payload, error)
         self.router.send(peer, MessageType.ACK, {"job_id": job_id})  # only after the commit above
         if not ok:
@@ -156,6 +178,7 @@ class Coordinator:
             return
         self.store.end_attempt(job_id, flight.attempt, f"lost: {why}")
         self.avoid.setdefault(job_id, set()).add(flight.peer.identity)
+        self.spent += self.reserved.pop(job_id, 0.0)   # the lost call may well have been billed
         if self.attempts[job_id] >= self.leases.max_attempts:
             self.stats.lost += 1
             error = f"job lost after {self.attempts[job_id]} attempts (last: {why})"
@@ -172,7 +195,55 @@ class Coordinator:
     # -- dispatch -----------------------------------------------------------------
     def _enqueue(self, jobs: list[Job]) -> None:
         for job in jobs:
-            self.queues[ROLE_OF_KIND[job.kind]].append(job)
+            if self.replay is not None and self._is_llm(job):
+                self._replay(job)
+            elif self.cap_reached and self._is_llm(job):
+                with self.store.tx():
+                    self.store.finish_job(job.id, False, None, "not run: cost cap reached", "failed")
+                    self.search.on_result(job.id, False, None, "not run: cost cap reached")
+            else:
+                self.queues[ROLE_OF_KIND[job.kind]].append(job)
+
+    # -- cost and replay ------------------------------------------------------------
+    def _is_llm(self, job: Job) -> bool:
+        return job.kind != "eval" and job.model not in self.search.cfg.seeded_models
+
+    def _estimate(self, job: Job) -> float:
+        seen = self._max_seen.get(job.model)
+        if seen:
+            return seen
+        try:
+            price = cost_usd(parse_spec(job.model), self.cost.assumed_tokens_in, self.cost.assumed_tokens_out)
+        except SpecError:
+            price = None
+        return price or 0.0
+
+    def _reach_cap(self) -> None:
+        """Stop spending: no new model calls; calls in flight finish; the beam is still selected."""
+        if self.cap_reached:
+            return
+        self.cap_reached = True
+        reason = f"cost cap of ${self.cost.max_usd:.2f} reached (spent ${self.spent:.2f}, " \
+                 f"${sum(self.reserved.values()):.2f} more in flight)"
+        log.warning("cost_cap_reached", max_usd=self.cost.max_usd, spent=round(self.spent, 4))
+        self.search.halt(reason)
+        for role in ("planner", "coder", "repairer"):
+            queue, self.queues[role] = self.queues[role], deque()
+            with self.store.tx():
+                for job in queue:
+                    self.store.finish_job(job.id, False, None, "not run: cost cap reached", "failed")
+                    self.search.on_result(job.id, False, None, "not run: cost cap reached")
+
+    def _replay(self, job: Job) -> None:
+        """Answer from the recorded run, never the network; a job it lacks fails clearly."""
+        recorded = self.replay.finished_job(job.id)
+        ok, payload, error = recorded if recorded else (False, None, "replay: the recorded run has no answer "
+                                                                     "for this job")
+        with self.store.tx():
+            self.store.finish_job(job.id, ok, payload, error, "done" if ok else "failed")
+            for call in (payload or {}).get("calls", []):
+                self.store.add_model_call(job.id, ROLE_OF_KIND[job.kind], {**call, "cost": 0.0, "outcome": "replayed"})
+            self.search.on_result(job.id, ok, payload, error)
 
     @property
     def queued(self) -> int:
@@ -194,6 +265,13 @@ class Coordinator:
         skipped: list[Job] = []               # no suitable agent free (model or target)
         while queue and peers:
             job = queue.popleft()
+            estimate = 0.0
+            if self._is_llm(job):
+                estimate = self._estimate(job)
+                if self.cost.max_usd is not None and self.spent + sum(self.reserved.values()) + estimate > self.cost.max_usd:
+                    queue.appendleft(job)
+                    self._reach_cap()
+                    return
             peer = self._pick_agent(job, peers)
             if peer is None:
                 skipped.append(job)
@@ -206,6 +284,8 @@ class Coordinator:
                 skipped.append(job)
                 continue
             self.attempts[job.id] = attempt
+            if estimate:
+                self.reserved[job.id] = estimate
             peer.in_flight.add(job.id)
             if peer.credit <= 0:
                 peers.remove(peer)

@@ -43,6 +43,7 @@ class Progress:
                 "roofline": (best.result or {}).get("roofline_fraction") if best else None,
                 "evaluator_busy": coord.busy_fraction("evaluator"), "queued": coord.queued,
                 "in_flight": len(coord.in_flight), "requeued": coord.stats.requeued,
+                "cost": coord.spent, "cost_in_flight": sum(coord.reserved.values()),
                 "agents": len(coord.router.alive())}
 
     def update(self, coord: "Coordinator") -> None:
@@ -54,7 +55,8 @@ class Progress:
             speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
             self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
                                f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
-                               f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}",
+                               f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}  "
+                               f"cost ${snap['cost']:.2f}",
                                highlight=False)
 
     @staticmethod
@@ -74,4 +76,5 @@ class Progress:
         t.add_row("jobs queued / running", f"{snap['queued']} / {snap['in_flight']}")
         t.add_row("agents connected", str(snap["agents"]))
         t.add_row("jobs requeued", str(snap["requeued"]))
+        t.add_row("cost (USD)", f"${snap['cost']:.2f} spent, ${snap['cost_in_flight']:.2f} in flight")
         return t

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import structlog
 
-from agents.coordinator import Coordinator, LeasePolicy
+from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
 from agents.progress import Progress
 from agents.runstore import RunStore
@@ -67,6 +67,8 @@ class RunConfig:
     heartbeat_s: float = 1.0
     eval_lease_s: float = 600.0
     llm_lease_s: float = 600.0
+    max_cost: float | None = None        # USD; calls in flight count against it
+    replay: str | None = None            # answer model jobs only from this recorded run directory
 
     @classmethod
     def from_toml(cls, path: Path) -> dict:
@@ -95,7 +97,8 @@ def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     try:
         plan = [parse_spec(m) for m in cfg.models]
         code = [parse_spec(m) for m in (cfg.code_models or cfg.models)]
-        check_keys(plan + code)
+        if not cfg.replay:   # a replay never calls a model
+            check_keys(plan + code)
     except SpecError as exc:
         raise RunError(str(exc)) from None
     return {"planner": plan, "coder": code, "repairer": code}
@@ -117,7 +120,8 @@ def _open_resume(cfg: RunConfig, run_dir: Path) -> tuple[RunConfig, RunStore, by
     saved, code = store.meta("config"), store.meta("initial_code")
     if saved is None or code is None:
         raise RunError(f"{run_dir} holds no saved configuration")
-    overrides = {k: getattr(cfg, k) for k in ("evaluators", "planners", "coders", "repairers", "bind", "curve")}
+    overrides = {k: getattr(cfg, k) for k in ("evaluators", "planners", "coders", "repairers", "bind", "curve",
+                                              "max_cost")}
     return RunConfig(**{**saved, **overrides}), store, load_secret(run_dir / "secret"), code
 
 
@@ -168,9 +172,16 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
     store.set_meta("endpoint", router.endpoints[0])
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
                                   "eval": cfg.eval_lease_s})
+    replay = None
+    if cfg.replay:
+        if not (Path(cfg.replay) / "run.db").exists():
+            raise RunError(f"--replay {cfg.replay}: not a run directory (no run.db)")
+        replay = RunStore(Path(cfg.replay) / "run.db")
+        specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
     procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
     progress = Progress(cfg, problem.name, live=live, plain_every_s=5.0 if progress else float("inf"))
-    coord = Coordinator(router, store, search, leases, on_progress=progress.update)
+    coord = Coordinator(router, store, search, leases, on_progress=progress.update,
+                        cost=CostPolicy(max_usd=cfg.max_cost), replay=replay)
     interrupted = False
 
     def stop(*_):
@@ -200,7 +211,7 @@ def summarize(search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted
                "iterations": search.iteration, "evaluations": search.evals_done,
                "replayed_results": search.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
-               "failed_jobs": dict(coord.stats.failed)}
+               "failed_jobs": dict(coord.stats.failed), "cost_usd": round(coord.spent, 6)}
     if base and best:
         summary.update(baseline_cycles=base.cycles, best_cycles=best.cycles, speedup=base.cycles / best.cycles,
                        best_id=best.id, best_utilization=(best.result or {}).get("utilization"),

@@ -48,13 +48,14 @@ class RunStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable at checkpoints, safe on crash
         self.db.executescript(SCHEMA)
+        self._tx_depth = 0
 
     def close(self) -> None:
         self.db.close()
 
     def tx(self):
-        """`with store.tx():` groups writes into one transaction (one fsync)."""
-        return _Tx(self.db)
+        """`with store.tx():` groups writes into one transaction; nested uses join the outer one."""
+        return _Tx(self)
 
     # -- meta -----------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
@@ -115,6 +116,9 @@ class RunStore:
                          call.get("tokens_out", 0), call.get("cost", 0.0), call.get("latency", 0.0),
                          call.get("outcome", "ok"), time.time()))
 
+    def total_cost(self) -> float:
+        return self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM model_calls").fetchone()[0]
+
     def set_beam(self, iteration: int, beam: list[tuple[str, float]]) -> None:
         self.db.execute("DELETE FROM beams WHERE iteration = ?", (iteration,))
         self.db.executemany("INSERT INTO beams VALUES (?, ?, ?, ?)",
@@ -136,12 +140,16 @@ class RunStore:
 
 
 class _Tx:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
 
     def __enter__(self):
-        self.db.execute("BEGIN")
+        if self.store._tx_depth == 0:
+            self.store.db.execute("BEGIN")
+        self.store._tx_depth += 1
         return self
 
     def __exit__(self, exc_type, *_):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        self.store._tx_depth -= 1
+        if self.store._tx_depth == 0:
+            self.store.db.execute("ROLLBACK" if exc_type else "COMMIT")

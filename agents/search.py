@@ -51,6 +51,7 @@ class SearchConfig:
     stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
     eval_seed: int = 0
     stage_barriers: bool = False   # emulate the original's stage-serial schedule (for benchmarks)
+    seeded_models: tuple[str, ...] = ("heuristic", "synthetic")   # answers depend on the seed, not only the prompt
 
     def __post_init__(self) -> None:
         for name in ("iterations", "beam", "plans", "codes"):
@@ -123,6 +124,8 @@ class BeamSearch:
         self.stop_reason = ""
         self.history: list[dict] = []   # one entry per finished iteration
         self._held: list[Job] = []      # stage_barriers: jobs waiting for earlier stages to finish
+        self.halted = ""                # set by halt(): finish the current jobs, start no new iteration
+        self.plans_emitted = 0          # run-wide: models rotate across iterations, none left idle
 
     # -- public API ---------------------------------------------------------------------
     def start(self) -> None:
@@ -144,6 +147,15 @@ class BeamSearch:
     def on_result(self, job_id: str, ok: bool, payload: dict | None, error: str | None) -> None:
         self._resolve(job_id, ok, payload, error)
         self._drain()
+
+    def halt(self, reason: str) -> None:
+        """Stop after the jobs already running (e.g. the cost cap): the beam is still selected."""
+        self.halted = self.halted or reason
+        if not self.outstanding and not self.done:
+            self._drain()
+
+    def _seeded(self, model: str | None) -> bool:
+        return model in self.cfg.seeded_models
 
     @property
     def best(self) -> Candidate | None:
@@ -225,7 +237,8 @@ class BeamSearch:
         payload = {"problem": self.problem, "plan": cand.plan, "code": cand.code,
                    "error": (r.get("error") or "unknown failure")[:60000], "stdout": (r.get("stdout") or "")[:60000],
                    "model": model, "seed": seed_of(self.cfg.seed, "repair", cand.id)}
-        jid = content_id("repair", cand.id, model, cand.repairs)
+        jid = content_id("repair", cand.id, model, cand.repairs) if self._seeded(model) else \
+            content_id("repair", cand.code, payload["error"], (cand.plan or {}).get("text"), model)
         self._emit(Job(jid, "repair", self.iteration, payload, model,
                        ctx={"parent_id": cand.parent_id, "plan": cand.plan, "plan_job": cand.plan_job,
                             "repairs": cand.repairs + 1}))
@@ -243,7 +256,10 @@ class BeamSearch:
             model = models[(job.ctx["index"] * self.cfg.codes + c) % len(models)]
             code_payload = {"problem": self.problem, "parent": parent.as_parent(), "plan": plan, "model": model,
                             "seed": seed_of(self.cfg.seed, "code", job.id, c)}
-            self._emit(Job(content_id("code", job.id, c, model), "code", job.iteration, code_payload, model,
+            # a model's answer depends only on its prompt: identical prompts are one job, one paid call
+            jid = content_id("code", job.id, c, model) if self._seeded(model) else \
+                content_id("code", parent.id, plan.get("text"), plan.get("option_id"), model)
+            self._emit(Job(jid, "code", job.iteration, code_payload, model,
                            ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
 
     def _on_code(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
@@ -284,9 +300,10 @@ class BeamSearch:
             self.done = True
             return
         self.iteration += 1
-        for rank, parent in enumerate(self.beam):
+        for parent in self.beam:
             for j in range(self.cfg.plans):
-                self._emit_plan(parent, rank * self.cfg.plans + j, j)
+                self._emit_plan(parent, self.plans_emitted, j)
+                self.plans_emitted += 1
         if not self.outstanding:
             self.done, self.stop_reason = True, "no jobs left to run"
 
@@ -297,11 +314,15 @@ class BeamSearch:
         model = self.cfg.plan_models[index % len(self.cfg.plan_models)]
         payload = {"problem": self.problem, "parent": parent.as_parent(), "menu": kept, "model": model,
                    "iteration": self.iteration, "iterations": self.cfg.iterations, "seed": seed}
-        jid = content_id("plan", parent.id, self.iteration, j, model, [o["id"] for o in kept], seed)
+        menu_ids = [o["id"] for o in kept]
+        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self._seeded(model) else \
+            content_id("plan", parent.id, self.iteration, self.cfg.iterations, model, menu_ids)
         self._emit(Job(jid, "plan", self.iteration, payload, model, ctx={"parent_id": parent.id, "index": index}))
 
     def _stop_reason(self) -> str:
         cfg = self.cfg
+        if self.halted:
+            return self.halted
         if self.iteration >= cfg.iterations:
             return f"finished {cfg.iterations} iterations"
         if self.iteration > 0 and self.stale_iterations >= cfg.patience:

@@ -26,9 +26,10 @@ class FakeLLM:
     """script(prompt, n) -> (status, headers, body) where body is text for the answer, a dict to send as
     JSON, or bytes to send raw. n counts requests from 1."""
 
-    def __init__(self, script=None, delay_s: float = 0.0) -> None:
+    def __init__(self, script=None, delay_s: float = 0.0, usage: tuple[int, int] = (1000, 200)) -> None:
         self.script = script or (lambda prompt, n: (200, {}, smart_answer(prompt)))
         self.delay_s = delay_s
+        self.usage = usage
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         fake = self
@@ -49,7 +50,8 @@ class FakeLLM:
                 time.sleep(fake.delay_s)
                 status, headers, answer = fake.script(prompt, n)
                 if isinstance(answer, str):
-                    answer = fake._anthropic(body, answer) if anthropic else fake._openai(body, answer)
+                    answer = fake._anthropic(body, answer, fake.usage) if anthropic else \
+                        fake._openai(body, answer, fake.usage)
                 raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -64,16 +66,16 @@ class FakeLLM:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @staticmethod
-    def _openai(body: dict, text: str) -> dict:
+    def _openai(body: dict, text: str, usage: tuple[int, int]) -> dict:
         return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}}
+                "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
 
     @staticmethod
-    def _anthropic(body: dict, text: str) -> dict:
+    def _anthropic(body: dict, text: str, usage: tuple[int, int]) -> dict:
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
                 "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": 1000, "output_tokens": 200}}
+                "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
 
     def close(self) -> None:
         self.server.shutdown()

@@ -19,7 +19,7 @@ def answer(job):
     """A deterministic stand-in for the agents: code from the request, cycles from the code."""
     p = job.payload
     if job.kind == "plan":
-        return {"plan": {"text": "t", "option_id": p["menu"][0]["id"]}, "model": job.model}
+        return {"plan": {"text": f"plan {p['seed']}", "option_id": p["menu"][0]["id"]}, "model": job.model}
     if job.kind in ("code", "repair"):
         return {"code": f"code {p['seed']}", "model": job.model}
     h = int(hashlib.sha256(p["code"].encode()).hexdigest()[:8], 16)
@@ -83,11 +83,10 @@ def test_samples_are_divided_over_all_models():
     cfg = SearchConfig(iterations=3, beam=2, plans=1, codes=1, seed=3, patience=10,
                        plan_models=("a", "b", "c"), code_models=("x", "y"))
     _, seen = drive(cfg)
-    plans = [j for j in seen if j.kind == "plan" and j.iteration == 2]
-    codes = [j for j in seen if j.kind == "code" and j.iteration == 2]
-    assert {j.model for j in plans} == {"a", "b"} and {j.model for j in codes} == {"x", "y"}
-    for it in (1, 2, 3):
-        ms = [j.model for j in seen if j.kind == "plan" and j.iteration == it]
+    plans = [j.model for j in seen if j.kind == "plan"]
+    codes = [j.model for j in seen if j.kind == "code"]
+    assert set(plans) == {"a", "b", "c"} and set(codes) == {"x", "y"}   # N = K = 1, yet no model idle
+    for ms in (plans, codes):   # round robin over the whole run
         assert max(ms.count(m) for m in set(ms)) - min(ms.count(m) for m in set(ms)) <= 1
 
 
