@@ -123,6 +123,8 @@ def run(
     curve: Annotated[Optional[bool], typer.Option("--curve/--no-curve", help="Encrypt links with CurveZMQ.")] = None,
     max_cost: Annotated[Optional[float], typer.Option(help="Hard cap in USD on model calls (in-flight calls count).")] = None,
     replay: Annotated[Optional[Path], typer.Option(help="Answer model jobs only from this recorded run (no network).")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature for the models.")] = None,
+    reasoning_effort: Annotated[Optional[str], typer.Option(help="low, medium or high (OpenAI reasoning models).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory to create.")] = None,
     config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
@@ -136,7 +138,8 @@ def run(
              "seed": seed, "models": model, "code_models": code_model, "evaluators": evaluators,
              "planners": planners, "coders": coders, "repairers": repairers, "max_evals": max_evals,
              "patience": patience, "bind": bind, "curve": curve, "max_cost": max_cost,
-             "replay": str(replay) if replay else None}
+             "replay": str(replay) if replay else None, "temperature": temperature,
+             "reasoning_effort": reasoning_effort}
     try:
         base = RunConfig.from_toml(config) if config else {}
         cfg = RunConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
@@ -171,6 +174,10 @@ def worker(
     jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).")] = 0.0,
     latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.")] = "uniform",
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model spec an llm worker serves (repeatable).")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature for llm workers.")] = None,
+    reasoning_effort: Annotated[Optional[str], typer.Option(help="low, medium or high (OpenAI reasoning models).")] = None,
+    call_timeout: Annotated[float, typer.Option(help="Seconds per model call.")] = 600.0,
+    call_retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts (with backoff, Retry-After).")] = 4,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
     from agents import coder, evaluator, planner, repairer
@@ -191,8 +198,14 @@ def worker(
     try:
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        implementation = impls[name](target=target, latency_s=latency, jitter=jitter,
-                                      latency_dist=latency_dist, models=model or [])
+        from agents.llm.providers import CallOptions
+        if reasoning_effort not in (None, "low", "medium", "high"):
+            raise ValueError(f"--reasoning-effort must be low, medium or high, not {reasoning_effort!r}")
+        implementation = impls[name](target=target, latency_s=latency, jitter=jitter, latency_dist=latency_dist,
+                                     models=model or [],
+                                     call_options=CallOptions(timeout_s=call_timeout, max_retries=call_retries,
+                                                              temperature=temperature,
+                                                              reasoning_effort=reasoning_effort))
     except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -68,6 +68,10 @@ class RunConfig:
     eval_lease_s: float = 600.0
     llm_lease_s: float = 600.0
     max_cost: float | None = None        # USD; calls in flight count against it
+    temperature: float | None = None     # passed to models that accept it
+    reasoning_effort: str | None = None  # low | medium | high, for OpenAI reasoning models
+    call_timeout_s: float = 600.0        # per model call
+    call_retries: int = 4                # the SDK's retries on 429/5xx/timeouts
     replay: str | None = None            # answer model jobs only from this recorded run directory
 
     @classmethod
@@ -94,6 +98,8 @@ class RunConfig:
 
 def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     """Models per LLM role, checked (syntax and API keys) before any work starts."""
+    if cfg.reasoning_effort not in (None, "low", "medium", "high"):
+        raise RunError(f"reasoning effort must be low, medium or high, not {cfg.reasoning_effort!r}")
     try:
         plan = [parse_spec(m) for m in cfg.models]
         code = [parse_spec(m) for m in (cfg.code_models or cfg.models)]
@@ -231,6 +237,12 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
         cmd += ["--impl", impl]
     for model in models:
         cmd += ["--model", model]
+    if impl == "llm":
+        cmd += ["--call-timeout", str(cfg.call_timeout_s), "--call-retries", str(cfg.call_retries)]
+        if cfg.temperature is not None:
+            cmd += ["--temperature", str(cfg.temperature)]
+        if cfg.reasoning_effort:
+            cmd += ["--reasoning-effort", cfg.reasoning_effort]
     if role == "evaluator":
         cmd += ["--target", cfg.target]
     if cfg.curve:

@@ -131,3 +131,10 @@ def test_specs_and_missing_keys():
     check_keys([parse_spec("openai-compat@http://h:1/v1:m"), parse_spec("heuristic")], env={})
     with pytest.raises(SpecError, match="base URL's path"):
         parse_spec("openai-compat@http://h:1:m")
+
+
+def test_sampling_options_reach_the_wire(fake):
+    opts = CallOptions(timeout_s=5, max_retries=0, temperature=0.3, reasoning_effort="low")
+    LLMAgent([compat(fake)], call_options=opts).handle("plan", plan_job(compat(fake)))
+    body = fake.requests[0]["body"]
+    assert body["temperature"] == 0.3 and body["reasoning_effort"] == "low" and body["model"] == "m"
