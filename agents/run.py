@@ -100,6 +100,13 @@ def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     """Models per LLM role, checked (syntax and API keys) before any work starts."""
     if cfg.reasoning_effort not in (None, "low", "medium", "high"):
         raise RunError(f"reasoning effort must be low, medium or high, not {cfg.reasoning_effort!r}")
+    if cfg.replay and "replay" in [*cfg.models, *cfg.code_models]:
+        # 'replay': the recorded run's own models, so that its stored answers match job for job
+        if not (Path(cfg.replay) / "run.db").exists():
+            raise RunError(f"--replay {cfg.replay}: not a run directory (no run.db)")
+        recorded = RunStore(Path(cfg.replay) / "run.db").meta("config") or {}
+        cfg.models = list(recorded.get("models") or ["heuristic"])
+        cfg.code_models = list(recorded.get("code_models") or cfg.models)
     try:
         plan = [parse_spec(m) for m in cfg.models]
         code = [parse_spec(m) for m in (cfg.code_models or cfg.models)]

@@ -6,6 +6,8 @@
                                       OpenRouter...); BASE_URL includes its path, e.g. http://host:8000/v1;
                                       key from OPENAI_COMPAT_API_KEY if the server wants one
     heuristic                         the offline auto-tuner (no network)
+    replay                            the models of the run given by --replay RUN_DIR, answered only
+                                      from that run's store (no network)
 """
 from __future__ import annotations
 
@@ -59,8 +61,10 @@ def parse_spec(text: str) -> ModelSpec:
     provider, sep, model = text.partition(":")
     if provider in ("openai", "anthropic") and sep and model:
         return ModelSpec(provider, model, text=text)
-    raise SpecError(f"unknown model {text!r}: use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL "
-                    "or heuristic")
+    if text == "replay":
+        raise SpecError("model 'replay' needs --replay RUN_DIR, the recorded run whose answers it replays")
+    raise SpecError(f"unknown model {text!r}: use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL, "
+                    "heuristic or replay")
 
 
 def check_keys(specs: list[ModelSpec], env=os.environ) -> None:

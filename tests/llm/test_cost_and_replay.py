@@ -42,8 +42,9 @@ def test_replay_reproduces_a_run_without_network(tmp_path):
         fake.close()
     recorded = summary(tmp_path / "recorded")
     calls_made = len(fake.requests)
-    out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--replay", str(tmp_path / "recorded"),
-                        "--out", str(tmp_path / "replayed")))
+    replay_cfg = write_config(tmp_path / "replay.toml", iterations=2, beam=2, plans=2, codes=1, models=["replay"])
+    out = finish(launch("run", "--config", str(replay_cfg), "--evaluators", "2", "--replay",
+                        str(tmp_path / "recorded"), "--out", str(tmp_path / "replayed")))
     replayed = summary(tmp_path / "replayed")
     assert len(fake.requests) == calls_made       # not one request: the server is even closed
     assert replayed["beam"] == recorded["beam"] and replayed["best_cycles"] == recorded["best_cycles"], out
