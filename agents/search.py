@@ -31,6 +31,10 @@ def content_id(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
 
 
+def _code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 def seed_of(*parts: Any) -> int:
     return int(content_id(*parts)[:12], 16)
 
@@ -258,7 +262,7 @@ class BeamSearch:
                             "seed": seed_of(self.cfg.seed, "code", job.id, c)}
             # a model's answer depends only on its prompt: identical prompts are one job, one paid call
             jid = content_id("code", job.id, c, model) if self._seeded(model) else \
-                content_id("code", parent.id, plan.get("text"), plan.get("option_id"), model)
+                content_id("code", _code_hash(parent.code), plan.get("text"), plan.get("option_id"), model)
             self._emit(Job(jid, "code", job.iteration, code_payload, model,
                            ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
 
@@ -315,8 +319,9 @@ class BeamSearch:
         payload = {"problem": self.problem, "parent": parent.as_parent(), "menu": kept, "model": model,
                    "iteration": self.iteration, "iterations": self.cfg.iterations, "seed": seed}
         menu_ids = [o["id"] for o in kept]
+        # a model's answer depends only on its prompt, which the parent's code determines (its feedback too)
         jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self._seeded(model) else \
-            content_id("plan", parent.id, self.iteration, self.cfg.iterations, model, menu_ids)
+            content_id("plan", _code_hash(parent.code), self.iteration, self.cfg.iterations, model, menu_ids)
         self._emit(Job(jid, "plan", self.iteration, payload, model, ctx={"parent_id": parent.id, "index": index}))
 
     def _stop_reason(self) -> str:
