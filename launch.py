@@ -180,17 +180,18 @@ def worker(
     call_retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts (with backoff, Retry-After).")] = 4,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
-    from agents import coder, evaluator, planner, repairer
+    import importlib
+
     from agents.worker import serve
     from bus.auth import SecretError, load_secret
     from bus.curve import load_public_key
     from bus.timing import BusTiming
     logsetup.configure()
-    roles = {"planner": planner, "coder": coder, "repairer": repairer, "evaluator": evaluator}
+    roles = ("planner", "coder", "repairer", "evaluator")
     if role not in roles:
         err.print(f"[red]error:[/red] unknown role {role!r}; choose from {', '.join(roles)}")
         raise typer.Exit(2)
-    impls = roles[role].IMPLEMENTATIONS
+    impls = importlib.import_module(f"agents.{role}").IMPLEMENTATIONS   # only this role's dependencies
     name = impl or next(iter(impls))
     if name not in impls:
         err.print(f"[red]error:[/red] role {role} has no implementation {name!r}; choose from {', '.join(impls)}")

@@ -300,12 +300,13 @@ class Coordinator:
         avoid = self.avoid.get(job.id, ())
         best = None
         for peer in peers:
+            if peer.identity in avoid:   # it lost this job once (died or let the lease expire): never again
+                continue
             if role == "evaluator" and peer.target != target:
                 continue
             if role != "evaluator" and job.model is not None and job.model not in peer.models:
                 continue
-            # prefer agents that have not lost this job before, then the one with most free credit
-            if best is None or (peer.identity not in avoid, peer.credit) > (best.identity not in avoid, best.credit):
+            if best is None or peer.credit > best.credit:
                 best = peer
         return best
 

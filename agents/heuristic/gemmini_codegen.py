@@ -298,7 +298,3 @@ def _conv_naive(s: ConvSchedule) -> str:
     """The problem's own naive kernel: per-tap reloads of input and weight tiles."""
     source = (PROBLEM_DIR / "conv_naive.c").read_text()
     return source[source.index("void solution("):]
-
-
-def with_changes(s: Schedule, **changes) -> Schedule:
-    return replace(s, **changes)

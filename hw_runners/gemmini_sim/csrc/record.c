@@ -33,8 +33,6 @@ void rec_emit(const rec_t *r) {
   if (nbuf == sizeof buf / sizeof *buf) rec_flush();
 }
 
-void rec_begin(const char *name, int fsm) { op_begin(name, fsm); }
-
 static uintptr_t arr_base[MAX_ARGS];
 static size_t arr_bytes[MAX_ARGS];
 static int narr;

@@ -128,7 +128,6 @@ uint64_t instr_number(void);
 /* record.c (kernel side) */
 void rec_emit(const rec_t *r);
 void rec_flush(void);
-void rec_begin(const char *name, int fsm);
 void rec_set_arrays(void **bases, const size_t *bytes, int n);
 void rec_payload(const void *bytes, size_t n);   /* an R_DATA header and the bytes, after a record */
 int64_t mvin_row_bytes(uint32_t local, uint32_t cols);  /* 0 when the dimensions are invalid */
