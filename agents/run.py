@@ -31,7 +31,7 @@ from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
-from hw_runners.base import UnknownProblemError, UnknownTargetError
+from hw_runners.base import PROMPTS_DIR, UnknownProblemError, UnknownTargetError
 
 log = structlog.get_logger("agents.run")
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
 
 
 def _menu(target: str) -> list[dict]:
-    path = ROOT / "prompts" / target / "menu.toml"
+    path = PROMPTS_DIR / target / "menu.toml"
     try:
         options = tomllib.loads(path.read_text())["option"]
     except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:

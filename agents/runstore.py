@@ -131,10 +131,6 @@ class RunStore:
         return [(r[0], r[1]) for r in self.db.execute(
             "SELECT candidate_id, cycles FROM beams WHERE iteration = ? ORDER BY rank", (iteration,))]
 
-    def candidate_code(self, cid: str) -> str | None:
-        row = self.db.execute("SELECT code FROM candidates WHERE id = ?", (cid,)).fetchone()
-        return row[0] if row else None
-
     def count(self, table: str, where: str = "1=1") -> int:
         return self.db.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
 

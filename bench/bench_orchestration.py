@@ -13,8 +13,6 @@ evaluation latencies, real processes, real sockets):
 from __future__ import annotations
 
 import argparse
-import math
-import secrets
 import statistics
 import subprocess
 import sys

@@ -78,7 +78,6 @@ class Router:
         self.codec = Codec(Signer(key), f"coordinator:{run_id}")
         self.peers: dict[bytes, Peer] = {}
         self.rejected: Counter[str] = Counter()
-        self.messages_in = 0
         self._next_heartbeat = 0.0
 
     # -- receiving ---------------------------------------------------------------
@@ -104,7 +103,6 @@ class Router:
             if self.rejected[reason] in (1, 10, 100, 1000, 10000):
                 log.warning("rejected_frames", reason=str(exc)[:200], count=self.rejected[reason])
             return
-        self.messages_in += 1
         msg.identity = identity
         now = time.monotonic()
         if msg.type is MessageType.HELLO:

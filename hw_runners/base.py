@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"   # prompts/<target>/ holds each target's pack
 
 
 class UnknownTargetError(KeyError):
@@ -81,9 +81,6 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None) -> EvalResult:
         """Compile, run, check and measure `code` for `problem` in a sandbox."""
-
-    def prompt_dir(self) -> Path:
-        return PROMPTS_DIR / self.name
 
 
 _REGISTRY: dict[str, type[Target]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from hw_runners.gemmini_sim.problems import PROBLEM_DIR
 
@@ -225,23 +225,23 @@ def _conv_cpu(s: ConvSchedule) -> str:
     step = 4 if s.wide_mvin else 1
     seg = DIM + 2
     if s.input_reuse:
-        load_inputs = f"""      for (int r = 0; r < 3; r++)
-        for (int ct = 0; ct < CT; ct += STEP) {{
+        load_inputs = """      for (int r = 0; r < 3; r++)
+        for (int ct = 0; ct < CT; ct += STEP) {
           int n_t = CT - ct < STEP ? CT - ct : STEP;
           uint32_t dst = IN_SLOT(slot) + (r * CT + ct) * SEG;
           int first = rows + 2 < DIM ? rows + 2 : DIM;
           mvin(&inp[n][p + r][q][ct * DIM], dst, n_t * DIM, first);
           if (rows + 2 > DIM) mvin(&inp[n][p + r][q + DIM][ct * DIM], dst + DIM, n_t * DIM, rows + 2 - DIM);
-        }}"""
+        }"""
         a_addr = "IN_SLOT(slot) + (r * CT + ct) * SEG + s"
         seg_rows = 3 * seg
     else:
-        load_inputs = f"""      for (int r = 0; r < 3; r++)
+        load_inputs = """      for (int r = 0; r < 3; r++)
         for (int s = 0; s < 3; s++)
-          for (int ct = 0; ct < CT; ct += STEP) {{
+          for (int ct = 0; ct < CT; ct += STEP) {
             int n_t = CT - ct < STEP ? CT - ct : STEP;
             mvin(&inp[n][p + r][q + s][ct * DIM], IN_SLOT(slot) + ((r * 3 + s) * CT + ct) * DIM, n_t * DIM, rows);
-          }}"""
+          }"""
         a_addr = "IN_SLOT(slot) + ((r * 3 + s) * CT + ct) * DIM"
         seg_rows = 9 * DIM
     return f"""#define KT {s.kt}

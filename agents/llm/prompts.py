@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from string import Template
 
-PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+from hw_runners.base import PROMPTS_DIR as PROMPTS
 
 
 @functools.cache

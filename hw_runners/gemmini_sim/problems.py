@@ -103,7 +103,7 @@ class Conv3x3(Family):
         return f"conv3x3-{d['P']}-{d['C']}"
 
     def defines(self, d):
-        return [f"-DAUTOCOMP_CONV3X3", f"-DP={d['P']}", f"-DC={d['C']}", f"-DK={d['C']}"]
+        return ["-DAUTOCOMP_CONV3X3", f"-DP={d['P']}", f"-DC={d['C']}", f"-DK={d['C']}"]
 
     def args(self, d):
         p, c = d["P"], d["C"]
