@@ -1,25 +1,30 @@
 """gemmini-sim: evaluate C kernels written with Gemmini intrinsics on the host.
 
-One evaluation: static policy check -> compile with the host gcc against the
-shim (sandboxed) -> two sandboxed processes joined by a pipe: the candidate
-kernel, which runs every seeded input set and only *records* the Gemmini
-instructions it issues, and the trusted replayer, which executes that trace
-with the functional and timing models on its own copy of the inputs ->
-compare the replayer's outputs bit-exactly with numpy -> feedback. Nothing the
-kernel does in its own process can change its outputs, verdict or cycles.
+One evaluation: line endings normalised, static policy check -> compile with
+the host gcc against the shim, sandboxed in a private filesystem view that
+holds only the toolchain and the build directory -> two sandboxed processes
+joined by pipes: the trusted replayer, which owns the job (every input set,
+public and hidden), and the candidate kernel, which receives one public input
+set at a time from the replayer and only *records* the Gemmini instructions it
+issues. The replayer executes that trace with the functional and timing models
+on its own copy of the inputs, then replays the same instructions on hidden
+input sets the kernel never saw -> compare every output bit-exactly with numpy
+-> feedback. Nothing the kernel does in its own process can change its
+outputs, verdict or cycles, and answers prepared by the CPU fail the hidden sets.
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
 import os
+import secrets
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import signal
 
 import numpy as np
 
@@ -33,8 +38,10 @@ from hw_runners.gemmini_sim.timing import TimingConfig
 
 CSRC = Path(__file__).with_name("csrc")
 _KERNEL_SIDE = ("record.c", "fsm.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
-_REPLAYER = ("replay.c", "dram.c", "fsm.c", "functional.c", "timing.c", "job.c", "diag.c")    # trusted
+_REPLAYER = ("replay.c", "stream.c", "dram.c", "fsm.c", "functional.c", "timing.c", "job.c", "diag.c")   # trusted
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
+KERNEL_OUTPUT_BYTES = 4 << 20   # what a kernel may write to stdout/stderr/diagnostics, in all
+RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}   # keep results < 64 KiB
 
 
 def _headers() -> list[Path]:
@@ -68,12 +75,26 @@ def _inputs_and_expected(family: str, dims: tuple[tuple[str, int], ...], seed: i
     return inputs, [fam.reference(d, x) for x in inputs]
 
 
+def _hidden_inputs_and_expected(family: str, dims: dict[str, int], seed: int, sets: int):
+    """Input sets the kernel process never receives, of every kind in turn, from `seed`."""
+    fam = FAMILIES[family]
+    inputs = [fam.make_inputs(dims, seed, INPUT_SETS[s % len(INPUT_SETS)]) for s in range(sets)]
+    return inputs, [fam.reference(dims, x) for x in inputs]
+
+
+def normalize_newlines(code: str) -> str:
+    """gcc ends a line at \\n, \\r\\n and a lone \\r: after this, the policy and the compiler see the same lines."""
+    return code.replace("\r\n", "\n").replace("\r", "\n")
+
+
 @dataclass
 class Options:
     timing: TimingConfig = field(default_factory=TimingConfig)
     compile_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60))
     run_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=120, cpu_s=120, mem_bytes=2 << 30))
     input_sets: int = 3
+    hidden_sets: int = 1
+    secret_seed: int | None = None   # None: hidden sets drawn from the OS's randomness in every evaluation
     work_root: Path | None = None
     keep_workdir: bool = False
 
@@ -81,6 +102,13 @@ class Options:
         if not isinstance(self.input_sets, int) or self.input_sets < 2:
             # the checks that instructions and loaded constants do not depend on the data compare sets
             raise ValueError("input_sets must be an integer >= 2")
+        if not isinstance(self.hidden_sets, int) or self.hidden_sets < 1:
+            raise ValueError("hidden_sets must be an integer >= 1: hidden sets are what CPU-prepared answers fail")
+        # the compiler sees only the toolchain and its build directory; the kernel only its own directory
+        self.compile_limits = dataclasses.replace(self.compile_limits, private_fs=True,
+                                                  ro_paths=sandbox.toolchain_paths())
+        self.kernel_limits = dataclasses.replace(self.run_limits, private_fs=True, ro_paths=(),
+                                                 fsize_bytes=min(self.run_limits.fsize_bytes, KERNEL_OUTPUT_BYTES))
 
 
 @register("gemmini-sim")
@@ -97,6 +125,7 @@ class GemminiSim(Target):
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None) -> EvalResult:
         started = time.monotonic()
+        code = normalize_newlines(code)
         try:
             check_source(code)
         except PolicyError as exc:
@@ -108,68 +137,48 @@ class GemminiSim(Target):
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)
         result.wall_s = time.monotonic() - started
-        return result
+        return _bounded(result)
 
     # -- steps ----------------------------------------------------------------
     def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None) -> EvalResult:
+        """work/build: what the compiler sees; work/kernel: what the kernel process sees (its binary and
+        output files); work/judge: the replayer's job (every input set), outputs and stats."""
         fam = FAMILIES[problem.family]
-        args = fam.args(problem.dims)
         opts = self.options
-        (work / "kernel.c").write_text(code)
-        call = ", ".join(f"b[{i}]" for i in range(len(args)))
-        (work / "entry.c").write_text(f"void autocomp_entry(void **b) {{ solution({call}); }}\n")
-        shutil.copytree(CSRC / "include", work / "inc")
-        shutil.copy(shim_library(), work / "libgemminisim.a")
-        sandbox.prepare_workdir(work, opts.compile_limits)
+        build, kernel_dir, judge = work / "build", work / "kernel", work / "judge"
+        for d in (build, kernel_dir, judge, build / "tmp"):
+            d.mkdir(mode=0o700)
+        failure = self._compile(build, problem, code)
+        if failure:
+            return failure
+        os.replace(build / "kernel", kernel_dir / "kernel")
+        sandbox.prepare_workdir(kernel_dir, opts.kernel_limits)
 
-        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *fam.defines(problem.dims),
-              "-o", "kernel", "kernel.c", "entry.c", "libgemminisim.a", "-static", "-lm"]
-        out = sandbox.run(cc, work, opts.compile_limits, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
-        diagnostics = sandbox.read_tail(work / "stderr.txt", 6000).replace(str(work) + "/", "")
-        if not out.ok or not (work / "kernel").exists():
-            why = "compile error" if out.returncode == 1 else f"compiler {out.describe(opts.compile_limits)}"
-            return EvalResult.failure("compile", f"{why}:\n{diagnostics}", stderr=diagnostics, sandbox=out.notes)
-
-        inputs, expected = _inputs_and_expected(problem.family, tuple(problem.dims.items()), seed, opts.input_sets)
+        public, expected = _inputs_and_expected(problem.family, tuple(problem.dims.items()), seed, opts.input_sets)
+        secret = opts.secret_seed if opts.secret_seed is not None else secrets.randbits(63)
+        hidden, hidden_expected = _hidden_inputs_and_expected(problem.family, problem.dims, secret, opts.hidden_sets)
+        args = fam.args(problem.dims)
         out_spec = next(a for a in args if a.output)
         header = ["gemmini-sim-job 1", *opts.timing.header_lines()]
         header += [f"arg {'out' if a.output else 'in'} {a.nbytes}" for a in args]
-        header += [f"out_arg {args.index(out_spec)}", f"sets {len(inputs)}", f"macs {fam.macs(problem.dims)}",
-                   f"trace {int(trace_path is not None)}", "end"]
-        with open(work / "job.bin", "wb") as fh:
+        header += [f"out_arg {args.index(out_spec)}", f"sets {len(public)}", f"hidden {len(hidden)}",
+                   f"macs {fam.macs(problem.dims)}", f"trace {int(trace_path is not None)}", "end"]
+        with open(judge / "job.bin", "wb") as fh:
             fh.write(("\n".join(header) + "\n").encode())
-            for arrays in inputs:
+            for arrays in public + hidden:
                 for a in arrays:
                     fh.write(np.ascontiguousarray(a).tobytes())
-        shutil.copy(replayer(), work / "gemmini-replay")
-        sandbox.prepare_workdir(work, opts.run_limits)
-        limits = opts.run_limits
-        read_end, write_end = os.pipe()
-        hi_r, hi_w = fcntl.fcntl(read_end, fcntl.F_DUPFD_CLOEXEC, 100), fcntl.fcntl(write_end, fcntl.F_DUPFD_CLOEXEC, 100)
-        os.close(read_end)
-        os.close(write_end)
-        try:
-            replay = sandbox.start(["./gemmini-replay"], work, limits, tag="-replay", inherit={7: hi_r},
-                                   fds={1: ("w", "replay-out.txt"), 2: ("w", "replay-err.txt"), 3: ("r", "job.bin"),
-                                        4: ("w", "out.bin"), 5: ("w", "replay.txt"), 8: ("w", "timing.txt")})
-            os.close(hi_r)
-            hi_r = -1
-            kernel = sandbox.start(["./kernel"], work, limits, seccomp=True, inherit={6: hi_w},
-                                   fds={3: ("r", "job.bin"), 5: ("w", "stats.txt")})
-            os.close(hi_w)
-            hi_w = -1
-            run = kernel.wait()
-            replayed = replay.wait()
-        finally:
-            for fd in (hi_r, hi_w):
-                if fd >= 0:
-                    os.close(fd)
-        stdout = sandbox.read_tail(work / "stdout.txt")
-        _, verdict = _parse_stats(work / "stats.txt")
-        stats, replay_verdict = _parse_stats(work / "replay.txt")
-        if trace_path is not None and (work / "timing.txt").exists():
-            shutil.copy(work / "timing.txt", trace_path)
-        common = dict(stdout=stdout, stderr=diagnostics, sandbox=run.notes + verdict.get("notes", []))
+        shutil.copy(replayer(), judge / "gemmini-replay")
+        sandbox.prepare_workdir(judge, opts.run_limits)
+        run, replayed = self._run(kernel_dir, judge)
+
+        stdout = sandbox.read_tail(kernel_dir / "stdout.txt")
+        _, verdict = _parse_stats(kernel_dir / "diag.txt")
+        stats, replay_verdict = _parse_stats(judge / "replay.txt")
+        if trace_path is not None and (judge / "timing.txt").exists():
+            shutil.copy(judge / "timing.txt", trace_path)
+        limits = opts.kernel_limits
+        common = dict(stdout=stdout, sandbox=run.notes + verdict.get("notes", []))
         replay_error = replay_verdict.get("error")
         if replay_error and not replay_error.startswith("the trace ended early"):
             return EvalResult.failure("gemmini", replay_error, **common)   # the program itself is invalid
@@ -185,30 +194,94 @@ class GemminiSim(Target):
                          "(the kernel must return from solution(), not exit)"
             return EvalResult.failure(kind, f"kernel {reason}", **common)
         if not replayed.ok or "ok" not in replay_verdict:
-            why = replay_error or replayed.describe(limits)
+            why = replay_error or replayed.describe(opts.run_limits)
             return EvalResult.failure("limit", f"replaying the kernel's instructions failed: {why}", **common)
 
         m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing)
         result = EvalResult(correct=True, cycles=m["cycles"], utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["bound"], feedback=m,
                             feedback_text=feedback.text(m), **common)
-        produced = np.fromfile(work / "out.bin", dtype=out_spec.dtype)
+        produced = np.fromfile(judge / "out.bin", dtype=out_spec.dtype)
         per_set = int(np.prod(out_spec.shape))
-        for s, want in enumerate(expected):
+        for s, want in enumerate(expected + hidden_expected):
             got = produced[s * per_set:(s + 1) * per_set].reshape(out_spec.shape)
             if got.shape != want.shape or not np.array_equal(got, want):
                 result.correct = False
                 result.error_kind = "wrong_result"
-                result.error = _mismatch(out_spec.name, got, want, s, len(expected))
+                result.error = _mismatch(out_spec.name, got, want, s, len(expected), len(hidden_expected))
                 break
         return result
 
+    def _compile(self, build: Path, problem: Problem, code: str) -> EvalResult | None:
+        """Compile in `build`; None on success, else the failure."""
+        fam = FAMILIES[problem.family]
+        limits = self.options.compile_limits
+        (build / "kernel.c").write_text(code)
+        call = ", ".join(f"b[{i}]" for i in range(len(fam.args(problem.dims))))
+        (build / "entry.c").write_text(f"void autocomp_entry(void **b) {{ solution({call}); }}\n")
+        shutil.copytree(CSRC / "include", build / "inc")
+        shutil.copy(shim_library(), build / "libgemminisim.a")
+        sandbox.prepare_workdir(build, limits)
+        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *fam.defines(problem.dims),
+              "-o", "kernel", "kernel.c", "entry.c", "libgemminisim.a", "-static", "-lm"]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": str(build / "tmp")}
+        out = sandbox.run(cc, build, limits, env=env)
+        diagnostics = sandbox.read_tail(build / "stderr.txt", 6000).replace(str(build) + "/", "")
+        if out.ok and (build / "kernel").exists():
+            return None
+        why = "compile error" if out.returncode == 1 else f"compiler {out.describe(limits)}"
+        return EvalResult.failure("compile", f"{why}:\n{diagnostics}", stderr=diagnostics, sandbox=out.notes)
 
-def _parse_stats(path: Path) -> tuple[dict[str, float], dict]:
+    def _run(self, kernel_dir: Path, judge: Path) -> tuple[sandbox.Outcome, sandbox.Outcome]:
+        """The replayer and the kernel process, joined by two pipes: the trace (kernel -> replayer)
+        and the inputs (replayer -> kernel, one public set at a time)."""
+        pipes = []
+        try:
+            for _ in range(2):
+                r, w = os.pipe()
+                pipes += [fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 100), fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 100)]
+                os.close(r)
+                os.close(w)
+            trace_r, trace_w, inputs_r, inputs_w = pipes
+            replay = sandbox.start(["./gemmini-replay"], judge, self.options.run_limits, tag="-replay",
+                                   inherit={7: trace_r, 9: inputs_w},
+                                   fds={1: ("w", "replay-out.txt"), 2: ("w", "replay-err.txt"), 3: ("r", "job.bin"),
+                                        4: ("w", "out.bin"), 5: ("w", "replay.txt"), 8: ("w", "timing.txt")})
+            kernel = sandbox.start(["./kernel"], kernel_dir, self.options.kernel_limits, seccomp=True,
+                                   inherit={3: inputs_r, 6: trace_w}, fds={5: ("w", "diag.txt")})
+            for fd in pipes:
+                os.close(fd)
+            pipes = []
+            return kernel.wait(), replay.wait()
+        finally:
+            for fd in pipes:
+                os.close(fd)
+
+
+def _bounded(result: EvalResult) -> EvalResult:
+    """Whatever a kernel wrote, a result stays small (it travels on the bus and into prompts)."""
+    for name, limit in RESULT_TEXT_LIMITS.items():
+        text = getattr(result, name) or ""
+        if len(text) > limit:
+            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
+                    + text[-limit // 2:])
+    result.sandbox = [note[:200] for note in result.sandbox[:16]]
+    return result
+
+
+def _parse_stats(path: Path, limit: int = 32 * 1024) -> tuple[dict[str, float], dict]:
+    """Key-value lines of a stats/diagnostics file; a file a kernel flooded is read only at its head
+    and tail (where the harness writes)."""
     stats: dict[str, float] = {}
     verdict: dict = {"notes": []}
-    text = path.read_text(errors="replace") if path.exists() else ""
-    for line in text.splitlines():
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(limit)
+            fh.seek(max(fh.tell(), os.fstat(fh.fileno()).st_size - limit))
+            text = (head + b"\n" + fh.read(limit)).decode(errors="replace")
+    except OSError:
+        text = ""
+    for line in filter(None, text.splitlines()):
         key, _, value = line.partition(" ")
         if key in ("error", "crash"):
             verdict[key] = value
@@ -224,10 +297,15 @@ def _parse_stats(path: Path) -> tuple[dict[str, float], dict]:
     return stats, verdict
 
 
-def _mismatch(name: str, got: np.ndarray, want: np.ndarray, s: int, total: int) -> str:
+def _mismatch(name: str, got: np.ndarray, want: np.ndarray, s: int, public: int, hidden: int) -> str:
     bad = np.argwhere(got != want)
     first = tuple(int(i) for i in bad[0])
     where = name + "".join(f"[{i}]" for i in first)
-    return (f"wrong result on input set {s + 1} of {total} ({INPUT_SETS[s % len(INPUT_SETS)]} values): "
-            f"{len(bad):,} of {got.size:,} output elements differ; first at {where}: got {int(got[first])}, "
-            f"expected {int(want[first])}")
+    if s < public:
+        which = f"input set {s + 1} of {public} ({INPUT_SETS[s % len(INPUT_SETS)]} values)"
+    else:
+        h = s - public
+        which = (f"hidden input set {h + 1} of {hidden} ({INPUT_SETS[h % len(INPUT_SETS)]} values, drawn for this "
+                 f"evaluation; the kernel never saw it; the {public} public input sets were right)")
+    return (f"wrong result on {which}: {len(bad):,} of {got.size:,} output elements differ; first at {where}: "
+            f"got {int(got[first])}, expected {int(want[first])}")

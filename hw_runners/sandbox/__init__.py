@@ -8,7 +8,9 @@ evaluator that calls this never runs candidate code in its own process.
 """
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -18,13 +20,34 @@ from pathlib import Path
 
 from hw_runners.buildcache import cached_build, run_build
 
-_LAUNCHER_SRC = Path(__file__).with_name("launcher.c")
+_HERE = Path(__file__).parent
+_LAUNCHER_SRC = [_HERE / "launcher.c", _HERE / "privatefs.c", _HERE / "privatefs.h"]
 NOBODY_UID = 65534
 
 
 def launcher_path() -> Path:
-    return cached_build("sandbox-launcher", [_LAUNCHER_SRC], ["-O2"],
-                        lambda out: run_build(["gcc", "-O2", "-o", str(out), str(_LAUNCHER_SRC)]))
+    return cached_build("sandbox-launcher", _LAUNCHER_SRC, ["-O2"],
+                        lambda out: run_build(["gcc", "-O2", "-o", str(out),
+                                               *(str(p) for p in _LAUNCHER_SRC if p.suffix == ".c")]))
+
+
+@functools.cache
+def toolchain_paths(cc: str = "gcc") -> tuple[str, ...]:
+    """Read-only paths a compiler needs in a private filesystem view: the system's program and library
+    trees (merged-/usr links included) and the compiler's own installation if it lives elsewhere."""
+    paths = [p for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") if os.path.lexists(p)]
+    found = shutil.which(cc)
+    extra = [os.path.dirname(os.path.realpath(found))] if found else []
+    try:
+        out = subprocess.run([cc, "-print-search-dirs"], capture_output=True, text=True, timeout=30).stdout
+        extra += [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("install:")]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for p in extra:
+        p = os.path.realpath(p)
+        if os.path.isdir(p) and not any(p == q or p.startswith(q + "/") for q in paths):
+            paths.append(p)
+    return tuple(paths)
 
 
 @dataclass(frozen=True)
@@ -38,6 +61,9 @@ class Limits:
     nproc: int = 0  # 0: no RLIMIT_NPROC (it does not bind root; seccomp blocks fork instead)
     isolate_net: bool = True
     drop_root: bool = True
+    private_fs: bool = False      # see only the working directory and ro_paths (fails closed)
+    ro_paths: tuple[str, ...] = ()
+    force_landlock: bool = False  # Landlock even where a mount namespace is possible (for tests)
 
 
 @dataclass
@@ -132,6 +158,11 @@ def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[s
         cmd.append("--drop-root")
     if seccomp:
         cmd.append("--seccomp")
+    if limits.private_fs:
+        cmd.append("--private-fs")
+        cmd += [arg for path in limits.ro_paths for arg in ("--ro", path)]
+        if limits.force_landlock:
+            cmd.append("--fs-landlock")
     for num, (mode, rel) in sorted(fds.items()):
         cmd += ["--fd", f"{num}:{mode}:{workdir / rel}"]
     for num, ours in sorted((inherit or {}).items()):

@@ -7,6 +7,9 @@
  *     processes, no core dumps),
  *   - moves into a new network namespace (as root directly, otherwise through
  *     a user namespace) so the program has no network,
+ *   - with --private-fs, gives it a private root holding only its working
+ *     directory and the --ro paths (privatefs.c; Landlock where no mount
+ *     namespace can be made, and a setup failure where neither works),
  *   - drops root to nobody when started as root.
  * What could and could not be applied is written to --status.
  * Exit code 125 means the sandbox itself could not be set up.
@@ -29,6 +32,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
+#include "privatefs.h"
 
 static FILE *status;
 
@@ -106,28 +110,48 @@ static void apply_seccomp(void) {
 #endif
 }
 
-static void isolate_network(void) {
-  if (unshare(CLONE_NEWNET) == 0) { fprintf(status, "net isolated\n"); return; }
-  int first = errno;
+/* New namespaces for the program: as root directly, otherwise inside a user namespace that maps
+ * only our own ids. Returns 1 if they were made. */
+static int enter_namespaces(int flags) {
+  if (geteuid() == 0 && unshare(flags) == 0) return 1;
   uid_t uid = getuid();
   gid_t gid = getgid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
-    char map[64];
-    write_file("/proc/self/setgroups", "deny");
-    snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-    write_file("/proc/self/uid_map", map);
-    snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-    write_file("/proc/self/gid_map", map);
-    fprintf(status, "net isolated-userns\n");
+  if (unshare(CLONE_NEWUSER | flags)) return 0;
+  char map[64];
+  write_file("/proc/self/setgroups", "deny");
+  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+  write_file("/proc/self/uid_map", map);
+  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+  write_file("/proc/self/gid_map", map);
+  return 1;
+}
+
+static void confine(int net, int fs, int force_landlock, const char *dir, char **ro, int nro) {
+  int flags = (net ? CLONE_NEWNET : 0) | (fs && !force_landlock ? CLONE_NEWNS : 0);
+  int mode = geteuid() == 0 ? 0 : 1;   /* for the status: directly or through a user namespace */
+  int entered = flags && enter_namespaces(flags);
+  if (!entered && net && (flags & CLONE_NEWNS)) {   /* the network alone, then Landlock for files */
+    entered = enter_namespaces(CLONE_NEWNET) ? 2 : 0;
+    flags = CLONE_NEWNET;
+  }
+  if (net) fprintf(status, entered ? (mode ? "net isolated-userns\n" : "net isolated\n") : "net shared (%s)\n",
+                   strerror(errno));
+  if (!fs) return;
+  const char *failed = "";
+  if (entered && (flags & CLONE_NEWNS)) {
+    if (private_root(dir, ro, nro, &failed)) die(failed);
+    fprintf(status, "fs private\n");
     return;
   }
-  fprintf(status, "net shared (%s; %s)\n", strerror(first), strerror(errno));
+  if (landlock_confine(dir, ro, nro, &failed)) die(failed);
+  fprintf(status, "fs landlock\n");
 }
 
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   unsigned long long cpu = 0, mem = 0, fsize = 0, nofile = 64, nproc = 0;
-  int net = 0, drop = 0, filter = 0, i;
+  int net = 0, drop = 0, filter = 0, fs = 0, force_landlock = 0, nro = 0, i;
+  char *ro[32];
   const char *status_path = NULL, *dir = NULL;
   for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     if (!strcmp(argv[i], "--status") && i + 1 < argc) status_path = argv[++i];
@@ -140,6 +164,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--isolate-net")) net = 1;
     else if (!strcmp(argv[i], "--drop-root")) drop = 1;
     else if (!strcmp(argv[i], "--seccomp")) filter = 1;
+    else if (!strcmp(argv[i], "--private-fs")) fs = 1;
+    else if (!strcmp(argv[i], "--fs-landlock")) force_landlock = 1;
+    else if (!strcmp(argv[i], "--ro") && i + 1 < argc && nro < 32) ro[nro++] = argv[++i];
     else if (!strcmp(argv[i], "--fd") && i + 1 < argc) i++; /* handled below, after chdir */
     else { fprintf(stderr, "sandbox: unknown option %s\n", argv[i]); return 125; }
   }
@@ -172,7 +199,8 @@ int main(int argc, char **argv) {
     if (fd != num) close(fd);
   }
 
-  if (net) isolate_network();
+  if (fs && !dir) { fprintf(stderr, "sandbox: --private-fs needs --chdir\n"); return 125; }
+  confine(net, fs, force_landlock, dir, ro, nro);
   if (drop && geteuid() == 0) {
     if (setgroups(0, NULL) || setgid(65534) || setuid(65534)) die("drop root");
     fprintf(status, "user nobody\n");

@@ -223,7 +223,7 @@ FULL_SPLIT_K = """
         compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
       }
       config_st(J * sizeof(int32_t));
-      mvout(&T[i][j], ACC_ADDR_BIT | FULL_READ_BIT, DIM, DIM);   /* exact int32 partial */
+      mvout(&T[i][j], ACC_ADDR_BIT | FULL_READ_BIT, DIM, DIM); fence();   /* exact int32 partial */
       for (int k = K / 2; k < K; k += DIM) {                 /* second half -> acc row 16 */
         mvin(&A[i][k], 0, DIM, DIM);
         mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
@@ -656,6 +656,7 @@ def test_loop_ws_full_c_and_bias_d(run):
   static int32_t T[I][J];
   gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &T[0][0],
                   K, J, 0, J, false, false, true, false, false, NO_ACTIVATION);
+  fence();   /* the second loop reads what the first one's mvouts wrote */
   gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][K / 2], &B[K / 2][0], &T[0][0], &C[0][0],
                   K, J, J, J, false, false, false, false, false, NO_ACTIVATION);
   fence();

@@ -180,7 +180,7 @@ CARRY_OVER = """
   config_ld(J, 1.0f, DIM, 1);
   config_ld(J, 1.0f, DIM, 2);
   config_st(J);
-  for (int pass = 0; pass < PASSES; pass++)
+  for (int pass = 0; pass < PASSES; pass++) {
     for (int i = 0; i < I; i += DIM)
       for (int j = 0; j < J; j += DIM) {
         mvin3(&S[i][j], 3 * BANK_ROWS, DIM, DIM);
@@ -193,7 +193,8 @@ CARRY_OVER = """
         mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
         mvout(&S[i][j], ACC_ADDR_BIT, DIM, DIM);
       }
-  fence();
+    fence();   /* the next pass reads S */
+  }
 """
 
 
@@ -268,15 +269,17 @@ def test_cpu_written_bytes_next_to_mvout_results_must_not_depend_on_the_inputs(r
       }
       config_st(2 * DIM);
       mvout(&S[0][0], ACC_ADDR_BIT, DIM, DIM);
+      fence();
       mvin3(&S[0][0], 2 * BANK_ROWS, 2 * DIM, DIM);
       config_st(J);
       mvout(&C[i][j], 2 * BANK_ROWS, DIM, DIM);
     }
   fence();
 """
-    # 4 configs, then for the first tile 2 x (mvin, mvin2, preload, compute), config_st, mvout: the mvin3 is #15
+    # 4 configs, then for the first tile 2 x (mvin, mvin2, preload, compute), config_st, mvout, fence: the
+    # mvin3 is #16
     r = run(gemm_kernel(body), P)
-    assert_fails(r, "gemmini", "instruction #15 " + CHANGES)
+    assert_fails(r, "gemmini", "instruction #16 " + CHANGES)
 
 
 # --------------------------------------------------------------------------- data-dependent issuing
@@ -340,6 +343,7 @@ LOOP_ID = """
   for (int k = 0; k < K; k += DIM)
     gemmini_loop_ws(I / DIM, 1, 1, 0, 0, 0, &A[0][k], &TABLE[0][0], NULL, &S[0][k],
                     K, DIM, 0, K, false, false, false, false, false, NO_ACTIVATION);
+  fence();   /* the schedule below reads what the loops stored */
 """ + NAIVE_BODY.replace("mvin(&A[i][k], 0, DIM, DIM);", "mvin(&S[i][k], 0, DIM, DIM);")
 
 
@@ -348,7 +352,7 @@ def test_loop_ws_reads_a_constant_table_staged_through_mvout(run):
     # reads A from S (mvout results): right only if the FSM loaded the identity. The table reaches the
     # FSM as mvout results: a CPU-issued mvin of the constant table, an mvout to a scratch buffer.
     stage = ("static int8_t IDS[DIM][DIM];\n  config_ld(DIM, 1.0f, DIM, 2);\n  config_st(DIM);\n"
-             "  mvin3(ID, 4 * BANK_ROWS - DIM, DIM, DIM);\n  mvout(IDS, 4 * BANK_ROWS - DIM, DIM, DIM);")
+             "  mvin3(ID, 4 * BANK_ROWS - DIM, DIM, DIM);\n  mvout(IDS, 4 * BANK_ROWS - DIM, DIM, DIM);\n  fence();")
     body = LOOP_ID.replace("STAGE", stage).replace("TABLE", "IDS")
     assert "mvin(&S[i][k]" in body
     r = run(gemm_kernel(body, c_table("ID", ID)), P)

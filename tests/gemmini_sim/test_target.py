@@ -4,14 +4,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from hw_runners import get_target
+from hw_runners.gemmini_sim.problems import FAMILIES
 from hw_runners.gemmini_sim.target import CSRC, GemminiSim, Options
 from hw_runners.gemmini_sim.timing import TimingConfig
 from hw_runners.sandbox import Limits
 
-from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel,
+from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel, sat8,
                      seed_where_doubled_fails_first_on)
 
 pytestmark = pytest.mark.timeout(60)
@@ -90,15 +92,25 @@ def test_target_accepts_timing_dict_and_rejects_bad_one():
 
 
 # --------------------------------------------------------------------------- options
+def _hidden_set_is_right_for_doubled(p, secret: int) -> bool:
+    a, b = (x.astype(np.int64) for x in FAMILIES["gemm"].make_inputs(p.dims, secret, "full-range"))
+    return np.array_equal(sat8(2 * (a @ b)), sat8(a @ b))
+
+
 def test_input_sets_option(sim):
     # The doubled kernel (same instructions for every set) with a seed where only set 3 shows its bug:
-    # two sets pass, three catch it, four name "of 4" (set 4 is full-range again).
+    # two public sets pass (and the hidden set decides), three catch it, four name "of 4" (set 4 is
+    # full-range again).
     p = gemm(16, 16, 16)
     seed = seed_where_doubled_fails_first_on(p, 2)
     code = gemm_kernel(DOUBLED_BODY)
-    two = get_target("gemmini-sim", input_sets=2)
+    lucky = next(s for s in range(1000) if _hidden_set_is_right_for_doubled(p, s))
+    unlucky = next(s for s in range(1000) if not _hidden_set_is_right_for_doubled(p, s))
+    two = get_target("gemmini-sim", input_sets=2, secret_seed=lucky)
     assert_correct(two.evaluate(p, gemm_kernel(NAIVE_BODY), seed=seed))
     assert_correct(two.evaluate(p, code, seed=seed))
+    caught = get_target("gemmini-sim", input_sets=2, secret_seed=unlucky).evaluate(p, code, seed=seed)
+    assert_fails(caught, "wrong_result", "wrong result on hidden input set 1 of 1 (full-range values")
     assert_fails(sim.evaluate(p, code, seed=seed), "wrong_result", "wrong result on input set 3 of 3 (small-values values)")
     four = get_target("gemmini-sim", input_sets=4).evaluate(p, code, seed=seed)
     assert_fails(four, "wrong_result", "wrong result on input set 3 of 4 (small-values values)")
@@ -125,16 +137,20 @@ def test_work_directory_is_removed_or_kept(tmp_path):
     assert_correct(get_target("gemmini-sim", work_root=kept, keep_workdir=True).evaluate(p, gemm_kernel(NAIVE_BODY)))
     (work,) = kept.iterdir()
     assert work.name.startswith("gemmini-sim-")
-    for name in ("kernel.c", "entry.c", "kernel", "job.bin", "out.bin", "stats.txt"):
+    # what the compiler saw, what the kernel process saw, what only the replayer saw
+    for name in ("build/kernel.c", "build/entry.c", "kernel/kernel", "kernel/diag.txt", "judge/job.bin",
+                 "judge/out.bin", "judge/replay.txt"):
         assert (work / name).exists(), name
-    assert (work / "kernel.c").read_text() == gemm_kernel(NAIVE_BODY)
-    assert "void autocomp_entry(void **b) { solution(b[0], b[1], b[2]); }" in (work / "entry.c").read_text()
-    stats = (work / "stats.txt").read_text()            # the kernel process's diagnostics
+    assert (work / "build" / "kernel.c").read_text() == gemm_kernel(NAIVE_BODY)
+    assert "void autocomp_entry(void **b) { solution(b[0], b[1], b[2]); }" in (work / "build" / "entry.c").read_text()
+    stats = (work / "kernel" / "diag.txt").read_text()            # the kernel process's diagnostics
     assert "seccomp on" in stats and stats.rstrip().endswith("ok 1")
-    replay = (work / "replay.txt").read_text()          # the replayer's verdict and statistics
+    assert sorted(p.name for p in (work / "kernel").iterdir() if not p.name.startswith(".")) == \
+        ["diag.txt", "kernel", "stderr.txt", "stdout.txt"]
+    replay = (work / "judge" / "replay.txt").read_text()   # the replayer's verdict and statistics
     assert replay.startswith("cycles ") and replay.rstrip().endswith("ok 1")
-    assert (work / "gemmini-replay").exists()
-    assert (work / "out.bin").stat().st_size == 3 * 32 * 32
+    assert (work / "judge" / "gemmini-replay").exists()
+    assert (work / "judge" / "out.bin").stat().st_size == (3 + 1) * 32 * 32   # 3 public sets, 1 hidden
 
 
 @pytest.mark.parametrize("name", ["work root", "work:root with spaces"])

@@ -109,11 +109,12 @@ static void check_dims(const char *what, uint32_t v, uint32_t max) {
   if (v == 0 || v > max) sim_fail("%s=%u is out of range (must be 1..%u)", what, v, max);
 }
 
-static void check_rows(laddr_t l, uint32_t first, uint32_t count, const char *what) {
+/* Rows are checked in 64 bits: a row, stride or count from the trace may be anything. */
+static void check_rows(laddr_t l, int64_t first, int64_t count, const char *what) {
   int64_t lim = l.acc ? g_cfg.acc_rows : g_cfg.spad_rows;
-  if ((int64_t)first + count > lim)
-    sim_fail("%s rows %u..%u are outside the %s (rows 0..%lld)", what, first, first + count - 1,
-             l.acc ? "accumulator" : "scratchpad", (long long)lim - 1);
+  if (first + count > lim)
+    sim_fail("%s rows %lld..%lld are outside the %s (rows 0..%lld)", what, (long long)first,
+             (long long)(first + count - 1), l.acc ? "accumulator" : "scratchpad", (long long)lim - 1);
 }
 
 static void spad_only(laddr_t l, const char *what) {
@@ -192,15 +193,15 @@ void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows, siz
     check_dims("cols", cols, DIM * MAX_BLOCK_LEN);
     uint32_t nblocks = (cols + DIM - 1) / DIM;
     for (uint32_t b = 0; b < nblocks; b++) {
-      uint32_t row0 = l.row + b * block_stride;
+      int64_t row0 = (int64_t)l.row + (int64_t)b * block_stride;
       check_rows(l, row0, rows, nblocks > 1 ? "destination block" : "destination");
-      add_range(&t, MEM_SPAD, 1, row0, rows);
+      add_range(&t, MEM_SPAD, 1, (uint32_t)row0, rows);
     }
     for (uint32_t r = 0; r < rows; r++) {
       const int8_t *src = dram ? (const int8_t *)dram + r * stride : NULL;
       for (uint32_t b = 0; b < nblocks; b++) {
         uint32_t n = cols - b * DIM < DIM ? cols - b * DIM : DIM;
-        int8_t *dst = g_spad + (size_t)(l.row + b * block_stride + r) * DIM;
+        int8_t *dst = g_spad + ((size_t)l.row + (size_t)b * block_stride + r) * DIM;
         if (!src) memset(dst, 0, n);
         else if (scale == 1.0f) memcpy(dst, src + b * DIM, n);
         else for (uint32_t c = 0; c < n; c++) dst[c] = sat8(scaled(src[b * DIM + c], scale));
@@ -254,17 +255,17 @@ static void read_operand(laddr_t l, uint32_t rows, uint32_t cols, uint32_t strid
                          int32_t m[DIM][DIM], tinstr_t *t, const char *what) {
   spad_only(l, what);
   uint32_t nrows = transposed ? cols : rows;
-  uint32_t span = (nrows - 1) * stride + 1;
+  int64_t span = (int64_t)(nrows - 1) * stride + 1;
   check_rows(l, l.row, span, what);
   memset(m, 0, sizeof(int32_t) * DIM * DIM);
   for (uint32_t i = 0; i < nrows; i++) {
-    const int8_t *src = g_spad + (size_t)(l.row + i * stride) * DIM;
+    const int8_t *src = g_spad + ((size_t)l.row + (size_t)i * stride) * DIM;
     for (uint32_t j = 0; j < (transposed ? rows : cols); j++) {
       if (transposed) m[j][i] = src[j];
       else m[i][j] = src[j];
     }
   }
-  add_range(t, MEM_SPAD, 0, l.row, span);
+  add_range(t, MEM_SPAD, 0, l.row, (uint32_t)span);
 }
 
 void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc,

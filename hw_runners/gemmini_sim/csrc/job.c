@@ -1,6 +1,8 @@
-/* The job file shared by the kernel process and the replayer: a text header
- * (timing parameters, argument sizes, number of input sets) then the raw
- * input arrays of every set. Written by hw_runners/gemmini_sim/target.py. */
+/* The job: a text header (timing parameters, argument sizes, number of public
+ * and hidden input sets) then the raw input arrays of every set. The
+ * replayer reads it from the job file written by hw_runners/gemmini_sim/
+ * target.py; the kernel process never sees that file: the replayer forwards
+ * the header and then one public input set at a time through a pipe. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +12,8 @@
 static char rbuf[1 << 16];
 static size_t rpos, rlen;
 
-static int read_line(int fd, char *line, size_t cap) {
+/* One line of the header, also appended (with its newline) to the job's copy of the header text. */
+static int read_line(int fd, char *line, size_t cap, job_t *job) {
   size_t i = 0;
   for (;;) {
     if (rpos == rlen) {
@@ -19,6 +22,8 @@ static int read_line(int fd, char *line, size_t cap) {
       rpos = 0; rlen = (size_t)r;
     }
     char c = rbuf[rpos++];
+    if (job->text_len + 1 >= sizeof job->text) harness_fail("job header too long");
+    job->text[job->text_len++] = c;
     if (c == '\n' || i + 1 == cap) { line[i] = 0; return 1; }
     line[i++] = c;
   }
@@ -58,8 +63,8 @@ void job_read_header(int fd, job_t *job) {
   memset(job, 0, sizeof *job);
   job->out_arg = -1;
   job->sets = 1;
-  if (!read_line(fd, line, sizeof line) || strcmp(line, "gemmini-sim-job 1")) harness_fail("bad job header");
-  while (read_line(fd, line, sizeof line) && strcmp(line, "end")) {
+  if (!read_line(fd, line, sizeof line, job) || strcmp(line, "gemmini-sim-job 1")) harness_fail("bad job header");
+  while (read_line(fd, line, sizeof line, job) && strcmp(line, "end")) {
     if (sscanf(line, "cfg %63s %lld", key, &v) == 2) {
       size_t i;
       for (i = 0; i < sizeof cfg_fields / sizeof *cfg_fields; i++)
@@ -70,7 +75,8 @@ void job_read_header(int fd, job_t *job) {
       job->is_input[job->nargs] = !strcmp(mode, "in");
       job->bytes[job->nargs++] = (size_t)v;
     } else if (sscanf(line, "out_arg %lld", &v) == 1) job->out_arg = (int)v;
-    else if (sscanf(line, "sets %lld", &v) == 1 && v > 0) job->sets = (int)v;
+    else if (sscanf(line, "sets %lld", &v) == 1 && v > 0 && v < 100) job->sets = (int)v;
+    else if (sscanf(line, "hidden %lld", &v) == 1 && v >= 0 && v < 100) job->hidden = (int)v;
     else if (sscanf(line, "macs %lld", &v) == 1) job->macs_required = v;
     else if (sscanf(line, "trace %lld", &v) == 1) job->trace = (int)v;
     else harness_fail("unknown line in job header");

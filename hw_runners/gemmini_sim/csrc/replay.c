@@ -2,9 +2,14 @@
  * the kernel process on its own copy of the inputs, with the functional and
  * timing models, and reports the outputs and the cycles that count.
  *
- * fd 3: job (same file the kernel process read)   fd 7: trace (pipe from the kernel process)
- * fd 4: raw output arrays of every set              fd 5: stats ("key value" lines)
+ * fd 3: job file (header, public and hidden input sets)   fd 7: trace (pipe from the kernel process)
+ * fd 9: pipe to the kernel process: the header, then one public input set at a time, each sent only
+ *       once the kernel's trace for the previous set has ended
+ * fd 4: raw output arrays of every set (public, then hidden)   fd 5: stats ("key value" lines)
  * fd 8: optional human-readable timing trace
+ *
+ * After the public sets, the kept instruction stream of set 1 is replayed on
+ * the hidden input sets (stream.c), which the kernel process never receives.
  *
  * DRAM addresses in the trace are the kernel process's pointers. Those inside
  * a problem array map onto the replayer's copy; NULL means zeros; anything
@@ -12,6 +17,8 @@
  * results computed by CPU code cannot be smuggled in through mvin.
  */
 #define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,38 +29,10 @@
 #define FD_JOB 3
 #define FD_OUT 4
 #define FD_STATS 5
-#define FD_TRACE_IN 7
 #define FD_TIMING 8
+#define FD_KERNEL_IN 9
 
 void op_config_ex(void);
-
-/* ---- trace input ------------------------------------------------------------- */
-static rec_t tbuf[4096];
-static size_t tpos, tlen;
-
-static int next_record(rec_t *r) {
-  if (tpos == tlen) {
-    size_t got = 0;
-    char *p = (char *)tbuf;
-    while (got < sizeof(rec_t)) {   /* at least one whole record, then whatever else is there */
-      ssize_t n = read(FD_TRACE_IN, p + got, sizeof tbuf - got);
-      if (n <= 0) {
-        if (got == 0) return 0;
-        harness_fail("the trace ends in the middle of a record");
-      }
-      got += (size_t)n;
-    }
-    while (got % sizeof(rec_t)) {
-      ssize_t n = read(FD_TRACE_IN, p + got, sizeof(rec_t) - got % sizeof(rec_t));
-      if (n <= 0) harness_fail("the trace ends in the middle of a record");
-      got += (size_t)n;
-    }
-    tpos = 0;
-    tlen = got / sizeof(rec_t);
-  }
-  *r = tbuf[tpos++];
-  return 1;
-}
 
 /* Bytes a row of this move touches in DRAM, or 0 when the dimensions are invalid (the model reports it). */
 static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
@@ -71,16 +50,18 @@ static void replay_mvin(const rec_t *r) {
   size_t nshipped = 0;
   if (r->flags & RF_DATA) {
     rec_t head;
-    if (!next_record(&head) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES) sim_fail("malformed trace (mvin data)");
+    if (!stream_next(&head, STREAM_INSTR) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES)
+      sim_fail("malformed trace (mvin data)");
     nshipped = head.d[0];
     for (size_t off = 0; off < nshipped; off += sizeof(rec_t))
-      if (!next_record((rec_t *)(shipped + off))) sim_fail("malformed trace (mvin data)");
+      if (!stream_next((rec_t *)(shipped + off), STREAM_DATA)) sim_fail("malformed trace (mvin data)");
   }
   if (!r->dram || !rb || rows == 0 || rows > DIM) {   /* zeros, or invalid dims reported by the model */
     op_mvin(NULL, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
     return;
   }
   if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
+  for (uint32_t i = 0; i < rows; i++) dram_check_unfenced(r->dram + i * r->stride, rb);
   uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvin(p, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
@@ -114,11 +95,12 @@ static void replay_mvout(const rec_t *r) {
   uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
   if (p) {
     op_mvout(p, r->x0, cols, rows, r->stride, act, r->fsm);
-    return;
+  } else {
+    uint8_t tmp[DIM * DIM * 4];
+    op_mvout(tmp, r->x0, cols, rows, rb, act, r->fsm);
+    for (uint32_t i = 0; i < rows; i++) dram_write(r->dram + i * r->stride, tmp + i * rb, rb);
   }
-  uint8_t tmp[DIM * DIM * 4];
-  op_mvout(tmp, r->x0, cols, rows, rb, act, r->fsm);
-  for (uint32_t i = 0; i < rows; i++) dram_write(r->dram + i * r->stride, tmp + i * rb, rb);
+  for (uint32_t i = 0; i < rows; i++) dram_note_mvout(r->dram + i * r->stride, rb, instr_number(), r->fsm);
 }
 
 static exconf_t exconf_of(const rec_t *r) {
@@ -153,63 +135,26 @@ void fsm_compute(int which, const exconf_t *ex, uint32_t a, uint32_t ac, uint32_
   op_compute(ex, false, a, GARBAGE_ADDR, ac, ar, DIM, DIM, which);
 }
 
-/* Every input set must record the same stream (instructions, addresses, loop arguments; mvin data is
- * checked separately): the first set's is kept and later ones are compared byte for byte. */
-static uint8_t *first_stream;
-static size_t first_len, first_cap, stream_pos;
-static int stream_set;
-static const char *op_names[] = {"?", "config", "mvin", "mvout", "preload", "compute", "fence", "loop call"};
-
-static void stream_diverged(const void *now, size_t n) {
-  char msg[500];
-  const char *why = "different instructions or operands";
-  if (n == sizeof(rec_t) && stream_pos + n <= first_len) {
-    const rec_t *a = (const rec_t *)(first_stream + stream_pos), *b = now;
-    if (a->op == b->op && a->dram != b->dram && !dram_in_region(b->dram, 1))
-      why = "a DRAM address outside the problem's arrays (memory the kernel allocates must be at the same "
-            "address in every call: allocate it statically, or free it before returning)";
-    else if (a->op != b->op)
-      why = "a different instruction";
-  } else if (stream_pos + n > first_len) {
-    why = "more instructions";
-  }
-  snprintf(msg, sizeof msg, "the kernel issued %s for input set %d than for input set 1 (around instruction #%llu, "
-           "%s): what it issues must not depend on the input values", why, stream_set + 1,
-           (unsigned long long)instr_number() + 1, n == sizeof(rec_t) && ((const rec_t *)now)->op < 8
-           ? op_names[((const rec_t *)now)->op] : "loop arguments");
-  harness_fail(msg);
-}
-
-static void stream_note(const void *p, size_t n) {
-  if (stream_set == 0) {
-    if (first_len + n > first_cap) {
-      first_cap = (first_len + n) * 2;
-      first_stream = realloc(first_stream, first_cap);
-      if (!first_stream) harness_fail("out of memory for the instruction stream");
-    }
-    memcpy(first_stream + first_len, p, n);
-    first_len += n;
-  } else {
-    if (stream_pos + n > first_len || memcmp(first_stream + stream_pos, p, n)) stream_diverged(p, n);
-    stream_pos += n;
-  }
-}
-
 static void read_payload(void *dst, size_t n) {
   rec_t head;
-  if (!next_record(&head) || head.op != R_DATA || head.d[0] != n) sim_fail("malformed trace (loop arguments)");
+  if (!stream_next(&head, STREAM_INSTR) || head.op != R_DATA || head.d[0] != n)
+    sim_fail("malformed trace (loop arguments)");
   uint8_t buf[((sizeof(loop_ws_args_t) > sizeof(loop_conv_args_t) ? sizeof(loop_ws_args_t)
                 : sizeof(loop_conv_args_t)) / sizeof(rec_t) + 1) * sizeof(rec_t)];
   for (size_t off = 0; off < n; off += sizeof(rec_t))
-    if (!next_record((rec_t *)(buf + off))) sim_fail("malformed trace (loop arguments)");
+    if (!stream_next((rec_t *)(buf + off), STREAM_LOOP_ARGS)) sim_fail("malformed trace (loop arguments)");
   memcpy(dst, buf, n);
-  stream_note(dst, n);
 }
 
-static void replay_instruction(const rec_t *r) {
-  static const char *mvins[3] = {"mvin", "mvin2", "mvin3"};
-  static const char *configs[NQ] = {"config_ld", "config_ex", "config_st"};
-  exconf_t ex = exconf_of(r);
+/* Every field of a record the kernel process sent is checked before anything uses it: the kernel
+ * can write any bytes into the trace pipe. Sizes (rows, cols) are checked by the functional model. */
+static void check_record(const rec_t *r) {
+  static const uint8_t flags_allowed[] = {
+    [R_CONFIG] = RF_A_T | RF_B_T | RF_OS | RF_RELU, [R_MVIN] = RF_DATA, [R_MVOUT] = RF_RELU,
+    [R_PRELOAD] = RF_A_T | RF_B_T | RF_OS | RF_RELU, [R_COMPUTE] = RF_ACCUMULATED | RF_A_T | RF_B_T | RF_OS | RF_RELU,
+    [R_FENCE] = 0, [R_LOOP] = 0};
+  if (r->op < R_CONFIG || r->op > R_LOOP) sim_fail("malformed trace record (op %d)", r->op);
+  if (r->flags & ~flags_allowed[r->op]) sim_fail("malformed trace record (flags 0x%x)", r->flags);
   if (r->fsm) {
     char msg[200];
     snprintf(msg, sizeof msg, "instruction #%llu: malformed trace: only the replayer's loop FSM issues loop "
@@ -217,25 +162,54 @@ static void replay_instruction(const rec_t *r) {
     harness_fail(msg);
   }
   switch (r->op) {
+  case R_CONFIG: if (r->id >= NQ) sim_fail("malformed trace record (config queue %d)", r->id); break;
+  case R_MVIN:
+    if (r->id > 2) sim_fail("malformed trace record (mvin load state %d)", r->id);
+    if (!isfinite(r->scale)) sim_fail("scale is not a finite number");
+    if (r->x2 >= (uint64_t)g_cfg.spad_rows) sim_fail("block stride %u is out of range (0..%lld)", r->x2,
+                                                     (long long)g_cfg.spad_rows - 1);
+    break;
+  case R_PRELOAD:
+  case R_COMPUTE:
+    if (r->x2 == 0 || r->x2 >= (uint64_t)g_cfg.spad_rows)
+      sim_fail("A_stride=%u is out of range (1..%lld)", r->x2, (long long)g_cfg.spad_rows - 1);
+    break;
+  case R_LOOP: if (r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id); break;
+  }
+}
+
+/* The name an instruction gets in messages, from fields used only if they are in range. */
+static const char *record_name(const rec_t *r) {
+  static const char *mvins[3] = {"mvin", "mvin2", "mvin3"};
+  static const char *configs[NQ] = {"config_ld", "config_ex", "config_st"};
+  switch (r->op) {
+  case R_CONFIG: return r->id < NQ ? configs[r->id] : "config";
+  case R_MVIN: return r->id < 3 ? mvins[r->id] : "mvin";
+  case R_MVOUT: return "mvout";
+  case R_PRELOAD: return "preload";
+  case R_COMPUTE: return r->flags & RF_ACCUMULATED ? "compute_accumulated" : "compute_preloaded";
+  case R_FENCE: return "fence";
+  case R_LOOP: return r->id == 1 || r->id == 2 ? fsm_names[r->id] : "loop call";
+  default: return "malformed record";
+  }
+}
+
+static void replay_instruction(const rec_t *r) {
+  op_begin(record_name(r), 0);
+  check_record(r);
+  exconf_t ex = exconf_of(r);
+  switch (r->op) {
   case R_CONFIG:
-    if (r->id >= NQ) sim_fail("malformed trace record (config queue %d)", r->id);
-    op_begin(configs[r->id], 0);
     if (r->id == Q_EX) op_config_ex(); else op_config(r->id);
     break;
-  case R_MVIN: op_begin(mvins[r->id % 3], r->fsm); replay_mvin(r); break;
-  case R_MVOUT: op_begin("mvout", r->fsm); replay_mvout(r); break;
-  case R_PRELOAD:
-    op_begin("preload", r->fsm);
-    op_preload(&ex, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], r->fsm);
-    break;
+  case R_MVIN: replay_mvin(r); break;
+  case R_MVOUT: replay_mvout(r); break;
+  case R_PRELOAD: op_preload(&ex, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0); break;
   case R_COMPUTE:
-    op_begin(r->flags & RF_ACCUMULATED ? "compute_accumulated" : "compute_preloaded", r->fsm);
-    op_compute(&ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], r->fsm);
+    op_compute(&ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0);
     break;
-  case R_FENCE: op_begin("fence", 0); op_fence(); break;
+  case R_FENCE: op_fence(); dram_fence(); break;
   case R_LOOP:
-    if (r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id);
-    op_begin(fsm_names[r->id], 0);
     if (r->id == 1) {
       loop_ws_args_t a;
       read_payload(&a, sizeof a);
@@ -246,15 +220,15 @@ static void replay_instruction(const rec_t *r) {
       fsm_loop_conv(&a);
     }
     break;
-  default: sim_fail("malformed trace record (op %d)", r->op);
   }
 }
 
-static void write_all(int fd, const void *p, size_t n) {
+/* Writes everything or fails with `why`. */
+static void write_all(int fd, const void *p, size_t n, const char *why) {
   const char *c = p;
   while (n) {
     ssize_t w = write(fd, c, n);
-    if (w <= 0) harness_fail("cannot write results");
+    if (w <= 0) harness_fail(why);
     c += w; n -= (size_t)w;
   }
 }
@@ -284,12 +258,11 @@ static void write_stats(void) {
 }
 
 static void check_set(const job_t *job, int set) {
-  char msg[400];
+  char msg[400], which[48] = "";
   size_t first = 0;
   int64_t bad;
-  const char *which = job->sets > 1 ? " of input set " : "";
-  char setno[16] = "";
-  if (job->sets > 1) snprintf(setno, sizeof setno, "%d", set + 1);
+  if (set >= job->sets) snprintf(which, sizeof which, " of hidden input set %d", set - job->sets + 1);
+  else if (job->sets > 1) snprintf(which, sizeof which, " of input set %d", set + 1);
   if (g_stats.macs < job->macs_required) {
     snprintf(msg, sizeof msg, "the kernel issued %lld multiply-accumulates on the systolic array, fewer than the "
              "%lld the problem needs: results must be computed by Gemmini, not by the CPU",
@@ -297,50 +270,63 @@ static void check_set(const job_t *job, int set) {
     harness_fail(msg);
   }
   if ((bad = sim_output_unwritten(&first))) {
-    snprintf(msg, sizeof msg, "%lld of %zu output bytes%s%s were never written by mvout (first at byte offset %zu)",
-             (long long)bad, job->bytes[job->out_arg], which, setno, first);
+    snprintf(msg, sizeof msg, "%lld of %zu output bytes%s were never written by mvout (first at byte offset %zu)",
+             (long long)bad, job->bytes[job->out_arg], which, first);
     harness_fail(msg);
   }
 }
 
+#define KERNEL_STOPPED "the trace ended early: the kernel process stopped"
+
+/* The start of a public set in the trace: the kernel's array table, which must not move between sets. */
+static void read_array_table(const job_t *job, int set, uint64_t *bases) {
+  rec_t r;
+  if (!stream_next(&r, STREAM_RAW)) harness_fail(KERNEL_STOPPED);
+  if (r.op != R_SET || r.id != set) harness_fail("malformed trace: expected the start of an input set");
+  for (int i = 0; i < job->nargs; i++) {
+    if (!stream_next(&r, STREAM_RAW) || r.op != R_BUF || r.id != i || r.stride != job->bytes[i] ||
+        (set > 0 && r.dram != bases[i]))
+      harness_fail("malformed trace: bad array table");
+    bases[i] = r.dram;
+  }
+}
+
 int main(void) {
+  signal(SIGPIPE, SIG_IGN);   /* a kernel process that died shows as EPIPE on fd 9 */
   job_t job;
   job_read_header(FD_JOB, &job);
   void *bufs[MAX_ARGS];
+  uint64_t bases[MAX_ARGS] = {0};
   for (int i = 0; i < job.nargs; i++)
     if (!(bufs[i] = aligned_alloc(64, (job.bytes[i] + 63) / 64 * 64))) harness_fail("out of memory for inputs");
   sim_alloc();
   if (job.trace) timing_trace_to(FD_TIMING);
-  rec_t r;
-  for (int set = 0; set < job.sets; set++) {
-    if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
-    if (r.op != R_SET || r.id != set) harness_fail("malformed trace: expected the start of an input set");
+  write_all(FD_KERNEL_IN, job.text, job.text_len, KERNEL_STOPPED);
+  for (int set = 0; set < job.sets + job.hidden; set++) {
+    int hidden = set >= job.sets;
     for (int i = 0; i < job.nargs; i++) {
-      if (job.is_input[i]) job_read(FD_JOB, bufs[i], job.bytes[i]);
-      else memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
-      if (!next_record(&r) || r.op != R_BUF || r.id != i || r.stride != job.bytes[i])
-        harness_fail("malformed trace: bad array table");
-      dram_set_region(i, r.dram, job.bytes[i], bufs[i]);
+      if (!job.is_input[i]) {
+        memset(bufs[i], 0xA5 ^ set, job.bytes[i]);
+        continue;
+      }
+      job_read(FD_JOB, bufs[i], job.bytes[i]);
+      if (!hidden) write_all(FD_KERNEL_IN, bufs[i], job.bytes[i], KERNEL_STOPPED);
     }
+    if (set == job.sets - 1) close(FD_KERNEL_IN);   /* the kernel process gets nothing more */
+    stream_begin_set(set, hidden);
+    if (!hidden) read_array_table(&job, set, bases);
+    for (int i = 0; i < job.nargs; i++) dram_set_region(i, bases[i], job.bytes[i], bufs[i]);
     dram_begin_set(set, job.nargs);
     sim_reset(0x5eed + set, set == 0);
     fsm_reset();
     sim_register_output(bufs[job.out_arg], job.bytes[job.out_arg]);
-    stream_set = set;
-    stream_pos = 0;
+    rec_t r;
     for (;;) {
-      if (!next_record(&r)) harness_fail("the trace ended early: the kernel process stopped");
+      if (!stream_next(&r, STREAM_INSTR)) harness_fail(KERNEL_STOPPED);
       if (r.op == R_END) break;
-      stream_note(&r, sizeof r);
       replay_instruction(&r);
     }
     sim_finish();
-    if (set > 0 && stream_pos != first_len) {
-      char msg[300];
-      snprintf(msg, sizeof msg, "the kernel issued fewer instructions for input set %d than for input set 1: "
-               "what it issues must not depend on the input values", set + 1);
-      harness_fail(msg);
-    }
     uint64_t changed_constant = dram_changed_constant();
     if (changed_constant) {
       char msg[300];
@@ -350,7 +336,7 @@ int main(void) {
       harness_fail(msg);
     }
     check_set(&job, set);
-    write_all(FD_OUT, bufs[job.out_arg], job.bytes[job.out_arg]);
+    write_all(FD_OUT, bufs[job.out_arg], job.bytes[job.out_arg], "cannot write results");
     if (set == 0) write_stats();
   }
   diag_put("ok 1\n");

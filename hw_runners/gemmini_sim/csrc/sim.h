@@ -73,10 +73,12 @@ typedef struct __attribute__((packed)) {
   uint64_t stride;              /* DRAM row stride in bytes (buf: size) */
 } rec_t;
 
-/* job.c: the job file both processes read (fd 3) */
+/* job.c: the job (the replayer reads the file, the kernel process what the replayer forwards) */
 #define MAX_ARGS 8
 typedef struct {
-  int nargs, out_arg, sets, trace;
+  int nargs, out_arg, sets, hidden, trace;   /* sets: public input sets; hidden: sets only the replayer sees */
+  char text[4096];                            /* the header as read, to forward to the kernel process */
+  size_t text_len;
   size_t bytes[MAX_ARGS];
   int is_input[MAX_ARGS];
   long long macs_required;
@@ -117,7 +119,15 @@ void dram_write(uint64_t addr, const uint8_t *src, size_t n);
 int dram_mvout_byte(uint64_t addr, uint8_t *out);
 void dram_check_constant(uint64_t instr, const uint8_t *data, size_t n);
 uint64_t dram_changed_constant(void);
-uint64_t dram_hash(uint64_t h, const void *p, size_t n);
+void dram_note_mvout(uint64_t addr, uint64_t n, uint64_t instr, int fsm);   /* one row an mvout wrote */
+void dram_check_unfenced(uint64_t addr, uint64_t n);   /* one row an mvin reads: fails on a hazard */
+void dram_fence(void);
+
+/* stream.c (replayer side): records of the kernel process, kept from input set 1, compared for later
+ * public sets and replayed for hidden ones */
+enum { STREAM_INSTR, STREAM_LOOP_ARGS, STREAM_DATA, STREAM_RAW };   /* which part of the stream a record is */
+void stream_begin_set(int set, int hidden);
+int stream_next(rec_t *r, int part);   /* 0 at the end of the trace */
 
 /* diag.c: shared by both sides */
 void diag_put(const char *s);
