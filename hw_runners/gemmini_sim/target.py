@@ -37,8 +37,11 @@ from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 
 CSRC = Path(__file__).with_name("csrc")
-_KERNEL_SIDE = ("record.c", "fsm.c", "harness.c", "job.c", "diag.c")       # linked with the candidate
-_REPLAYER = ("replay.c", "stream.c", "dram.c", "fsm.c", "functional.c", "timing.c", "job.c", "diag.c")   # trusted
+# linked with the candidate: the instructions record themselves, Gemmini's software library, the harness
+_KERNEL_SIDE = ("record.c", "fsm.c", "gemmini_lib.c", "gemmini_conv_lib.c", "harness.c", "job.c", "diag.c")
+# the trusted replayer: trace, DRAM view, loop FSMs, functional and timing models
+_REPLAYER = ("replay.c", "stream.c", "moves.c", "dram.c", "fsm.c", "functional.c", "execute.c", "counters.c",
+             "timing.c", "memtiming.c", "job.c", "diag.c")
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 KERNEL_OUTPUT_BYTES = 4 << 20   # what a kernel may write to stdout/stderr/diagnostics, in all
 RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}   # keep results < 64 KiB

@@ -1,76 +1,122 @@
-"""Parameters of the gemmini-sim timing model, each with the hardware fact it
-stands for. The C model (csrc/timing.c) receives them by name in every job, so
-this dataclass is the single place to change the simulated machine.
+"""Parameters of the gemmini-sim timing model, each with the Gemmini RTL fact
+(file and parameter of ucb-bar/gemmini's src/main/scala/gemmini/, or of
+Chipyard / rocket-chip) it stands for. The C model (csrc/timing.c,
+csrc/memtiming.c) receives them by name in every job, so this dataclass is the
+single place to change the simulated machine.
 
 The defaults describe Gemmini's default configuration (16x16 int8 systolic
-array, int32 accumulators) attached to a Rocket core over RoCC, with its DMA
-on a 128-bit TileLink system bus. Values marked "estimate" are not published
-numbers but chosen to reproduce Gemmini's qualitative behaviour: a naive
-tile-at-a-time kernel reaches a small fraction of peak and the loop FSM
-(LoopMatmul) reaches close to peak on large GEMMs.
+array, int32 accumulators) attached to a Rocket core over RoCC in Chipyard's
+GemminiRocketConfig. Two values are not in the RTL and are marked estimate:
+the memory latency the DMA sees and the CPU cycles per issued instruction;
+bench/bench_gemmini_sim.py sweeps both and shows that the kernel ordering
+(naive < hand-tuned < hardware loop) holds across their plausible ranges.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-DIM = 16  # systolic array rows = columns (Gemmini default DIM)
+DIM = 16  # systolic array rows = columns: meshRows * tileRows = 16 * 1 (GemminiConfigs.scala)
 
 
 @dataclass(frozen=True)
 class TimingConfig:
     # -- local memories ------------------------------------------------------
     spad_rows: int = 16384
-    """Scratchpad rows of DIM int8: 256 KiB = 4 banks x 4096 rows x 16 B (sp_capacity = 256 KiB)."""
+    """Scratchpad rows of DIM int8: sp_capacity = CapacityInKilobytes(256) with 16-byte rows
+    (GemminiConfigs.scala); a row address has log2(16384) = 14 bits (LocalAddr.scala)."""
     spad_banks: int = 4
-    """Scratchpad banks (sp_banks = 4). Same-bank operand reads of one fused preload+compute serialize."""
+    """sp_banks = 4 (GemminiConfigs.scala). Banks are single-ported for writes against reads
+    (Scratchpad.scala: a bank being written cannot be read in that cycle; writes win)."""
     acc_rows: int = 1024
-    """Accumulator rows of DIM int32: 64 KiB = 1024 rows x 16 x 4 B (acc_capacity = 64 KiB)."""
+    """Accumulator rows of DIM int32: acc_capacity = CapacityInKilobytes(64) with 64-byte rows."""
+    acc_banks: int = 2
+    """acc_banks = 2 (GemminiConfigs.scala); compute writes to a bank win over mvout reads of it
+    (AccumulatorMem.scala)."""
 
-    # -- DMA ---------------------------------------------------------------
+    # -- DMA -----------------------------------------------------------------
     dma_beat_bytes: int = 16
-    """Bytes per bus beat: the DMA sits on a 128-bit TileLink system bus (dma_buswidth = 128)."""
+    """Bytes per bus beat: dma_buswidth = 128 (GemminiConfigs.scala), Chipyard's GemminiRocketConfig
+    sets WithSystemBusWidth(128). Each direction moves one beat per cycle (DMA.scala StreamReader,
+    StreamWriter)."""
+    dma_max_bytes: int = 64
+    """dma_maxbytes = 64: an mvin/mvout sends one memory request per DRAM row, at most 64 bytes
+    (LoadController.scala / DMA.scala); 16-column int8 rows use a quarter of a request."""
+    dma_inflight_reqs: int = 16
+    """max_in_flight_mem_reqs = 16 (GemminiConfigs.scala): the DMA's TileLink source ids, i.e.
+    requests in flight per direction. Narrow rows therefore cannot use the full bandwidth."""
+    dma_inflight_cmds: int = 2
+    """mvin commands in flight: DMACommandTracker nCmds = max_in_flight_mem_reqs / DIM + 1 = 2
+    (LoadController.scala)."""
     dma_latency: int = 64
-    """Cycles from a request to its data (estimate for an L2/DRAM round trip seen by the DMA)."""
-    dma_inflight_bytes: int = 1024
-    """Bytes the DMA may have outstanding: max_in_flight_mem_reqs = 16 requests of dma_maxbytes = 64 B.
-    Bandwidth is min(beat, inflight / latency) bytes per cycle; the defaults give the full 16 B/cycle."""
+    """Cycles from a DMA request to its data (or write acknowledge) through the system bus and L2 to
+    memory. Estimate: not an RTL parameter (it depends on the L2 hit rate and the DRAM model)."""
 
-    # -- reservation station (ROB) ------------------------------------------
+    # -- reservation station ---------------------------------------------------
     ld_rs: int = 8
-    """Load-queue entries in Gemmini's reservation station (reservation_station_entries_ld = 8)."""
+    """reservation_station_entries_ld = 8 (GemminiConfigs.scala; also the loop FSMs' max_lds)."""
     ex_rs: int = 16
-    """Execute-queue entries (reservation_station_entries_ex = 16)."""
+    """reservation_station_entries_ex = 16 (max_exs)."""
     st_rs: int = 4
-    """Store-queue entries (reservation_station_entries_st = 4)."""
+    """reservation_station_entries_st = 4 (max_sts)."""
 
-    # -- CPU and execute costs ----------------------------------------------
-    cpu_issue_cycles: int = 10
-    """Rocket cycles per intrinsic the CPU issues: packing rows/cols/addresses into the two RoCC
-    operands, address arithmetic, loop control and the RoCC handshake on an in-order core
-    (estimate). At this cost a CPU-issued preload+compute pair (20 cycles) cannot keep up with a
-    16-row compute (16 cycles), which is why Gemmini has loop FSMs."""
+    # -- CPU and execute costs ---------------------------------------------------
+    cpu_issue_cycles: int = 6
+    """Rocket cycles per instruction the CPU issues to Gemmini. Estimate derived from Rocket: each
+    gemmini_* macro is one RoCC instruction plus 3-5 integer instructions packing its two 64-bit
+    operands (rows << 48 | cols << 32 | address, the DRAM address) and the loop arithmetic around
+    it; Rocket is single-issue in order and sends the RoCC command from writeback without stalling
+    while the command queues in front of the reservation station have room (rocket-chip's RoCC
+    command router and Gemmini's raw_cmd_q). About 5-6 cycles; the bench sweeps 3 to 12."""
     config_cycles: int = 1
-    """Cycles a config_* instruction occupies its queue."""
-    unfused_preload_cycles: int = DIM
-    """A preload that cannot overlap a preceding compute shifts DIM rows of weights into the array."""
-    min_compute_cycles: int = 4
-    """Shortest compute: the array pipeline accepts a new operation at most every 4 cycles."""
-    array_latency: int = DIM + 4
-    """Cycles for results to traverse the array and land in the accumulator (DIM plus pipeline)."""
+    """Cycles a config_* occupies its controller (config_ld/config_st retire on issue,
+    ReservationStation.scala)."""
+    min_rows: int = 4
+    """Fewest cycles a preload/compute group occupies the array: total_rows = max(rows_a, rows_b, 4)
+    when no real weights are preloaded and nothing is transposed, DIM otherwise
+    (ExecuteController.scala: writes to one accumulator row must be 4 cycles apart)."""
+    spad_read_delay: int = 4
+    """spad_read_delay = 4 (GemminiConfigs.scala): scratchpad read pipeline (+1 cycle SRAM read)."""
+    mesh_output_delay: int = 1
+    """mesh_output_delay = 1 (GemminiConfigs.scala)."""
+    acc_latency: int = 2
+    """acc_latency = 2 (GemminiConfigs.scala): an accumulator write lands 2 cycles after its request."""
+    tile_latency: int = 0
+    """tile_latency = 0 (GemminiConfigs.scala): one register per PE hop."""
+    mvin_scale_latency: int = 4
+    """mvin_scale_args latency 4 (Configs.scala defaultConfig): the mvin scale unit's pipeline."""
+    acc_scale_latency: int = 8
+    """acc_scale_args latency 8 (Configs.scala defaultConfig): the mvout scale unit's pipeline."""
 
-    # -- loop FSMs -----------------------------------------------------------
-    fsm_issue_cycles: int = 1
-    """Each loop unroller (load, execute, store) issues one instruction per cycle."""
-    loop_issue_instrs: int = 6
-    """RoCC commands the CPU sends to start one gemmini_loop_ws (Gemmini's macro issues 6)."""
+    # -- loop FSMs ---------------------------------------------------------------
+    loop_ws_commands: int = 6
+    """RoCC instructions per gemmini_loop_ws: 5 LOOP_WS_CONFIG_* and LOOP_WS (gemmini.h)."""
+    loop_conv_commands: int = 7
+    """RoCC instructions per gemmini_loop_conv_ws: 6 LOOP_CONV_WS_CONFIG_* and LOOP_CONV_WS."""
+    concurrent_loops: int = 2
+    """concurrent_loops = 2 (LoopMatmul.scala, LoopConv.scala): a third loop's configuration waits
+    until the oldest has issued its last instruction, and non-loop instructions wait until every
+    configured loop has."""
+    fsm_start_cycles: int = 2
+    """Cycles from LOOP_WS to the unrollers' first command: the command passes LoopMatmul's input
+    register and the loop becomes `configured` the cycle after (LoopMatmul.scala). The FSMs issue
+    at most one command per cycle in all (one Arbiter in front of the reservation station)."""
 
-    # -- safety ---------------------------------------------------------------
+    # -- safety -----------------------------------------------------------------
     max_instructions: int = 50_000_000
-    """Stop kernels that issue more instructions than any sensible schedule needs."""
+    """Stop kernels that issue more instructions than any sensible schedule needs (not hardware)."""
+
+    @property
+    def array_latency(self) -> int:
+        """Cycles from an operand row's scratchpad read to its result in the accumulator: SRAM read,
+        spad_read_delay, the mesh input register, the input skew (DIM-1), DIM PE hops, the output
+        delay and the accumulator write (MeshWithDelays.scala, Mesh.scala, AccumulatorMem.scala)."""
+        return 1 + self.spad_read_delay + 1 + (DIM - 1) + DIM * (self.tile_latency + 1) + \
+            self.mesh_output_delay + self.acc_latency
 
     @property
     def dma_bytes_per_cycle(self) -> float:
-        return min(float(self.dma_beat_bytes), self.dma_inflight_bytes / self.dma_latency)
+        """Best-case DMA bandwidth per direction (full 64-byte rows)."""
+        return min(float(self.dma_beat_bytes), self.dma_inflight_reqs * self.dma_max_bytes / self.dma_latency)
 
     @property
     def macs_per_cycle(self) -> int:
@@ -78,6 +124,15 @@ class TimingConfig:
 
     def header_lines(self) -> list[str]:
         return [f"cfg {k} {int(v)}" for k, v in asdict(self).items()]
+
+    @classmethod
+    def sources(cls) -> list[tuple[str, int, str]]:
+        """(parameter, default, the fact behind it) for every parameter, for tables and docs."""
+        import inspect
+        import re
+        text = inspect.getsource(cls)
+        docs = dict(re.findall(r'^    (\w+): int = [^\n]*\n    """(.*?)"""', text, re.M | re.S))
+        return [(f.name, f.default, " ".join(docs.get(f.name, "").split())) for f in fields(cls)]
 
     @classmethod
     def from_dict(cls, data: dict) -> "TimingConfig":
@@ -91,8 +146,11 @@ class TimingConfig:
                 raise ValueError(f"timing parameter {key} must be an integer, not {value!r}")
         cfg = cls(**data)
         for f in fields(cls):
-            if getattr(cfg, f.name) <= 0:
+            if getattr(cfg, f.name) < (0 if f.name == "tile_latency" else 1):
                 raise ValueError(f"timing parameter {f.name} must be positive")
-        if cfg.spad_rows % cfg.spad_banks:
-            raise ValueError("spad_rows must be a multiple of spad_banks")
+        for name in ("spad_rows", "acc_rows"):
+            if getattr(cfg, name) & (getattr(cfg, name) - 1):
+                raise ValueError(f"{name} must be a power of two (row addresses wrap around)")
+        if cfg.spad_rows % cfg.spad_banks or cfg.acc_rows % cfg.acc_banks:
+            raise ValueError("spad_rows and acc_rows must be multiples of their bank counts")
         return cfg

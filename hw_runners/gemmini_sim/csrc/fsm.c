@@ -1,171 +1,270 @@
-/* Hardware loop FSMs, run inside the trusted replayer from the arguments the
- * kernel recorded. Like Gemmini's LoopMatmul/LoopConv unrollers they issue the
- * primitive instructions themselves, with no CPU cost per instruction, one
- * stream per queue (so loads run ahead of execution as far as the reservation
- * stations and row dependencies allow), and they alternate between the two
- * halves of the scratchpad/accumulator across calls, which is what
- * double-buffers consecutive calls. DRAM addresses are the kernel's; the
- * replayer's fsm_* hooks translate them. */
+/* Gemmini's hardware loop FSMs (LoopMatmul.scala, LoopConv.scala), run inside
+ * the trusted replayer from the arguments the kernel recorded, and on the
+ * kernel side only to number instructions alike. Like the hardware they issue
+ * every mvin/preload/compute/mvout themselves, with the placement, loop order
+ * and accumulator-half switching of the RTL; the instructions are issued in
+ * an order that respects the hardware's gating (a compute after the loads it
+ * uses, a store after the last compute of its tile), which gives the same
+ * results as the hardware's interleaving because its reservation station
+ * orders instructions by the local rows they touch. Timing (issue slots,
+ * throttling, concurrent loops) is the timing model's.
+ *
+ * What the FSMs take from the configuration, as on the hardware:
+ * gemmini_loop_ws loads A, B and D with mvin, mvin2 and mvin3, i.e. with the
+ * row strides and scales of config_ld states 0, 1 and 2 (its own strides only
+ * locate tiles), and stores with config_st's stride, scale and activation;
+ * gemmini_loop_conv_ws configures the three load states itself (scale 1) and
+ * those settings stay after the loop. */
 #include <string.h>
 #include "sim.h"
 #include "include/gemmini.h"
 
-static int spad_half, acc_half;
-static bool acc_holds_partial; /* last loop_ws left un-stored results in its acc half */
+static int ws_slot, conv_slot;                       /* loops alternate between two slots */
+static int ws_d_half, ws_c_half, ws_st_half;         /* accumulator halves of LoopMatmul's ldD / ex / stC */
+static int cv_bias_half, cv_c_half, cv_st_half;      /* ... and of LoopConv's ld_bias / ex / st */
 
 void fsm_reset(void) {
-  spad_half = acc_half = 0;
-  acc_holds_partial = false;
+  ws_slot = conv_slot = 0;
+  ws_d_half = ws_c_half = ws_st_half = cv_bias_half = cv_c_half = cv_st_half = 0;
 }
 
-static inline uint32_t acc_addr(uint32_t row, bool accumulate) {
-  return ACC_ADDR_BIT | (accumulate ? ACCUMULATE_BIT : 0) | row;
+static inline uint32_t acc_addr(uint32_t row, bool accumulate, bool full) {
+  return ACC_ADDR_BIT | (accumulate ? ACCUMULATE_BIT : 0) | (full ? FULL_READ_BIT : 0) | row;
+}
+static inline uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* Scratchpad regions: A from `a_start` up, B ending at `b_end`; a spad id names a fixed half. */
+static void regions(int slot, int a_id, int b_id, uint64_t a_rows, uint64_t b_rows, uint32_t *a_start,
+                    uint32_t *b_start, const char *a_what, const char *b_what) {
+  uint64_t half = (uint64_t)g_cfg.spad_rows / 2;
+  uint64_t a0 = a_id ? (uint64_t)(a_id - 1) * half : slot * half, b_end = b_id ? (uint64_t)b_id * half : (slot + 1) * half;
+  if (a_id < 0 || a_id > 2 || b_id < 0 || b_id > 2) sim_fail("a_spad_id and b_spad_id must be 0, 1 or 2");
+  if (b_rows > b_end) sim_fail("%s needs %llu scratchpad rows, more than fit below row %llu", b_what,
+                               (unsigned long long)b_rows, (unsigned long long)b_end);
+  uint64_t b0 = b_end - b_rows;
+  if (a0 + a_rows > (uint64_t)g_cfg.spad_rows || (a_rows && b_rows && a0 < b_end && b0 < a0 + a_rows))
+    sim_fail("%s (%llu rows from row %llu) and %s (%llu rows from row %llu) overlap in the scratchpad: each loop "
+             "may use half of it (%llu rows)", a_what, (unsigned long long)a_rows, (unsigned long long)a0, b_what,
+             (unsigned long long)b_rows, (unsigned long long)b0, (unsigned long long)half);
+  *a_start = (uint32_t)a0;
+  *b_start = (uint32_t)b0;
 }
 
-void fsm_loop_ws(const loop_ws_args_t *args) {
+/* ---- LoopMatmul ------------------------------------------------------------------------------ */
+void fsm_loop_ws(const loop_ws_args_t *a) {
   const int which = 1;
-  size_t tI = args->tiles[0], tJ = args->tiles[1], tK = args->tiles[2];
-  size_t padI = args->pads[0], padJ = args->pads[1], padK = args->pads[2];
-  uint64_t A = args->a, B = args->b, D = args->d, C = args->c;
-  size_t A_stride = args->strides[0], B_stride = args->strides[1], D_stride = args->strides[2];
-  size_t C_stride = args->strides[3];
-  bool A_transpose = args->a_t, B_transpose = args->b_t, full_C = args->full_c, low_D = args->low_d;
-  bool ex_accumulate = args->ex_accumulate;
-  int act = args->act;
-  if (!tI || !tJ || !tK || tI > 4096 || tJ > 4096 || tK > 4096)
-    sim_fail("tile counts I=%zu J=%zu K=%zu must be 1..4096", tI, tJ, tK);
+  uint64_t I = a->tiles[0], J = a->tiles[1], K = a->tiles[2];
+  uint64_t padI = a->pads[0], padJ = a->pads[1], padK = a->pads[2];
+  uint64_t A = a->a, B = a->b, D = a->d, C = a->c;
+  uint64_t sA = a->strides[0], sB = a->strides[1], sD = a->strides[2], sC = a->strides[3];
+  bool resadd = a->is_resadd;
+  if (!I || !J || (!K && !resadd) || I > 0xFFFF || J > 0xFFFF || K > 0xFFFF)
+    sim_fail("tile counts I=%llu J=%llu K=%llu must be 1..65535", (unsigned long long)I, (unsigned long long)J,
+             (unsigned long long)K);
   if (padI >= DIM || padJ >= DIM || padK >= DIM) sim_fail("pad_I/pad_J/pad_K must be < %d", DIM);
-  if (A_transpose || B_transpose || low_D)
-    sim_fail("A_transpose, B_transpose and low_D are not supported by the simulated loop FSM");
-  if (!A || !B) sim_fail("A and B must not be NULL");
-  if (act != NO_ACTIVATION && act != RELU) sim_fail("act=%d (use NO_ACTIVATION or RELU)", act);
-  int64_t half_rows = g_cfg.spad_rows / 2, a_rows = (int64_t)tI * tK * DIM, b_rows = (int64_t)tK * tJ * DIM;
-  if (a_rows + b_rows > half_rows)
-    sim_fail("A (%zux%zu tiles) and B (%zux%zu tiles) need %lld scratchpad rows; the loop may use "
-             "half of the scratchpad (%lld rows)", tI, tK, tK, tJ, (long long)(a_rows + b_rows),
-             (long long)half_rows);
-  int64_t acc_half_rows = g_cfg.acc_rows / 2;
-  if ((int64_t)(tI * tJ * DIM) > acc_half_rows)
-    sim_fail("C (%zux%zu tiles) needs %zu accumulator rows; the loop may use half of the "
-             "accumulator (%lld rows)", tI, tJ, tI * tJ * DIM, (long long)acc_half_rows);
-  if (ex_accumulate && !acc_holds_partial)
-    sim_fail("ex_accumulate needs the previous gemmini_loop_ws call to leave its result in the "
-             "accumulator (C == NULL)");
-  if (!ex_accumulate && acc_holds_partial) acc_half ^= 1; /* the partial result is abandoned */
-
+  if (a->a_t && a->b_t) sim_fail("A_transpose and B_transpose cannot both be set (Gemmini asserts it)");
+  if (a->act != NO_ACTIVATION && a->act != RELU)
+    sim_fail("act=%d is not modelled (LAYERNORM/SOFTMAX mvouts); use NO_ACTIVATION or RELU", a->act);
+  if (sA > (1u << 30) || sB > (1u << 30) || sD > (1u << 30) || sC > (1u << 30))
+    sim_fail("a loop stride is implausibly large");
+  uint64_t half_acc = (uint64_t)g_cfg.acc_rows / 2;
+  if (I * J * DIM > half_acc)
+    sim_fail("C (%llux%llu tiles) needs %llu accumulator rows; a loop may use half of the accumulator (%llu rows)",
+             (unsigned long long)I, (unsigned long long)J, (unsigned long long)(I * J * DIM),
+             (unsigned long long)half_acc);
+  int slot = ws_slot;
+  ws_slot ^= 1;
   op_loop_call(which);
-  /* A from the start of this half, B up to its end: different banks. */
-  uint32_t a_base = (uint32_t)(spad_half * half_rows);
-  uint32_t b_base = (uint32_t)(spad_half * half_rows + half_rows - b_rows);
-  uint32_t c_base = (uint32_t)(acc_half * acc_half_rows);
-  exconf_t ex = {WEIGHT_STATIONARY, act, 1, false, false};
-  size_t esize = full_C ? 4 : 1;
+  uint32_t mb = MAX_BLOCK_LEN, mb_acc = MAX_BLOCK_LEN_ACC;
 
-  if (D && !ex_accumulate)
-    for (size_t i = 0; i < tI; i++)
-      for (size_t j = 0; j < tJ; j++) {
-        uint32_t rows = i == tI - 1 ? DIM - padI : DIM, cols = j == tJ - 1 ? DIM - padJ : DIM;
-        fsm_mvin(which, D + (i * DIM * D_stride + j * DIM) * sizeof(acc_t),
-                 acc_addr(c_base + (i * tJ + j) * DIM, false), cols, rows, D_stride * sizeof(acc_t), DIM);
-      }
-  for (size_t i = 0; i < tI; i++) {
-    uint32_t rows = i == tI - 1 ? DIM - padI : DIM;
-    for (size_t j = 0; j < tJ; j++) {
-      uint32_t cols = j == tJ - 1 ? DIM - padJ : DIM;
-      uint32_t c_row = c_base + (i * tJ + j) * DIM;
-      for (size_t k = 0; k < tK; k++) {
-        uint32_t klen = k == tK - 1 ? DIM - padK : DIM;
-        uint32_t a_row = a_base + (i * tK + k) * DIM, b_row = b_base + (k * tJ + j) * DIM;
-        if (j == 0) fsm_mvin(which, A + i * DIM * A_stride + k * DIM, a_row, klen, rows, A_stride, DIM);
-        if (i == 0) fsm_mvin(which, B + k * DIM * B_stride + j * DIM, b_row, cols, klen, B_stride, DIM);
-        bool accumulate = k > 0 || D || ex_accumulate;
-        fsm_preload(which, &ex, b_row, acc_addr(c_row, accumulate), cols, klen, cols, rows);
-        fsm_compute(which, &ex, a_row, klen, rows);
-      }
-      if (C)
-        fsm_mvout(which, C + (i * DIM * C_stride + j * DIM) * esize,
-                  acc_addr(c_row, false) | (full_C ? FULL_READ_BIT : 0), cols, rows, C_stride * esize, act);
+  if (resadd) {   /* C = A + B through the accumulator: A overwrites, B accumulates, then stores */
+    uint32_t base = (uint32_t)(slot * half_acc);
+    for (int pass = 0; pass < 2; pass++) {
+      uint64_t src = pass ? B : A, stride = pass ? sB : sA;
+      if (!src) continue;
+      for (uint64_t i = 0; i < I; i++)
+        for (uint64_t j = 0; j < J; j += min64(J, mb)) {
+          uint64_t blocks = min64(min64(J, mb), J - j);
+          fsm_mvin(which, pass, src + (i * stride + j) * DIM, acc_addr(base + (uint32_t)((i * J + j) * DIM), pass, 0),
+                   (uint32_t)(blocks * DIM - (j + blocks >= J ? padJ : 0)), (uint32_t)(DIM - (i == I - 1 ? padI : 0)));
+        }
     }
+    fsm_sync(Q_ST, Q_LD);
+    for (uint64_t j = 0; C && j < J; j += min64(J, mb))
+      for (uint64_t i = 0; i < I; i++) {
+        uint64_t blocks = min64(min64(J, mb), J - j);
+        fsm_mvout(which, C + (i * sC + j) * DIM, acc_addr(base + (uint32_t)((i * J + j) * DIM), 0, 0),
+                  (uint32_t)(blocks * DIM - (j + blocks >= J ? padJ : 0)), (uint32_t)(DIM - (i == I - 1 ? padI : 0)));
+      }
+    op_loop_end(which);
+    return;
   }
-  spad_half ^= 1;
-  acc_holds_partial = C == 0;
-  if (C) acc_half ^= 1;
-}
 
-void fsm_loop_conv(const loop_conv_args_t *args) {
-  const int which = 2;
-  int batch = args->batch, in_dim = args->in_dim, cin = args->cin, cout = args->cout;
-  int out_dim = args->out_dim, kd = args->kd, act = args->act;
-  uint64_t input = args->input, weights = args->weights, bias = args->bias, output = args->output;
-  if (batch < 1 || kd < 1 || out_dim < 1 || batch > 1 << 16 || out_dim > 1 << 16 || cin > 1 << 16 || cout > 1 << 16)
-    sim_fail("batch, kernel_dim, out_dim and channel counts must be positive and plausible");
-  if (in_dim != out_dim + kd - 1)
-    sim_fail("in_dim=%d must equal out_dim + kernel_dim - 1 = %d (input already padded, stride 1)",
-             in_dim, out_dim + kd - 1);
-  if (cin % DIM || cout % DIM) sim_fail("in_channels and out_channels must be multiples of %d", DIM);
-  if (kd + DIM - 1 > 2 * DIM) sim_fail("kernel_dim=%d is too large for the simulated LoopConv", kd);
-  if (!input || !weights || !output) sim_fail("input, weights and output must not be NULL");
-  if (act != NO_ACTIVATION && act != RELU) sim_fail("act=%d (use NO_ACTIVATION or RELU)", act);
+  uint32_t a_start, b_start;
+  regions(slot, a->a_spad_id, a->b_spad_id, I * K * DIM, K * J * DIM, &a_start, &b_start, "A", "B");
+  uint32_t d_start = (uint32_t)(ws_d_half * half_acc), c_start = (uint32_t)(ws_c_half * half_acc);
+  uint32_t st_start = (uint32_t)(ws_st_half * half_acc);
+  if (C) ws_d_half ^= 1, ws_c_half ^= 1, ws_st_half ^= 1;   /* each switches after a loop that stores */
+  uint64_t mbA = min64(a->a_t ? I : K, mb), mbB = min64(a->b_t ? K : J, mb);
 
-  int nct = cin / DIM, nkt = cout / DIM, seg = DIM + kd - 1;
-  int64_t half = g_cfg.spad_rows / 2;
-  int64_t per_kt = (int64_t)kd * kd * cin; /* weight rows for one 16-channel output tile */
-  int kc = (int)(half / per_kt);
-  if (kc < 1) sim_fail("weights of one output-channel tile (%lld rows) exceed half the scratchpad",
-                       (long long)per_kt);
-  if (kc > nkt) kc = nkt;
-  while (nkt % kc) kc--;
-  int slot_rows = kd * nct * seg;
-  int nslots = (int)(half / slot_rows);
-  if (nslots < 1) sim_fail("one input slot (%d rows) exceeds half the scratchpad", slot_rows);
-  if (kc * DIM * 2 > g_cfg.acc_rows) sim_fail("output tiles exceed the accumulator");
-
-  op_loop_call(which);
-  exconf_t ex = {WEIGHT_STATIONARY, act, 1, false, false};
-  int iter = 0;
-  for (int kb = 0; kb < nkt / kc; kb++) {
-    for (int r = 0; r < kd; r++)
-      for (int s = 0; s < kd; s++)
-        for (int ct = 0; ct < nct; ct++)
-          for (int k0 = 0; k0 < kc; k0 += 4) {
-            int ntile = kc - k0 < 4 ? kc - k0 : 4;
-            fsm_mvin(which, weights + ((uint64_t)(r * kd + s) * cin + ct * DIM) * cout + (kb * kc + k0) * DIM,
-                     (uint32_t)((((r * kd + s) * nct + ct) * kc + k0) * DIM), ntile * DIM, DIM, cout, DIM);
-          }
-    for (int n = 0; n < batch; n++)
-      for (int p = 0; p < out_dim; p++)
-        for (int q0 = 0; q0 < out_dim; q0 += DIM, iter++) {
-          uint32_t rows = out_dim - q0 < DIM ? out_dim - q0 : DIM;
-          uint32_t slot = (uint32_t)(half + (iter % nslots) * slot_rows);
-          uint32_t acc0 = (uint32_t)((iter % 2) * (g_cfg.acc_rows / 2));
-          uint32_t in_rows = rows + kd - 1;
-          for (int r = 0; r < kd; r++)
-            for (int c0 = 0; c0 < nct; c0 += 4) {
-              int ntile = nct - c0 < 4 ? nct - c0 : 4;
-              uint64_t src = input + (((uint64_t)n * in_dim + p + r) * in_dim + q0) * cin + c0 * DIM;
-              uint32_t dst = slot + (r * nct + c0) * seg;
-              for (uint32_t done = 0; done < in_rows; done += DIM) {
-                uint32_t part = in_rows - done < DIM ? in_rows - done : DIM;
-                fsm_mvin(which, src + (uint64_t)done * cin, dst + done, ntile * DIM, part, cin, seg);
-              }
-            }
-          for (int kt = 0; kt < kc && bias; kt++) {
-            fsm_mvin(which, bias + (uint64_t)(kb * kc + kt) * DIM * sizeof(acc_t), acc_addr(acc0 + kt * DIM, false),
-                     DIM, rows, 0, DIM);
-          }
-          for (int r = 0; r < kd; r++)
-            for (int s = 0; s < kd; s++)
-              for (int ct = 0; ct < nct; ct++)
-                for (int kt = 0; kt < kc; kt++) {
-                  bool accumulate = bias || r || s || ct;
-                  uint32_t w = (uint32_t)((((r * kd + s) * nct + ct) * kc + kt) * DIM);
-                  fsm_preload(which, &ex, w, acc_addr(acc0 + kt * DIM, accumulate), DIM, DIM, DIM, rows);
-                  fsm_compute(which, &ex, slot + (r * nct + ct) * seg + s, DIM, rows);
-                }
-          for (int kt = 0; kt < kc; kt++) {
-            fsm_mvout(which, output + (((uint64_t)n * out_dim + p) * out_dim + q0) * cout + (kb * kc + kt) * DIM,
-                      acc_addr(acc0 + kt * DIM, false), DIM, rows, cout, act);
+  uint64_t mbD = min64(J, a->low_d ? mb : mb_acc);   /* ldD: j blocks, then i */
+  for (uint64_t j = 0; D && j < J; j += mbD)
+    for (uint64_t i = 0; i < I; i++) {
+      uint64_t blocks = min64(mbD, J - j);
+      fsm_mvin(which, 2, D + (i * sD + j) * DIM * (a->low_d ? 1 : 4), acc_addr(d_start + (uint32_t)((i * J + j) * DIM), 0, 0),
+               (uint32_t)(blocks * DIM - (j + blocks >= J ? padJ : 0)), (uint32_t)(DIM - (i == I - 1 ? padI : 0)));
+    }
+  for (uint64_t k = 0; k < K; k++)
+    for (uint64_t j = 0; j < J; j++)
+      for (uint64_t i = 0; i < I; i++) {
+        /* the loads this step needs, as ldA/ldB issue them (up to 4 blocks per mvin) */
+        if (A && j == 0 && !a->a_t && k % mbA == 0) {
+          uint64_t blocks = min64(mbA, K - k);
+          fsm_mvin(which, 0, A + (i * sA + k) * DIM, a_start + (uint32_t)((i * K + k) * DIM),
+                   (uint32_t)(blocks * DIM - (k + blocks >= K ? padK : 0)), (uint32_t)(DIM - (i == I - 1 ? padI : 0)));
+        } else if (A && j == 0 && a->a_t && i % mbA == 0) {
+          uint64_t blocks = min64(mbA, I - i);
+          fsm_mvin(which, 0, A + (k * sA + i) * DIM, a_start + (uint32_t)((k * I + i) * DIM),
+                   (uint32_t)(blocks * DIM - (i + blocks >= I ? padI : 0)), (uint32_t)(DIM - (k == K - 1 ? padK : 0)));
+        }
+        if (B && i == 0 && !a->b_t && j % mbB == 0) {
+          uint64_t blocks = min64(mbB, J - j);
+          fsm_mvin(which, 1, B + (k * sB + j) * DIM, b_start + (uint32_t)((k * J + j) * DIM),
+                   (uint32_t)(blocks * DIM - (j + blocks >= J ? padJ : 0)), (uint32_t)(DIM - (k == K - 1 ? padK : 0)));
+        } else if (B && i == 0 && a->b_t && j == 0 && k % mbB == 0) {
+          for (uint64_t jj = 0; jj < J; jj++) {
+            uint64_t blocks = min64(mbB, K - k);
+            fsm_mvin(which, 1, B + (jj * sB + k) * DIM, b_start + (uint32_t)((jj * K + k) * DIM),
+                     (uint32_t)(blocks * DIM - (k + blocks >= K ? padK : 0)), (uint32_t)(DIM - (jj == J - 1 ? padJ : 0)));
           }
         }
+        if (D && k == 0 && j == 0 && i == 0) fsm_sync(Q_EX, Q_LD);   /* ex waits for every D load */
+        uint32_t a_rows = (uint32_t)(DIM - (i == I - 1 ? padI : 0)), a_cols = (uint32_t)(DIM - (k == K - 1 ? padK : 0));
+        uint32_t b_cols = (uint32_t)(DIM - (j == J - 1 ? padJ : 0));
+        uint64_t a_tile = a->a_t ? k * I + i : i * K + k, b_tile = a->b_t ? j * K + k : k * J + j;
+        fsm_preload(which, i == 0 ? b_start + (uint32_t)(b_tile * DIM) : GARBAGE_ADDR,
+                    acc_addr(c_start + (uint32_t)((i * J + j) * DIM), a->ex_accumulate || k, 0), b_cols, a_cols,
+                    b_cols, a_rows);
+        fsm_compute(which, i != 0, a_start + (uint32_t)(a_tile * DIM), GARBAGE_ADDR, a_cols, a_rows, DIM, DIM);
+        /* stC: a block of tiles once the last compute of its last tile is issued */
+        uint64_t mbC = a->full_c ? 1 : min64(J, mb);
+        if (C && k == K - 1 && ((j + 1) % mbC == 0 || j == J - 1)) {
+          uint64_t j0 = j - j % mbC, blocks = j - j0 + 1;
+          fsm_mvout(which, C + (i * sC + j0) * DIM * (a->full_c ? 4 : 1),
+                    acc_addr(st_start + (uint32_t)((i * J + j0) * DIM), 0, a->full_c),
+                    (uint32_t)(blocks * DIM - (j0 + blocks >= J ? padJ : 0)), a_rows);
+        }
+      }
+  op_loop_end(which);
+}
+
+/* ---- LoopConv ------------------------------------------------------------------------------------ */
+void fsm_loop_conv(const loop_conv_args_t *a) {
+  const int which = 2;
+  if (a->batch_size < 1 || a->in_row_dim < 1 || a->in_col_dim < 1 || a->in_channels < 1 || a->out_channels < 1 ||
+      a->batches < 1 || a->porows < 1 || a->pocols < 1 || a->pochs < 1 || a->krows < 1 || a->kcols < 1 ||
+      a->kchs < 1 || a->stride < 1 || a->kernel_dilation < 1 || a->orows < 1 || a->ocols < 1 || a->in_stride < 1 ||
+      a->weight_stride < 1 || a->out_stride < 1 || a->lpad < 0 || a->rpad < 0 || a->upad < 0 || a->dpad < 0)
+    sim_fail("gemmini_loop_conv_ws: sizes, strides and tile counts must be positive and pads not negative");
+  if (!a->no_pool) sim_fail("gemmini_loop_conv_ws: max-pooling is not modelled (pass no_pool)");
+  if (a->downsample || a->input_dilated || a->wrot180 || a->trans_output_1203 || a->trans_weight_1203 ||
+      a->trans_weight_0132 || a->trans_input_3120 || a->dw)
+    sim_fail("gemmini_loop_conv_ws: downsample, input dilation, wrot180, the transposed layouts and depthwise "
+             "convolutions are not modelled");
+  if (a->max_pixels_per_row > 1) sim_fail("gemmini_loop_conv_ws: max_pixels_per_row > 1 (pixel repeats) is not modelled");
+  if (a->act != NO_ACTIVATION && a->act != RELU) sim_fail("act=%d is not modelled; use NO_ACTIVATION or RELU", a->act);
+  uint64_t batches = (uint64_t)a->batches, orows = (uint64_t)a->orows, ocols = (uint64_t)a->ocols;
+  uint64_t ochs = (uint64_t)a->pochs, kchs = (uint64_t)a->kchs, krows = (uint64_t)a->krows, kcols = (uint64_t)a->kcols;
+  uint64_t kdil = (uint64_t)a->kernel_dilation, stride = (uint64_t)a->stride;
+  uint64_t dkr = krows + (kdil - 1) * (krows - 1), dkc = kcols + (kdil - 1) * (kcols - 1);
+  uint64_t irows = orows * stride + dkr - 1, icols = ocols * stride + dkc - 1;
+  if (irows < (uint64_t)(a->upad + a->dpad) || icols < (uint64_t)(a->lpad + a->rpad))
+    sim_fail("gemmini_loop_conv_ws: the padding is larger than the input tile");
+  int64_t irows_unpadded = (int64_t)irows - a->upad - a->dpad, icols_unpadded = (int64_t)icols - a->lpad - a->rpad;
+  uint64_t in_spad_stride = batches * irows * icols, w_spad_stride = krows * kcols * kchs;
+  uint64_t bias_stride = batches * orows * ocols;
+  uint64_t in_banks = (kchs + DIM - 1) / DIM, out_banks = (ochs + DIM - 1) / DIM;
+  uint64_t half_acc = (uint64_t)g_cfg.acc_rows / 2;
+  if (out_banks * bias_stride > half_acc)
+    sim_fail("gemmini_loop_conv_ws: the output tile needs %llu accumulator rows; a loop may use half (%llu)",
+             (unsigned long long)(out_banks * bias_stride), (unsigned long long)half_acc);
+  int slot = conv_slot;
+  conv_slot ^= 1;
+  uint32_t a_start, b_start;
+  regions(slot, a->a_spad_id, a->b_spad_id, in_banks * in_spad_stride, out_banks * w_spad_stride, &a_start, &b_start,
+          "the input tile", "the weights tile");
+  uint32_t bias_start = (uint32_t)(cv_bias_half * half_acc), c_start = (uint32_t)(cv_c_half * half_acc);
+  uint32_t st_start = (uint32_t)(cv_st_half * half_acc);
+  if (a->output) cv_bias_half ^= 1, cv_c_half ^= 1, cv_st_half ^= 1;
+  op_loop_call(which);
+  uint64_t mc = min64(kchs, DIM * MAX_BLOCK_LEN), mcw = min64(ochs, DIM * MAX_BLOCK_LEN);
+
+  if (a->bias) {   /* bias (or zeros with no_bias) broadcast into every output row: the first k-tile */
+    fsm_config_ld(which, 2, &(ldconf_t){0, 1.0f, false, (uint32_t)bias_stride, 1});
+    for (uint64_t b = 0; b < batches; b++)
+      for (uint64_t orow = 0; orow < orows; orow++)
+        for (uint64_t ocol = 0; ocol < ocols; ocol += DIM)
+          for (uint64_t och = 0; och < ochs; och += DIM)
+            fsm_mvin(which, 2, a->no_bias ? 0 : a->bias + och * 4,
+                     acc_addr(bias_start + (uint32_t)((och / DIM) * bias_stride + b * orows * ocols + orow * ocols + ocol), 0, 0),
+                     (uint32_t)min64(DIM, ochs - och), (uint32_t)min64(DIM, ocols - ocol));
   }
+  if (a->weights) {
+    fsm_config_ld(which, 1, &(ldconf_t){(uint64_t)a->weight_stride, 1.0f, false, (uint32_t)w_spad_stride, 1});
+    for (uint64_t och = 0; och < ochs; och += mcw)
+      for (uint64_t krow = 0; krow < krows; krow++)
+        for (uint64_t kcol = 0; kcol < kcols; kcol++)
+          for (uint64_t kch = 0; kch < kchs; kch += DIM)
+            fsm_mvin(which, 1, a->weights + ((krow * a->kernel_dim + kcol) * a->in_channels + kch) * a->weight_stride + och,
+                     b_start + (uint32_t)((och / DIM) * w_spad_stride + krow * kcols * kchs + kcol * kchs + kch),
+                     (uint32_t)min64(mcw, ochs - och), (uint32_t)min64(DIM, kchs - kch));
+  }
+  if (a->input) {   /* padding rows and columns are zero mvins (DRAM address 0) */
+    fsm_config_ld(which, 0, &(ldconf_t){(uint64_t)a->in_stride, 1.0f, false, (uint32_t)in_spad_stride, 1});
+    for (uint64_t b = 0; b < batches; b++)
+      for (int64_t irow = -a->upad; irow < irows_unpadded + a->dpad; irow++)
+        for (int64_t icol = -a->lpad; icol < icols_unpadded + a->rpad;) {
+          int64_t n = icol < 0 ? -icol : icol >= icols_unpadded ? icols_unpadded + a->rpad - icol : icols_unpadded - icol;
+          n = n < DIM ? n : DIM;
+          bool zeros = irow < 0 || irow >= irows_unpadded || icol < 0 || icol >= icols_unpadded;
+          for (uint64_t ich = 0; ich < kchs; ich += mc) {
+            uint64_t dram = zeros ? 0 : a->input + ((b * a->in_row_dim + (uint64_t)irow) * a->in_col_dim + (uint64_t)icol) * a->in_stride + ich;
+            fsm_mvin(which, 0, dram, a_start + (uint32_t)((ich / DIM) * in_spad_stride + b * irows * icols +
+                                                          (uint64_t)(irow + a->upad) * icols + (uint64_t)(icol + a->lpad)),
+                     (uint32_t)min64(mc, kchs - ich), (uint32_t)n);
+          }
+          icol += n;
+        }
+  }
+  fsm_sync(Q_EX, Q_LD);   /* the conv FSM computes once all loads of the loop are issued */
+  for (uint64_t och = 0; och < ochs; och += DIM)
+    for (uint64_t krow = 0; krow < krows; krow++)
+      for (uint64_t kcol = 0; kcol < kcols; kcol++)
+        for (uint64_t kch = 0; kch < kchs; kch += DIM) {
+          bool new_weights = true;
+          for (uint64_t b = 0; b < batches; b++)
+            for (uint64_t orow = 0; orow < orows; orow++)
+              for (uint64_t ocol = 0; ocol < ocols; ocol += DIM) {
+                uint64_t irow = orow * stride + krow * kdil, icol = ocol * stride + kcol * kdil;
+                uint32_t I = (uint32_t)min64(DIM, ocols - ocol), J = (uint32_t)min64(DIM, ochs - och);
+                uint32_t K = (uint32_t)min64(DIM, kchs - kch);
+                uint32_t b_addr = b_start + (uint32_t)((och / DIM) * w_spad_stride + krow * kcols * kchs + kcol * kchs + kch);
+                fsm_preload(which, new_weights ? b_addr : GARBAGE_ADDR,
+                            acc_addr(c_start + (uint32_t)((och / DIM) * bias_stride + b * orows * ocols + orow * ocols + ocol), 1, 0),
+                            J, K, J, I);
+                fsm_compute(which, !new_weights,
+                            a_start + (uint32_t)((kch / DIM) * in_spad_stride + b * irows * icols + irow * icols + icol),
+                            GARBAGE_ADDR, K, I, J, I);
+                new_weights = false;
+              }
+        }
+  fsm_sync(Q_ST, Q_EX);   /* ... and stores once every compute is issued */
+  for (uint64_t b = 0; a->output && b < batches; b++)
+    for (uint64_t orow = 0; orow < orows; orow++)
+      for (uint64_t ocol = 0; ocol < ocols; ocol += DIM)
+        for (uint64_t och = 0; och < ochs; och += DIM)
+          fsm_mvout(which, a->output + ((b * a->out_row_dim + orow) * a->out_col_dim + ocol) * a->out_stride + och,
+                    acc_addr(st_start + (uint32_t)((och / DIM) * bias_stride + b * orows * ocols + orow * ocols + ocol), 0, 0),
+                    (uint32_t)min64(DIM, ochs - och), (uint32_t)min64(DIM, ocols - ocol));
+  op_loop_end(which);
 }

@@ -46,15 +46,14 @@ void job_read(int fd, void *dst, size_t n) {
   }
 }
 
+#define FIELD(name) {#name, &g_cfg.name}
 static const struct { const char *name; int64_t *field; } cfg_fields[] = {
-  {"spad_rows", &g_cfg.spad_rows}, {"spad_banks", &g_cfg.spad_banks}, {"acc_rows", &g_cfg.acc_rows},
-  {"dma_beat_bytes", &g_cfg.dma_beat_bytes}, {"dma_latency", &g_cfg.dma_latency},
-  {"dma_inflight_bytes", &g_cfg.dma_inflight_bytes}, {"ld_rs", &g_cfg.ld_rs}, {"ex_rs", &g_cfg.ex_rs},
-  {"st_rs", &g_cfg.st_rs}, {"cpu_issue_cycles", &g_cfg.cpu_issue_cycles},
-  {"config_cycles", &g_cfg.config_cycles}, {"unfused_preload_cycles", &g_cfg.unfused_preload_cycles},
-  {"min_compute_cycles", &g_cfg.min_compute_cycles}, {"array_latency", &g_cfg.array_latency},
-  {"fsm_issue_cycles", &g_cfg.fsm_issue_cycles}, {"loop_issue_instrs", &g_cfg.loop_issue_instrs},
-  {"max_instructions", &g_cfg.max_instructions},
+  FIELD(spad_rows), FIELD(spad_banks), FIELD(acc_rows), FIELD(acc_banks), FIELD(dma_beat_bytes), FIELD(dma_max_bytes),
+  FIELD(dma_inflight_reqs), FIELD(dma_inflight_cmds), FIELD(dma_latency), FIELD(ld_rs), FIELD(ex_rs), FIELD(st_rs),
+  FIELD(cpu_issue_cycles), FIELD(config_cycles), FIELD(min_rows), FIELD(spad_read_delay), FIELD(mesh_output_delay),
+  FIELD(acc_latency), FIELD(tile_latency), FIELD(mvin_scale_latency), FIELD(acc_scale_latency),
+  FIELD(loop_ws_commands), FIELD(loop_conv_commands), FIELD(concurrent_loops), FIELD(fsm_start_cycles),
+  FIELD(max_instructions),
 };
 
 void job_read_header(int fd, job_t *job) {
@@ -70,7 +69,7 @@ void job_read_header(int fd, job_t *job) {
       for (i = 0; i < sizeof cfg_fields / sizeof *cfg_fields; i++)
         if (!strcmp(cfg_fields[i].name, key)) { *cfg_fields[i].field = v; break; }
       if (i == sizeof cfg_fields / sizeof *cfg_fields) harness_fail("unknown timing parameter in job");
-      if (v <= 0) harness_fail("timing parameters must be positive");
+      if (v < 0 || (v == 0 && strcmp(key, "tile_latency"))) harness_fail("timing parameters must be positive");
     } else if (sscanf(line, "arg %7s %lld", mode, &v) == 2 && job->nargs < MAX_ARGS && v > 0) {
       job->is_input[job->nargs] = !strcmp(mode, "in");
       job->bytes[job->nargs++] = (size_t)v;

@@ -32,107 +32,107 @@
 #define FD_TIMING 8
 #define FD_KERNEL_IN 9
 
-void op_config_ex(void);
+/* ---- configuration state: what config_ex / config_ld / config_st set, as Gemmini holds it ---- */
+exconf_t g_ex;
+ldconf_t g_ld[3];
+stconf_t g_st;
 
-/* Bytes a row of this move touches in DRAM, or 0 when the dimensions are invalid (the model reports it). */
-static uint64_t row_bytes(uint32_t local, uint32_t cols, int mvout) {
-  int acc = local != GARBAGE_ADDR && (local >> 31);
-  if (cols == 0 || cols > DIM * MAX_BLOCK_LEN) return 0;
-  return (uint64_t)cols * (acc && (!mvout || (local >> 29 & 1)) ? 4 : 1);
+/* State at the start of every solution() call (documented in prompts/gemmini-sim/isa.md). */
+static void reset_config(void) {
+  g_ex = (exconf_t){WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1.0f, 1, 1, false, false};
+  for (int i = 0; i < 3; i++) g_ld[i] = (ldconf_t){0, 1.0f, false, DIM, 1};
+  g_st = (stconf_t){0, NO_ACTIVATION, 1.0f};
 }
 
-/* An mvin of the replayer's view of DRAM: a problem array, zeros, or memory outside the arrays, where
- * bytes an earlier mvout wrote come from here and the others from the kernel's copy (shipped). */
-static void replay_mvin(const rec_t *r) {
-  uint32_t cols = r->d[0], rows = r->d[1];
-  uint64_t rb = row_bytes(r->x0, cols, 0);
-  uint8_t shipped[MAX_MVIN_BYTES + sizeof(rec_t)];
-  size_t nshipped = 0;
-  if (r->flags & RF_DATA) {
-    rec_t head;
-    if (!stream_next(&head, STREAM_INSTR) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES)
-      sim_fail("malformed trace (mvin data)");
-    nshipped = head.d[0];
-    for (size_t off = 0; off < nshipped; off += sizeof(rec_t))
-      if (!stream_next((rec_t *)(shipped + off), STREAM_DATA)) sim_fail("malformed trace (mvin data)");
-  }
-  if (!r->dram || !rb || rows == 0 || rows > DIM) {   /* zeros, or invalid dims reported by the model */
-    op_mvin(NULL, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
-    return;
-  }
-  if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  for (uint32_t i = 0; i < rows; i++) dram_check_unfenced(r->dram + i * r->stride, rb);
-  uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
-  if (p) {
-    op_mvin(p, r->x0, cols, rows, r->stride, r->scale, r->x2, r->fsm);
-    return;
-  }
-  uint8_t tmp[MAX_MVIN_BYTES], kernel_bytes[MAX_MVIN_BYTES];
-  size_t n = rows * rb, from_kernel = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t addr = r->dram + (i / rb) * r->stride + i % rb;
-    kernel_bytes[i] = 0;
-    if (dram_mvout_byte(addr, &tmp[i])) continue;
-    if (nshipped != n)
-      sim_fail("reads DRAM at 0x%llx that is neither a problem array nor data written by an earlier mvout",
-               (unsigned long long)addr);
-    tmp[i] = kernel_bytes[i] = shipped[i];
-    from_kernel++;
-  }
-  if (from_kernel) dram_check_constant(instr_number(), kernel_bytes, n);
-  op_mvin(tmp, r->x0, cols, rows, rb, r->scale, r->x2, r->fsm);
+static const char *act_name(uint32_t act) {
+  static const char *names[] = {"NO_ACTIVATION", "RELU", "LAYERNORM", "IGELU", "SOFTMAX"};
+  return act < 5 ? names[act] : "an unknown activation";
 }
 
-static void replay_mvout(const rec_t *r) {
-  uint32_t cols = r->d[0], rows = r->d[1];
-  uint64_t rb = row_bytes(r->x0, cols, 1);
-  int act = r->flags & RF_RELU ? RELU : NO_ACTIVATION;
-  if (!r->dram || !rb || rows == 0 || rows > DIM || cols > DIM) {
-    op_mvout(r->dram ? (void *)1 : NULL, r->x0, cols, rows, r->stride, act, r->fsm);  /* reports the error */
-    return;
-  }
-  if (r->stride > (1ull << 40)) sim_fail("DRAM stride %llu is implausible", (unsigned long long)r->stride);
-  uint8_t *p = dram_in_region(r->dram, (rows - 1) * r->stride + rb);
-  if (p) {
-    op_mvout(p, r->x0, cols, rows, r->stride, act, r->fsm);
-  } else {
-    uint8_t tmp[DIM * DIM * 4];
-    op_mvout(tmp, r->x0, cols, rows, rb, act, r->fsm);
-    for (uint32_t i = 0; i < rows; i++) dram_write(r->dram + i * r->stride, tmp + i * rb, rb);
-  }
-  for (uint32_t i = 0; i < rows; i++) dram_note_mvout(r->dram + i * r->stride, rb, instr_number(), r->fsm);
+static int check_act(uint32_t act) {
+  if (act > RELU)
+    sim_fail("act=%u (%s) is not modelled: gemmini-sim supports NO_ACTIVATION and RELU", act, act_name(act));
+  return (int)act;
 }
 
-static exconf_t exconf_of(const rec_t *r) {
-  return (exconf_t){r->flags & RF_OS ? OUTPUT_STATIONARY : WEIGHT_STATIONARY, r->flags & RF_RELU ? RELU : NO_ACTIVATION,
-                    r->x2, (r->flags & RF_A_T) != 0, (r->flags & RF_B_T) != 0};
+static float check_scale(float scale) {
+  if (!isfinite(scale)) sim_fail("scale is not a finite number");
+  return scale;
 }
 
-/* ---- what the loop FSM issues (fsm.c runs here, from the recorded loop arguments) ---- */
+static void replay_config(const rec_t *r) {
+  switch (r->id) {
+  case Q_EX: {
+    if (r->x0 == 0 || r->x0 > 0xFFFF) sim_fail("A_stride=%u is out of range (1..65535)", r->x0);
+    if (r->x1 == 0 || r->x1 > 0xFFFF) sim_fail("C_stride=%u is out of range (1..65535)", r->x1);
+    g_ex.a_stride = r->x0;
+    g_ex.c_stride = r->x1;
+    if (!(r->flags & RF_SET_ONLY_STRIDES)) {
+      if (r->d[1] != OUTPUT_STATIONARY && r->d[1] != WEIGHT_STATIONARY)
+        sim_fail("dataflow=%u (use WEIGHT_STATIONARY or OUTPUT_STATIONARY)", r->d[1]);
+      if (r->x2 > 31) sim_fail("sys_shift=%u is out of range (0..31)", r->x2);
+      g_ex.dataflow = (int)r->d[1];
+      g_ex.act = check_act(r->d[0]);
+      g_ex.shift = r->x2;
+      g_ex.acc_scale = check_scale(r->scale);
+      g_ex.a_t = (r->flags & RF_A_T) != 0;
+      g_ex.b_t = (r->flags & RF_B_T) != 0;
+    }
+    op_config_ex();
+    break;
+  }
+  case Q_LD: {
+    if (r->d[0] > 2) sim_fail("id=%u (0 for mvin, 1 for mvin2, 2 for mvin3)", r->d[0]);
+    if (r->x2 > 0xFFFF) sim_fail("block stride %u is out of range (0..65535)", r->x2);
+    if (r->d[1] > 1) sim_fail("pixel_repeats=%u is not modelled (only 1)", r->d[1]);
+    g_ld[r->d[0]] = (ldconf_t){r->stride, check_scale(r->scale), (r->flags & RF_SHRUNK) != 0, r->x2, 1};
+    op_config(Q_LD, 0);
+    break;
+  }
+  case Q_ST:
+    if (r->d[1] || r->d[2] || r->d[3])
+      sim_fail("max-pooling on mvout (pool_stride/pool_size and the pooling dimensions) is not modelled");
+    g_st = (stconf_t){r->stride, check_act(r->d[0]), check_scale(r->scale)};
+    op_config(Q_ST, 0);
+    break;
+  default:
+    sim_fail("gemmini_config_norm (LayerNorm, Softmax and I-GELU statistics) is not modelled");
+  }
+}
+
+/* ---- what the loop FSMs issue (fsm.c runs here, from the recorded loop arguments) ---- */
 static const char *fsm_names[3] = {"", "gemmini_loop_ws", "gemmini_loop_conv_ws"};
 
-void fsm_mvin(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride,
-              uint32_t block_stride) {
-  op_begin("mvin", which);
-  replay_mvin(&(rec_t){.op = R_MVIN, .fsm = (uint8_t)which, .d = {cols, rows}, .x0 = local, .x2 = block_stride,
-                       .scale = 1.0f, .dram = dram, .stride = stride});
+void fsm_config_ld(int which, int id, const ldconf_t *ld) {
+  op_begin("config_ld", which);
+  g_ld[id] = *ld;   /* stays after the loop, as on the hardware */
+  op_config(Q_LD, which);
 }
 
-void fsm_mvout(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, uint64_t stride, int act) {
+void fsm_mvin(int which, int id, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows) {
+  static const char *names[3] = {"mvin", "mvin2", "mvin3"};
+  op_begin(names[id], which);
+  replay_mvin(dram, local, cols, rows, &g_ld[id], which, NULL, 0);
+}
+
+void fsm_mvout(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows) {
   op_begin("mvout", which);
-  replay_mvout(&(rec_t){.op = R_MVOUT, .fsm = (uint8_t)which, .flags = act == RELU ? RF_RELU : 0,
-                        .d = {cols, rows}, .x0 = local, .dram = dram, .stride = stride});
+  replay_mvout(dram, local, cols, rows, &g_st, which);
 }
 
-void fsm_preload(int which, const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc,
-                 uint32_t cr) {
+void fsm_preload(int which, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr) {
   op_begin("preload", which);
-  op_preload(ex, b, c, bc, br, cc, cr, which);
+  op_preload(&g_ex, b, c, bc, br, cc, cr, which);
 }
 
-void fsm_compute(int which, const exconf_t *ex, uint32_t a, uint32_t ac, uint32_t ar) {
-  op_begin("compute_preloaded", which);
-  op_compute(ex, false, a, GARBAGE_ADDR, ac, ar, DIM, DIM, which);
+void fsm_compute(int which, bool accumulated, uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc,
+                 uint32_t dr) {
+  op_begin(accumulated ? "compute_accumulated" : "compute_preloaded", which);
+  op_compute(&g_ex, accumulated, a, d, ac, ar, dc, dr, which);
+}
+
+void fsm_sync(int queue, int after_queue) {
+  if (g_timing_on) timing_fsm_sync(queue, after_queue);
 }
 
 static void read_payload(void *dst, size_t n) {
@@ -147,68 +147,71 @@ static void read_payload(void *dst, size_t n) {
 }
 
 /* Every field of a record the kernel process sent is checked before anything uses it: the kernel
- * can write any bytes into the trace pipe. Sizes (rows, cols) are checked by the functional model. */
+ * can write any bytes into the trace pipe. Sizes (rows, cols) are checked by the functional model,
+ * configuration fields when the configuration is applied. */
 static void check_record(const rec_t *r) {
-  static const uint8_t flags_allowed[] = {
-    [R_CONFIG] = RF_A_T | RF_B_T | RF_OS | RF_RELU, [R_MVIN] = RF_DATA, [R_MVOUT] = RF_RELU,
-    [R_PRELOAD] = RF_A_T | RF_B_T | RF_OS | RF_RELU, [R_COMPUTE] = RF_ACCUMULATED | RF_A_T | RF_B_T | RF_OS | RF_RELU,
-    [R_FENCE] = 0, [R_LOOP] = 0};
-  if (r->op < R_CONFIG || r->op > R_LOOP) sim_fail("malformed trace record (op %d)", r->op);
+  static const uint8_t flags_allowed[R_LAST + 1] = {
+    [R_CONFIG] = RF_A_T | RF_B_T | RF_OS | RF_SET_ONLY_STRIDES | RF_SHRUNK, [R_MVIN] = RF_DATA,
+    [R_COMPUTE] = RF_ACCUMULATED};
+  if (r->op < R_CONFIG || r->op > R_LAST || r->op == R_SET || r->op == R_BUF || r->op == R_END || r->op == R_DATA)
+    sim_fail("malformed trace record (op %d)", r->op);
   if (r->flags & ~flags_allowed[r->op]) sim_fail("malformed trace record (flags 0x%x)", r->flags);
   if (r->fsm) {
     char msg[200];
     snprintf(msg, sizeof msg, "instruction #%llu: malformed trace: only the replayer's loop FSM issues loop "
-             "instructions", (unsigned long long)instr_number() + 1);
+             "instructions", (unsigned long long)instr_number());
     harness_fail(msg);
   }
-  switch (r->op) {
-  case R_CONFIG: if (r->id >= NQ) sim_fail("malformed trace record (config queue %d)", r->id); break;
-  case R_MVIN:
-    if (r->id > 2) sim_fail("malformed trace record (mvin load state %d)", r->id);
-    if (!isfinite(r->scale)) sim_fail("scale is not a finite number");
-    if (r->x2 >= (uint64_t)g_cfg.spad_rows) sim_fail("block stride %u is out of range (0..%lld)", r->x2,
-                                                     (long long)g_cfg.spad_rows - 1);
-    break;
-  case R_PRELOAD:
-  case R_COMPUTE:
-    if (r->x2 == 0 || r->x2 >= (uint64_t)g_cfg.spad_rows)
-      sim_fail("A_stride=%u is out of range (1..%lld)", r->x2, (long long)g_cfg.spad_rows - 1);
-    break;
-  case R_LOOP: if (r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id); break;
-  }
+  if (r->op == R_CONFIG && r->id > Q_NORM) sim_fail("malformed trace record (config kind %d)", r->id);
+  if (r->op == R_MVIN && r->id > 2) sim_fail("malformed trace record (mvin load state %d)", r->id);
+  if (r->op == R_LOOP && r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id);
+  if (r->op == R_COUNTER && r->id > 1) sim_fail("malformed trace record (counter access %d)", r->id);
 }
 
 /* The name an instruction gets in messages, from fields used only if they are in range. */
 static const char *record_name(const rec_t *r) {
   static const char *mvins[3] = {"mvin", "mvin2", "mvin3"};
-  static const char *configs[NQ] = {"config_ld", "config_ex", "config_st"};
+  static const char *configs[] = {"config_ld", "config_ex", "config_st", "config_norm"};
   switch (r->op) {
-  case R_CONFIG: return r->id < NQ ? configs[r->id] : "config";
+  case R_CONFIG: return r->id <= Q_NORM ? configs[r->id] : "config";
   case R_MVIN: return r->id < 3 ? mvins[r->id] : "mvin";
   case R_MVOUT: return "mvout";
   case R_PRELOAD: return "preload";
   case R_COMPUTE: return r->flags & RF_ACCUMULATED ? "compute_accumulated" : "compute_preloaded";
   case R_FENCE: return "fence";
+  case R_FLUSH: return "flush";
+  case R_COUNTER: return r->id ? "read_cycles" : "counter";
   case R_LOOP: return r->id == 1 || r->id == 2 ? fsm_names[r->id] : "loop call";
   default: return "malformed record";
   }
 }
 
 static void replay_instruction(const rec_t *r) {
-  op_begin(record_name(r), 0);
+  if (r->op == R_COUNTER && r->id == 1) diag_context("read_cycles");   /* a CPU instruction, not Gemmini's */
+  else op_begin(record_name(r), 0);
   check_record(r);
-  exconf_t ex = exconf_of(r);
   switch (r->op) {
-  case R_CONFIG:
-    if (r->id == Q_EX) op_config_ex(); else op_config(r->id);
+  case R_CONFIG: replay_config(r); break;
+  case R_MVIN: {
+    uint8_t shipped[MAX_MVIN_BYTES + sizeof(rec_t)];
+    size_t nshipped = 0;
+    if (r->flags & RF_DATA) {
+      rec_t head;
+      if (!stream_next(&head, STREAM_INSTR) || head.op != R_DATA || head.d[0] > MAX_MVIN_BYTES)
+        sim_fail("malformed trace (mvin data)");
+      nshipped = head.d[0];
+      for (size_t off = 0; off < nshipped; off += sizeof(rec_t))
+        if (!stream_next((rec_t *)(shipped + off), STREAM_DATA)) sim_fail("malformed trace (mvin data)");
+    }
+    replay_mvin(r->dram, r->x0, r->d[0], r->d[1], &g_ld[r->id], 0, shipped, nshipped);
     break;
-  case R_MVIN: replay_mvin(r); break;
-  case R_MVOUT: replay_mvout(r); break;
-  case R_PRELOAD: op_preload(&ex, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0); break;
-  case R_COMPUTE:
-    op_compute(&ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0);
-    break;
+  }
+  case R_MVOUT: replay_mvout(r->dram, r->x0, r->d[0], r->d[1], &g_st, 0); break;
+  case R_PRELOAD: op_preload(&g_ex, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0); break;
+  case R_COMPUTE: op_compute(&g_ex, r->flags & RF_ACCUMULATED, r->x0, r->x1, r->d[0], r->d[1], r->d[2], r->d[3], 0); break;
   case R_FENCE: op_fence(); dram_fence(); break;
+  case R_FLUSH: op_flush(); break;
+  case R_COUNTER: answer_counter(r->id, r->stride); break;
   case R_LOOP:
     if (r->id == 1) {
       loop_ws_args_t a;
@@ -233,20 +236,24 @@ static void write_all(int fd, const void *p, size_t n, const char *why) {
   }
 }
 
+/* The first input set's statistics, as "key value" lines (hw_runners/gemmini_sim/feedback.py reads them). */
 static void write_stats(void) {
-  char b[4096];
+  char b[6144];
   const simstats_t *s = &g_stats;
   static const char *qn[NQ] = {"ld", "ex", "st"};
-  static const char *wn[NWAIT] = {"ld", "ex", "st", "dma"};
-  static const char *kn[NKIND] = {"config", "mvin", "mvout", "preload", "compute"};
-  int n = snprintf(b, sizeof b,
-                   "cycles %lld\ncpu_busy %lld\nfence_wait %lld\nfsm_instrs %lld\ninstrs %lld\nbytes_rd %lld\n"
-                   "bytes_wr %lld\nmacs %lld\nbank_conflicts %lld\nunfused_preloads %lld\nspad_rows_used %lld\n"
-                   "acc_rows_used %lld\n",
-                   (long long)s->cycles, (long long)s->cpu_busy, (long long)s->fence_wait, (long long)s->fsm_instrs,
-                   (long long)s->instrs, (long long)s->bytes_rd, (long long)s->bytes_wr, (long long)s->macs,
-                   (long long)s->bank_conflicts, (long long)s->unfused_preloads, (long long)s->spad_rows_used,
-                   (long long)s->acc_rows_used);
+  static const char *wn[NWAIT] = {"ld", "ex", "st", "dma", "port"};
+  static const char *kn[NKIND] = {"config", "mvin", "mvout", "preload", "compute", "flush"};
+  const struct { const char *name; int64_t value; } scalars[] = {
+    {"cycles", s->cycles}, {"cpu_busy", s->cpu_busy}, {"fence_wait", s->fence_wait}, {"loop_wait", s->loop_wait},
+    {"fsm_instrs", s->fsm_instrs}, {"instrs", s->instrs}, {"bytes_rd", s->bytes_rd}, {"bytes_wr", s->bytes_wr},
+    {"macs", s->macs}, {"bank_conflicts", s->bank_conflicts}, {"bank_wait_cycles", s->bank_wait_cycles},
+    {"port_wait_cycles", s->port_wait_cycles}, {"unfused_preloads", s->unfused_preloads},
+    {"rd_requests", s->requests[0]}, {"wr_requests", s->requests[1]}, {"dma_rd_busy", s->dma_busy[0]},
+    {"dma_wr_busy", s->dma_busy[1]}, {"loop_active_cycles", s->loop_active_cycles},
+    {"spad_rows_used", s->spad_rows_used}, {"acc_rows_used", s->acc_rows_used}};
+  int n = 0;
+  for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
+    n += snprintf(b + n, sizeof b - n, "%s %lld\n", scalars[i].name, (long long)scalars[i].value);
   for (int q = 0; q < NQ; q++) {
     n += snprintf(b + n, sizeof b - n, "busy_%s %lld\ncpu_stall_%s %lld\n", qn[q], (long long)s->busy[q], qn[q],
                   (long long)s->cpu_stall_full[q]);
@@ -254,6 +261,8 @@ static void write_stats(void) {
       n += snprintf(b + n, sizeof b - n, "wait_%s_%s %lld\n", qn[q], wn[w], (long long)s->wait[q][w]);
   }
   for (int k = 0; k < NKIND; k++) n += snprintf(b + n, sizeof b - n, "count_%s %lld\n", kn[k], (long long)s->count[k]);
+  diag_put(b);
+  sim_write_warnings(b, sizeof b);
   diag_put(b);
 }
 
@@ -314,6 +323,8 @@ int main(void) {
     }
     if (set == job.sets - 1) close(FD_KERNEL_IN);   /* the kernel process gets nothing more */
     stream_begin_set(set, hidden);
+    counters_begin_set(set, hidden);
+    reset_config();
     if (!hidden) read_array_table(&job, set, bases);
     for (int i = 0; i < job.nargs; i++) dram_set_region(i, bases[i], job.bytes[i], bufs[i]);
     dram_begin_set(set, job.nargs);
