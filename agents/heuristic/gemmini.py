@@ -122,8 +122,10 @@ def _best_fsm_block(d: dict) -> GemmSchedule:
                 s = GemmSchedule(mode="fsm", ti=ti, tj=tj, tk=tk)
                 if not s.fits(d):
                     continue
+                # in tile times (a tile computed, or loaded at full DMA rate): each call adds some pipeline
+                # time, and among equally fast blocks the one that moves less data wins
                 calls = (ni // ti) * (nj // tj) * (nk // tk)
-                cost = calls * max(ti * tj * tk, tk * (ti + tj))
+                cost = calls * (max(ti * tj * tk, tk * (ti + tj)) + 4) * 16 + calls * tk * (ti + tj)
                 if cost < best_cost or cost == best_cost and tk > best.tk:
                     best, best_cost = s, cost
     return best
@@ -141,7 +143,7 @@ def _describe(s: Schedule) -> str:
         return (f"CPU-issued blocks of {s.ti}x{s.tj}x{s.tk} tiles, {s.order} block order"
                 + (", " + ", ".join(flags) if flags else ""))
     if s.mode == "fsm":
-        return "the gemmini_loop_conv_ws hardware loop"
+        return "Gemmini's tiled_conv_auto on the gemmini_loop_conv_ws hardware loop"
     if not s.weight_resident:
         return "per-tap reloads of input and weight tiles (naive)"
     flags = [f for f in ("input_reuse", "double_buffer", "wide_mvin") if getattr(s, f)]

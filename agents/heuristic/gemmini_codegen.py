@@ -100,13 +100,18 @@ def _gemm_fsm(s: GemmSchedule) -> str:
 #define TK {s.tk}
 
 void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{
+  // the loop FSM loads A and B with load states 0 and 1 and stores with config_st
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_extended3_config_ld(K, MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended3_config_ld(J, MVIN_SCALE_IDENTITY, false, 1);
+  gemmini_extended_config_st(J, NO_ACTIVATION, ACC_SCALE_IDENTITY);
   for (size_t {outer} = 0; {outer} < {outer.upper()} / DIM; {outer} += T{outer.upper()})
     for (size_t {inner} = 0; {inner} < {inner.upper()} / DIM; {inner} += T{inner.upper()})
       for (size_t k = 0; k < K / DIM; k += TK) {{
         int last = k + TK == K / DIM;
         gemmini_loop_ws(TI, TJ, TK, 0, 0, 0, &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
                         last ? &C[i * DIM][j * DIM] : NULL, K, J, 0, J, false, false, false, false,
-                        k > 0, NO_ACTIVATION);
+                        k > 0, NO_ACTIVATION, 0, 0, false);
       }}
   fence();
 }}
@@ -211,9 +216,10 @@ void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{
 def _conv_fsm(s: ConvSchedule) -> str:
     return """void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
               int8_t output[4][P][P][K]) {
-  gemmini_loop_conv_ws(4, P + 2, C, K, P, 3, &inp[0][0][0][0], &weights[0][0][0][0], &bias[0][0],
-                       &output[0][0][0][0], NO_ACTIVATION);
-  fence();
+  // Gemmini's library tiles the convolution and runs every tile on the LoopConv FSM
+  tiled_conv_auto(4, P + 2, P + 2, C, K, P, P, 1, 1, 1, 0, 3, false, false, false, false, false,
+                  &inp[0][0][0][0], &weights[0][0][0][0], &bias[0][0], &output[0][0][0][0], NO_ACTIVATION,
+                  ACC_SCALE_IDENTITY, 0, 0, 0, WS);
 }
 """
 

@@ -14,8 +14,13 @@ _STALLS = [
     ("wait_ld_st", "loads waited for mvouts on rows they overwrite"),
     ("wait_st_ex", "stores waited for computes to finish their results (compute -> mvout dependency)"),
     ("wait_st_ld", "stores waited for mvins into the rows they read"),
-    ("wait_ld_dma", "loads were limited by DMA read bandwidth"),
+    ("wait_ld_dma", "loads waited for the DMA (at most 2 mvins and 16 row requests in flight)"),
     ("wait_st_dma", "stores were limited by DMA write bandwidth"),
+    ("wait_ex_port", "computes waited for mvin data being written into the scratchpad bank they read "
+                     "(single-ported banks: writes win)"),
+    ("wait_st_port", "mvouts waited for computes writing the accumulator bank they read"),
+    ("loop_wait", "the CPU waited for the loop FSMs (at most 2 loops at a time; other instructions wait until "
+                  "the loops have issued everything)"),
     ("cpu_stall_ld", "the CPU blocked on a full load queue"),
     ("cpu_stall_ex", "the CPU blocked on a full execute queue"),
     ("cpu_stall_st", "the CPU blocked on a full store queue"),
@@ -23,7 +28,8 @@ _STALLS = [
 ]
 
 
-def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg: TimingConfig) -> dict[str, Any]:
+def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg: TimingConfig,
+            warnings: list[str] = ()) -> dict[str, Any]:
     cycles = max(1, int(stats["cycles"]))
     compute_bound = macs / cfg.macs_per_cycle
     bw = cfg.dma_bytes_per_cycle
@@ -49,12 +55,14 @@ def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg
         "acc_kib_used": stats["acc_rows_used"] * DIM * 4 / 1024,
         "acc_kib_total": cfg.acc_rows * DIM * 4 / 1024,
         "instructions": {k: int(stats[f"count_{k}"]) for k in ("mvin", "mvout", "preload", "compute", "config")},
+        "dma_requests": {"read": int(stats.get("rd_requests", 0)), "write": int(stats.get("wr_requests", 0))},
         "fsm_instructions": int(stats["fsm_instrs"]),
         "bank_conflicts": int(stats["bank_conflicts"]),
         "unfused_preloads": int(stats["unfused_preloads"]),
         "macs_issued": int(stats["macs"]),
         "stalls": sorted(((key, stats[key] / cycles) for key, _ in _STALLS if stats.get(key)),
                          key=lambda kv: -kv[1]),
+        "warnings": list(warnings),
     }
     return m
 
@@ -85,6 +93,8 @@ def text(m: dict[str, Any]) -> str:
         lines.append(f"{m['bank_conflicts']:,} preload/compute pairs read A and B (or D) from the same "
                      "scratchpad bank and could not overlap (banks are 4096 rows each).")
     if m["unfused_preloads"]:
-        lines.append(f"{m['unfused_preloads']:,} preloads did not directly follow a compute and cost "
-                     f"{DIM} cycles each instead of overlapping.")
+        lines.append(f"{m['unfused_preloads']:,} preloads of weights could not overlap the previous compute and "
+                     f"cost {DIM} cycles each.")
+    for w in m["warnings"]:
+        lines.append(f"Warning: {w}.")
     return "\n".join(lines)

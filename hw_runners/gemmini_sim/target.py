@@ -200,7 +200,8 @@ class GemminiSim(Target):
             why = replay_error or replayed.describe(opts.run_limits)
             return EvalResult.failure("limit", f"replaying the kernel's instructions failed: {why}", **common)
 
-        m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing)
+        m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing,
+                             replay_verdict.get("warnings", [])[:8])
         result = EvalResult(correct=True, cycles=m["cycles"], utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["bound"], feedback=m,
                             feedback_text=feedback.text(m), **common)
@@ -288,6 +289,8 @@ def _parse_stats(path: Path, limit: int = 32 * 1024) -> tuple[dict[str, float], 
         key, _, value = line.partition(" ")
         if key in ("error", "crash"):
             verdict[key] = value
+        elif key == "warning":
+            verdict.setdefault("warnings", []).append(value[:240])
         elif key == "ok":
             verdict["ok"] = True
         elif key == "seccomp":

@@ -28,7 +28,8 @@ class TimingConfig:
     """sp_banks = 4 (GemminiConfigs.scala). Banks are single-ported for writes against reads
     (Scratchpad.scala: a bank being written cannot be read in that cycle; writes win)."""
     acc_rows: int = 1024
-    """Accumulator rows of DIM int32: acc_capacity = CapacityInKilobytes(64) with 64-byte rows."""
+    """Accumulator rows of DIM int32: acc_capacity = CapacityInKilobytes(64) with 64-byte rows
+    (GemminiConfigs.scala)."""
     acc_banks: int = 2
     """acc_banks = 2 (GemminiConfigs.scala); compute writes to a bank win over mvout reads of it
     (AccumulatorMem.scala)."""
@@ -55,9 +56,9 @@ class TimingConfig:
     ld_rs: int = 8
     """reservation_station_entries_ld = 8 (GemminiConfigs.scala; also the loop FSMs' max_lds)."""
     ex_rs: int = 16
-    """reservation_station_entries_ex = 16 (max_exs)."""
+    """reservation_station_entries_ex = 16 (GemminiConfigs.scala; the loop FSMs' max_exs)."""
     st_rs: int = 4
-    """reservation_station_entries_st = 4 (max_sts)."""
+    """reservation_station_entries_st = 4 (GemminiConfigs.scala; the loop FSMs' max_sts)."""
 
     # -- CPU and execute costs ---------------------------------------------------
     cpu_issue_cycles: int = 6
@@ -91,7 +92,8 @@ class TimingConfig:
     loop_ws_commands: int = 6
     """RoCC instructions per gemmini_loop_ws: 5 LOOP_WS_CONFIG_* and LOOP_WS (gemmini.h)."""
     loop_conv_commands: int = 7
-    """RoCC instructions per gemmini_loop_conv_ws: 6 LOOP_CONV_WS_CONFIG_* and LOOP_CONV_WS."""
+    """RoCC instructions per gemmini_loop_conv_ws: 6 LOOP_CONV_WS_CONFIG_* and LOOP_CONV_WS (gemmini.h;
+    LoopConv.scala decodes them)."""
     concurrent_loops: int = 2
     """concurrent_loops = 2 (LoopMatmul.scala, LoopConv.scala): a third loop's configuration waits
     until the oldest has issued its last instruction, and non-loop instructions wait until every

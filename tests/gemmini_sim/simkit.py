@@ -206,3 +206,41 @@ def cancel_prediction(p: Problem, residue: np.ndarray) -> np.ndarray:
     K, J = p.dims["K"], p.dims["J"]
     extra = sum(a[:, k:k + 16] @ residue.astype(np.int64) for k in range(0, K, 16))
     return sat8(a @ b + np.tile(extra, (1, J // 16)))
+
+
+# --------------------------------------------------------------------------- forged trace records
+# The kernel-side library's record layout (csrc/sim.h rec_t) and its emitter, which a kernel can declare
+# and call directly: a forged record is exactly what a hostile kernel can send the replayer.
+REC_DECLS = """
+typedef struct __attribute__((packed)) {
+  uint8_t op, fsm, flags, id; uint32_t d[4]; uint32_t x0, x1, x2; float scale; uint64_t dram, stride;
+} rec_t;
+void rec_emit(const rec_t *r);
+enum { R_CONFIG = 1, R_MVIN, R_MVOUT, R_PRELOAD, R_COMPUTE, R_FENCE };
+"""
+
+
+def forged(op: str, **fields) -> str:
+    """A C statement emitting one record: forged("R_MVIN", fsm=1, d="{16, 16}", x0=0, dram="(uintptr_t)&A[0][0]")."""
+    init = ", ".join(f".{k} = {v}" for k, v in fields.items())
+    return f"rec_emit(&(rec_t){{.op = {op}{', ' + init if init else ''}}});"
+
+
+# --------------------------------------------------------------------------- hardware loops
+# gemmini_loop_ws loads A, B and D with config_ld states 0, 1 and 2 (their row strides and scales) and
+# stores with config_st's stride and activation; its own strides only locate the tiles.
+LOOP_CONFIG = """
+  gemmini_extended3_config_ld(K, MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended3_config_ld(J, MVIN_SCALE_IDENTITY, false, 1);
+  gemmini_extended3_config_ld(J * sizeof(acc_t), MVIN_SCALE_IDENTITY, false, 2);
+  gemmini_extended_config_st(J, NO_ACTIVATION, ACC_SCALE_IDENTITY);
+"""
+
+
+def loop_ws(ti: str, tj: str, tk: str, a: str, b: str, d: str, c: str, pads: str = "0, 0, 0",
+            strides: str = "K, J, J, J", a_t: str = "false", b_t: str = "false", full_c: str = "false",
+            low_d: str = "false", ex_acc: str = "false", act: str = "NO_ACTIVATION", ids: str = "0, 0",
+            resadd: str = "false") -> str:
+    """A gemmini_loop_ws call with its 23 arguments, named."""
+    return (f"gemmini_loop_ws({ti}, {tj}, {tk}, {pads}, {a}, {b}, {d}, {c}, {strides}, {a_t}, {b_t}, {full_c}, "
+            f"{low_d}, {ex_acc}, {act}, {ids}, {resadd});")

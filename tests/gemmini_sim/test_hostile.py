@@ -26,8 +26,8 @@ import pytest
 from hw_runners import get_target
 from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
 from hw_runners.sandbox import Limits
-from .simkit import (NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
-                     mismatch_summary, naive_with, reference, sat8, stream_rule)
+from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
+                     forged, mismatch_summary, naive_with, reference, sat8, stream_rule)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -484,7 +484,7 @@ def test_hash_fork_kernel_is_correct_when_it_does_not_branch(hostile):
     assert _records(True) != _records(False) and _fnv1a(_records(True)) == _fnv1a(_records(False))
     assert_correct(hostile.evaluate(PROBLEM, gemm_kernel(HASH_FORK.replace("COND", "0"))))
     r = hostile.evaluate(PROBLEM, gemm_kernel(HASH_FORK.replace("COND", "1")))
-    assert_fails(r, "gemmini", "mvin #2: block stride 647892279 is out of range (0..16383)")
+    assert_fails(r, "gemmini", "config_ld #1: block stride 647892279 is out of range (0..65535)")
 
 
 def test_data_dependent_instructions_cannot_hide_behind_a_hash_collision(hostile):
@@ -494,32 +494,31 @@ def test_data_dependent_instructions_cannot_hide_behind_a_hash_collision(hostile
     assert_fails(r, "gemmini", stream_rule(odd.index(not odd[0]) + 1))
 
 
-# Primitive operations of the kernel-side library, linked with the kernel (sim.h is not includable).
-OP_DECLS = """
-typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
-void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, float scale,
-             uint32_t block_stride, int fsm);
-void op_mvout(void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, int act, int fsm);
-void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr, int fsm);
-void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc,
-                uint32_t dr, int fsm);
-"""
-# A hand-written schedule (all of A and B loaded once, one accumulator tile per output tile) issued
-# through the primitives, each instruction marked as issued by the CPU (0) or by a loop FSM (1).
+# A hand-written schedule (all of A and B loaded once, one accumulator tile per output tile) whose
+# records are written directly with the kernel-side library's rec_emit, each marked as issued by the CPU
+# (0) or by a loop FSM (1).
 OP_SCHEDULE = """
-  exconf_t ex = {WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false};
+  config_ld(K, 1.0f, DIM, 0);
+  config_ld(J, 1.0f, DIM, 1);
+  config_st(J);
   for (int i = 0; i < I; i += DIM)
-    for (int k = 0; k < K; k += DIM) op_mvin(&A[i][k], (i / DIM) * K + k, DIM, DIM, K, 1.0f, DIM, FSM);
+    for (int k = 0; k < K; k += DIM)
+      rec_emit(&(rec_t){.op = R_MVIN, .fsm = FSM, .id = 0, .d = {DIM, DIM}, .x0 = (i / DIM) * K + k,
+                        .dram = (uintptr_t)&A[i][k]});
   for (int k = 0; k < K; k += DIM)
-    for (int j = 0; j < J; j += DIM) op_mvin(&B[k][j], 2 * BANK_ROWS + (k / DIM) * J + j, DIM, DIM, J, 1.0f, DIM, FSM);
+    for (int j = 0; j < J; j += DIM)
+      rec_emit(&(rec_t){.op = R_MVIN, .fsm = FSM, .id = 1, .d = {DIM, DIM}, .x0 = 2 * BANK_ROWS + (k / DIM) * J + j,
+                        .dram = (uintptr_t)&B[k][j]});
   for (int i = 0; i < I; i += DIM)
     for (int j = 0; j < J; j += DIM) {
       uint32_t acc = ACC_ADDR_BIT | ((i / DIM) * (J / DIM) + j / DIM) * DIM;
       for (int k = 0; k < K; k += DIM) {
-        op_preload(&ex, 2 * BANK_ROWS + (k / DIM) * J + j, acc | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM, FSM);
-        op_compute(&ex, false, (i / DIM) * K + k, GARBAGE_ADDR, DIM, DIM, DIM, DIM, FSM);
+        rec_emit(&(rec_t){.op = R_PRELOAD, .fsm = FSM, .d = {DIM, DIM, DIM, DIM},
+                          .x0 = 2 * BANK_ROWS + (k / DIM) * J + j, .x1 = acc | (k ? ACCUMULATE_BIT : 0)});
+        rec_emit(&(rec_t){.op = R_COMPUTE, .fsm = FSM, .d = {DIM, DIM, DIM, DIM}, .x0 = (i / DIM) * K + k,
+                          .x1 = GARBAGE_ADDR});
       }
-      op_mvout(&C[i][j], acc, DIM, DIM, J, NO_ACTIVATION, FSM);
+      rec_emit(&(rec_t){.op = R_MVOUT, .fsm = FSM, .d = {DIM, DIM}, .x0 = acc, .dram = (uintptr_t)&C[i][j]});
     }
 """
 
@@ -528,18 +527,18 @@ def test_kernel_cannot_claim_loop_fsm_timing_for_its_own_schedule(hostile):
     # Only the replayer's loop FSM issues FSM instructions: a record with the fsm flag from the kernel
     # process is rejected, whatever it contains.
     p = gemm(64, 64, 64)
-    cpu = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "0"), OP_DECLS))
+    cpu = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "0"), REC_DECLS))
     assert_correct(cpu)
     assert cpu.feedback["fsm_instructions"] == 0
-    claimed = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "1"), OP_DECLS))
+    claimed = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "1"), REC_DECLS))
     assert_fails(claimed, "gemmini", "malformed trace: only the replayer's loop FSM issues loop instructions")
     assert claimed.cycles is None
 
 
 def test_kernel_cannot_mark_a_single_instruction_as_fsm_issued(hostile):
     # One fsm=1 mvout at the very end of an otherwise honest kernel is enough to be rejected.
-    r = hostile.evaluate(PROBLEM, naive_with(after="  op_mvout(&C[0][0], ACC_ADDR_BIT, DIM, DIM, J, NO_ACTIVATION, 2);\n",
-                                             prelude=OP_DECLS))
+    mvout = forged("R_MVOUT", fsm=2, d="{DIM, DIM}", x0="ACC_ADDR_BIT", dram="(uintptr_t)&C[0][0]")
+    r = hostile.evaluate(PROBLEM, naive_with(after="  " + mvout + "\n", prelude=REC_DECLS))
     assert_fails(r, "gemmini", "only the replayer's loop FSM issues loop instructions")
 
 

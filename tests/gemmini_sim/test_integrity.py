@@ -25,8 +25,8 @@ import pytest
 
 from hw_runners import get_target
 from hw_runners.sandbox import Limits
-from .simkit import (NAIVE_BODY, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs, naive_with,
-                     reference)
+from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, forged, gemm, gemm_kernel, inputs,
+                     naive_with, reference)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -248,30 +248,25 @@ def test_a_flood_of_diagnostics_gives_a_small_result(judge):
 
 
 # --------------------------------------------------------------------------- forged trace records
-OP_DECLS = """
-typedef struct { int dataflow, act; uint32_t a_stride; bool a_t, b_t; } exconf_t;
-void op_mvin(const void *dram, uint32_t local, uint32_t cols, uint32_t rows, size_t stride, float scale,
-             uint32_t block_stride, int fsm);
-void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr, int fsm);
-void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc,
-                uint32_t dr, int fsm);
-"""
-
-
-@pytest.mark.parametrize("forged,message", [
-    # 15 * 0x11111112 wraps to 14 in 32 bits: the operand span looked tiny and the replayer read far outside
-    # the scratchpad
-    ("exconf_t ex = {WEIGHT_STATIONARY, NO_ACTIVATION, 0x11111112u, false, false};\n"
-     "  op_preload(&ex, BANK_ROWS, ACC_ADDR_BIT, DIM, DIM, DIM, DIM, 0);\n"
-     "  op_compute(&ex, false, 0, GARBAGE_ADDR, DIM, DIM, DIM, DIM, 0);", "A_stride=286331154 is out of range"),
-    ("op_mvin(&A[0][0], 0, DIM, DIM, K, __builtin_nanf(\"\"), DIM, 0);", "scale is not a finite number"),
-    ("op_mvin(&A[0][0], 0, DIM, DIM, K, __builtin_inff(), DIM, 0);", "scale is not a finite number"),
-    ("op_mvin(&A[0][0], 16, 64, DIM, K, 1.0f, 0xFFFFFFF0u, 0);", "block stride"),
-], ids=["a_stride_wraps", "nan_scale", "inf_scale", "block_stride_wraps"])
-def test_forged_trace_records_are_rejected(judge, forged, message):
-    r = judge.evaluate(P, naive_with(before="  " + forged + "\n", prelude=OP_DECLS))
+@pytest.mark.parametrize("statement,message", [
+    # A_stride, C_stride and block strides are 16-bit fields on the hardware; 15 * 0x11111112 wrapped to 14
+    # in 32 bits, and the old replayer read far outside the scratchpad
+    (forged("R_CONFIG", id=1, d="{0, 1}", x0="0x11111112u", x1=1), "A_stride=286331154 is out of range (1..65535)"),
+    ("gemmini_extended_config_ex(WEIGHT_STATIONARY, 0, 0, 0x11111112u, 0, 0);", "A_stride=286331154 is out of range"),
+    (forged("R_CONFIG", id=0, d="{0, 1}", x2=16, scale='__builtin_nanf("")'), "scale is not a finite number"),
+    ("config_ld(K, __builtin_inff(), DIM, 0);", "scale is not a finite number"),
+    (forged("R_CONFIG", id=0, d="{0, 1}", x2="0xFFFFFFF0u", scale="1.0f"), "block stride 4294967280 is out of range"),
+    (forged("R_CONFIG", id=2, d="{0, 9}", scale="1.0f"), "max-pooling on mvout"),
+    (forged("R_MVIN", id=7, d="{16, 16}", dram="(uintptr_t)&A[0][0]"), "malformed trace record (mvin load state 7)"),
+    (forged("R_MVIN", fsm=1, d="{16, 16}", dram="(uintptr_t)&A[0][0]"), "only the replayer's loop FSM issues"),
+    (forged("99"), "malformed trace record (op 99)"),
+    (forged("R_PRELOAD", flags=64, d="{16, 16, 16, 16}"), "malformed trace record (flags 0x40)"),
+], ids=["a_stride_forged", "a_stride_api", "nan_scale", "inf_scale", "block_stride_wraps", "pooling", "load_state",
+        "fsm_flag", "unknown_op", "bad_flags"])
+def test_forged_trace_records_are_rejected(judge, statement, message):
+    r = judge.evaluate(P, naive_with(before="  " + statement + "\n", prelude=REC_DECLS))
     assert_fails(r, "gemmini", message)
-    assert "malformed trace" in r.error or "#1:" in r.error, r.error
+    assert "#1" in r.error, r.error   # named as the kernel's first instruction
 
 
 # --------------------------------------------------------------------------- DRAM hazards

@@ -19,9 +19,9 @@ import pytest
 
 from hw_runners.gemmini_sim.problems import FAMILIES
 
-from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
+from .simkit import (DOUBLED_BODY, LOOP_CONFIG, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
                      conv, doubled_prediction, gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8,
-                     seed_where_doubled_fails_first_on, stream_rule)
+                     loop_ws, seed_where_doubled_fails_first_on, stream_rule)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -274,13 +274,18 @@ def test_overwriting_mvin_into_accumulator_discards_previous_rows(run):
     assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
 
 
-def test_accumulator_mvin_scale_applies_to_int32(run):
-    # acc += 2*T then acc += -1*T  ==  acc += T, only if config_ld's scale is applied.
+def test_accumulator_mvin_scale_does_not_apply_to_int32_data(run):
+    # Gemmini's default configuration has no scale unit for int32 data moved into the accumulator
+    # (MVIN_SCALE_ACC is the identity): acc += 2*T then acc += -1*T adds T twice, and the result says why.
     add = ("config_ld(J * sizeof(int32_t), 2.0f, DIM, 2);\n"
            "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);\n"
            "      config_ld(J * sizeof(int32_t), -1.0f, DIM, 2);\n"
            "      mvin3(&T[i][j], ACC_ADDR_BIT | ACCUMULATE_BIT | DIM, DIM, DIM);")
-    assert_correct(run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), gemm(32, 32, 64)))
+    p = gemm(32, 32, 64)
+    r = run(gemm_kernel(FULL_SPLIT_K.replace("ADD_PARTIAL", add)), p)
+    a, b = (x.astype(np.int64) for x in inputs(p, 0, 0))
+    got = sat8(2 * (a[:, :32] @ b[:32, :]) + a[:, 32:] @ b[32:, :])
+    assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
 
 
 def test_accumulator_mvin_scale_not_ignored(run):
@@ -526,13 +531,14 @@ def relu_prediction(p):
 @pytest.mark.parametrize("variant", ["mvout_from_accumulator", "scratchpad_writeback", "loop_ws"])
 def test_relu_zeroes_exactly_the_negative_results(run, variant):
     p = gemm(32, 32, 16)
-    if variant == "mvout_from_accumulator":
-        code = gemm_kernel(NAIVE_BODY.replace("WEIGHT_STATIONARY, NO_ACTIVATION", "WEIGHT_STATIONARY, RELU"))
-    elif variant == "scratchpad_writeback":
+    if variant == "mvout_from_accumulator":   # the mvout activation is config_st's
+        code = gemm_kernel(NAIVE_BODY.replace("config_st(J);", "config_st_act(J, RELU);"))
+    elif variant == "scratchpad_writeback":   # results the array writes into the scratchpad: config_ex's
         code = gemm_kernel(SPAD_RESULT.replace("ACT", "RELU"))
-    else:
-        code = gemm_kernel("  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &C[0][0],\n"
-                           "                  K, J, 0, J, false, false, false, false, false, RELU);\n  fence();")
+    else:                                     # the loop FSM stores with config_st too
+        code = gemm_kernel(LOOP_CONFIG.replace("NO_ACTIVATION", "RELU") + "  " +
+                           loop_ws("I / DIM", "J / DIM", "K / DIM", "&A[0][0]", "&B[0][0]", "NULL", "&C[0][0]") +
+                           "\n  fence();")
     got, want = relu_prediction(p)
     r = run(code, p)
     assert_fails(r, "wrong_result", mismatch_summary(got, want), "expected -")
@@ -584,26 +590,21 @@ def test_output_stationary_preload_of_d_initializes_the_tile(run):
 # --------------------------------------------------------------------------- gemmini_loop_ws
 def test_loop_ws_with_padding(run):
     # 40x24x20: every dimension ends in a partial tile.
-    body = """
-  gemmini_loop_ws((I + DIM - 1) / DIM, (J + DIM - 1) / DIM, (K + DIM - 1) / DIM,
-                  (DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM, (DIM - K % DIM) % DIM,
-                  &A[0][0], &B[0][0], NULL, &C[0][0], K, J, 0, J,
-                  false, false, false, false, false, NO_ACTIVATION);
-  fence();
-"""
+    body = LOOP_CONFIG + "  " + loop_ws("(I + DIM - 1) / DIM", "(J + DIM - 1) / DIM", "(K + DIM - 1) / DIM",
+                                        "&A[0][0]", "&B[0][0]", "NULL", "&C[0][0]",
+                                        pads="(DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM, (DIM - K % DIM) % DIM") + \
+        "\n  fence();\n"
     r = run(gemm_kernel(body), gemm(40, 24, 20))
     assert_correct(r)
     assert r.feedback["macs_issued"] == 40 * 24 * 20
     assert r.feedback["fsm_instructions"] > 0
 
 
-LOOP_SPLIT_K = """
-  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
-                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
-  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][K / 2], &B[K / 2][0], NULL, &C[0][0],
-                  K, J, 0, J, false, false, false, false, EX_ACC, NO_ACTIVATION);
-  fence();
-"""
+# A C == NULL loop leaves its sums in the accumulator half it used (the half only switches after a loop
+# that stores), and the next loop adds onto them with ex_accumulate.
+LOOP_SPLIT_K = LOOP_CONFIG + "  " + loop_ws("I / DIM", "J / DIM", "K / 2 / DIM", "&A[0][0]", "&B[0][0]", "NULL", "NULL") + \
+    "\n  " + loop_ws("I / DIM", "J / DIM", "K / 2 / DIM", "&A[0][K / 2]", "&B[K / 2][0]", "NULL", "&C[0][0]",
+                     ex_acc="EX_ACC") + "\n  fence();\n"
 
 
 def test_loop_ws_ex_accumulate_continues_partial_sums(run):
@@ -618,15 +619,15 @@ def test_loop_ws_without_ex_accumulate_drops_partial_sums(run):
     assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0)))
 
 
-LOOP_CHAIN = """
+LOOP_CHAIN = LOOP_CONFIG.replace("J, NO_ACTIVATION", "J, CHAIN_ACT") + """
   /* one call per K tile; every call but the last leaves its sums in the accumulator, every call but
-   * the first continues them (ex_accumulate, where D is ignored: a bogus pointer is never read) */
+   * the first continues them (ex_accumulate) */
   for (int rep = 0; rep < REPS; rep++)
     for (int k = 0; k < K; k += DIM) {
       int last = k + DIM >= K;
-      gemmini_loop_ws((I + DIM - 1) / DIM, (J + DIM - 1) / DIM, 1, (DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM,
-                      last ? (DIM - K % DIM) % DIM : 0, &A[0][k], &B[k][0], k ? (const acc_t *)8 : NULL,
-                      last ? (void *)&C[0][0] : NULL, K, J, 0, J, false, false, false, false, k > 0, ACT);
+      """ + loop_ws("(I + DIM - 1) / DIM", "(J + DIM - 1) / DIM", "1", "&A[0][k]", "&B[k][0]", "NULL",
+                    "last ? (void *)&C[0][0] : NULL", ex_acc="k > 0",
+                    pads="(DIM - I % DIM) % DIM, (DIM - J % DIM) % DIM, last ? (DIM - K % DIM) % DIM : 0") + """
     }
   fence();
 """
@@ -637,7 +638,7 @@ def test_loop_ws_ex_accumulate_chain_over_padded_k_tiles(run, reps):
     # 40x24x56: four chained calls, the last with a partial K tile, partial I and J tiles in each; a second
     # chain after a stored one starts afresh.
     p = gemm(40, 24, 56)
-    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", str(reps)).replace("ACT", "NO_ACTIVATION")), p)
+    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", str(reps)).replace("CHAIN_ACT", "NO_ACTIVATION")), p)
     assert_correct(r)
     assert r.feedback["macs_issued"] >= reps * 40 * 24 * 56
     assert r.feedback["fsm_instructions"] > 0
@@ -645,60 +646,82 @@ def test_loop_ws_ex_accumulate_chain_over_padded_k_tiles(run, reps):
 
 def test_loop_ws_ex_accumulate_chain_applies_act_when_it_stores(run):
     p = gemm(32, 32, 48)
-    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", "1").replace("ACT", "RELU")), p)
+    r = run(gemm_kernel(LOOP_CHAIN.replace("REPS", "1").replace("CHAIN_ACT", "RELU")), p)
     got, want = relu_prediction(p)
     assert_fails(r, "wrong_result", mismatch_summary(got, want), ": got 0, expected -")
 
 
 def test_loop_ws_full_c_and_bias_d(run):
     # First half of K into an int32 buffer (full_C), second half adds it back as D.
-    body = """
-  static int32_t T[I][J];
-  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &T[0][0],
-                  K, J, 0, J, false, false, true, false, false, NO_ACTIVATION);
-  fence();   /* the second loop reads what the first one's mvouts wrote */
-  gemmini_loop_ws(I / DIM, J / DIM, K / 2 / DIM, 0, 0, 0, &A[0][K / 2], &B[K / 2][0], &T[0][0], &C[0][0],
-                  K, J, J, J, false, false, false, false, false, NO_ACTIVATION);
-  fence();
-"""
+    # (full_C: the FSM stores int32 through config_st's stride, set to J int32 first; D is loaded with
+    # config_ld state 2's stride; ex_accumulate adds the second half onto the loaded D)
+    body = ("  static int32_t T[I][J];\n" + LOOP_CONFIG +
+            "  gemmini_extended_config_st(J * sizeof(int32_t), NO_ACTIVATION, ACC_SCALE_IDENTITY);\n  " +
+            loop_ws("I / DIM", "J / DIM", "K / 2 / DIM", "&A[0][0]", "&B[0][0]", "NULL", "&T[0][0]", full_c="true") +
+            "\n  fence();   /* the second loop reads what the first one's mvouts wrote */\n" +
+            "  gemmini_extended_config_st(J, NO_ACTIVATION, ACC_SCALE_IDENTITY);\n  " +
+            loop_ws("I / DIM", "J / DIM", "K / 2 / DIM", "&A[0][K / 2]", "&B[K / 2][0]", "&T[0][0]", "&C[0][0]",
+                    ex_acc="true") + "\n  fence();\n")
     assert_correct(run(gemm_kernel(body), gemm(32, 48, 64)))
 
 
 def test_loop_ws_many_blocks_double_buffered(run):
     # One tile per call, K split in three: exercises the alternating halves.
-    body = """
+    body = LOOP_CONFIG + """
   for (int i = 0; i < I / DIM; i++)
     for (int j = 0; j < J / DIM; j++)
       for (int k = 0; k < K / DIM; k++)
-        gemmini_loop_ws(1, 1, 1, 0, 0, 0, &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
-                        k == K / DIM - 1 ? &C[i * DIM][j * DIM] : NULL, K, J, 0, J,
-                        false, false, false, false, k > 0, NO_ACTIVATION);
+        """ + loop_ws("1", "1", "1", "&A[i * DIM][k * DIM]", "&B[k * DIM][j * DIM]", "NULL",
+                      "k == K / DIM - 1 ? &C[i * DIM][j * DIM] : NULL", ex_acc="k > 0") + """
   fence();
 """
     assert_correct(run(gemm_kernel(body), gemm(32, 32, 48)))
 
 
 # --------------------------------------------------------------------------- gemmini_loop_conv_ws
+# One LoopConv call per image: all P x P outputs, all channels, the whole 3x3 kernel (the input is already
+# padded, so the convolution has padding 0 and in_dim = P + 2).
 CONV_KERNEL = """#include "include/gemmini.h"
 void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
               int8_t output[4][P][P][K]) {
-  gemmini_loop_conv_ws(4, P + 2, C, K, P, 3, &inp[0][0][0][0], &weights[0][0][0][0], BIAS,
-                       &output[0][0][0][0], NO_ACTIVATION);
-  fence();
+  gemmini_extended_config_st(K, NO_ACTIVATION, ACC_SCALE_IDENTITY);
+  gemmini_extended3_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, ACC_SCALE_IDENTITY, 1, 1, false, false, false);
+  for (int n = 0; n < 4; n++)
+    gemmini_loop_conv_ws(4, P + 2, P + 2, C, K, P, P, P, P, 1, 0, 3, 1, 1, 1, 0, 1, P, P, K, 3, 3, C,
+                         0, 0, 0, 0, 0, 0, 0, 0, P, P, &weights[0][0][0][0], &output[n][0][0][0], BIAS,
+                         &inp[n][0][0][0], NO_BIAS, true, false, false, false, NO_ACTIVATION, false, false, false,
+                         false, 1, C, K, K, false, 0, 0);
+  gemmini_fence();
+}
+"""
+TILED_CONV_KERNEL = """#include "include/gemmini.h"
+void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
+              int8_t output[4][P][P][K]) {
+  tiled_conv_auto(4, P + 2, P + 2, C, K, P, P, 1, 1, 1, 0, 3, false, false, false, false, false,
+                  &inp[0][0][0][0], &weights[0][0][0][0], &bias[0][0], &output[0][0][0][0], NO_ACTIVATION,
+                  ACC_SCALE_IDENTITY, 0, 0, 0, WS);
 }
 """
 
 
-@pytest.mark.parametrize("P,Cch", [(4, 16), (6, 32), (17, 16)])
+@pytest.mark.parametrize("P,Cch", [(4, 16), (6, 32)])
 def test_loop_conv_ws_matches_reference(run, P, Cch):
-    r = run(CONV_KERNEL.replace("BIAS", "&bias[0][0]"), conv(P, Cch))
+    r = run(CONV_KERNEL.replace("NO_BIAS", "false").replace("BIAS", "&bias[0][0]"), conv(P, Cch))
     assert_correct(r)
     assert r.feedback["macs_issued"] == 4 * P * P * Cch * 9 * Cch
 
 
+@pytest.mark.parametrize("P,Cch", [(4, 16), (17, 16), (9, 48)])
+def test_tiled_conv_auto_matches_reference(run, P, Cch):
+    r = run(TILED_CONV_KERNEL, conv(P, Cch))
+    assert_correct(r)
+    assert r.feedback["macs_issued"] == 4 * P * P * Cch * 9 * Cch
+    assert r.feedback["fsm_instructions"] > 0
+
+
 def test_loop_conv_ws_without_bias_misses_the_bias(run):
     p = conv(4, 16)
-    r = run(CONV_KERNEL.replace("BIAS", "NULL"), p)
+    r = run(CONV_KERNEL.replace("NO_BIAS", "true").replace("BIAS", "&bias[0][0]"), p)   # no_bias: zeros
     inp, w, bias = inputs(p, 0, 0)
     got = FAMILIES["conv3x3"].reference(p.dims, [inp, w, np.zeros_like(bias)])
     assert_fails(r, "wrong_result", mismatch_summary(got, reference(p, 0, 0), name="output"))
@@ -781,10 +804,7 @@ def test_mvout_of_scratchpad_rows(run):
 def test_loop_ws_result_left_in_accumulator_at_documented_rows(run):
     # C == NULL leaves tile (i, j) at accumulator rows (i*tJ + j)*16 of half 0; the
     # CPU stores it with its own config_st, which the FSM must not have changed.
-    body = """
-  config_st(J);
-  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
-                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+    body = LOOP_CONFIG + "  " + loop_ws("I / DIM", "J / DIM", "K / DIM", "&A[0][0]", "&B[0][0]", "NULL", "NULL") + """
   for (int i = 0; i < I / DIM; i++)
     for (int j = 0; j < J / DIM; j++)
       mvout(&C[i * DIM][j * DIM], ACC_ADDR_BIT | ((i * (J / DIM) + j) * DIM), DIM, DIM);
@@ -797,7 +817,7 @@ COMPAT_BODY = """
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
   gemmini_extended4_config_ld(K, 1.0f, false, DIM, 0);
   gemmini_extended3_config_ld(J, 1.0f, false, 1);
-  gemmini_extended_config_st(J, ST_ACT, 0.5f);      /* the scale is ignored */
+  gemmini_extended_config_st(J, ST_ACT, ACC_SCALE_IDENTITY);
   for (int i = 0; i < I; i += DIM)
     for (int j = 0; j < J; j += DIM) {
       for (int k = 0; k < K; k += DIM) {
@@ -819,8 +839,8 @@ def test_gemmini_compatibility_macros(run):
 
 
 def test_extended_config_st_activation_applies_at_mvout(run):
-    # gemmini_extended_config_st(stride, act, scale) maps to config_st_act(stride, act): like Gemmini's
-    # acc_act, the activation is applied when results leave the accumulator by mvout.
+    # gemmini_extended_config_st(stride, act, scale): as on Gemmini (StoreController), the activation and
+    # scale apply when results leave the accumulator by mvout.
     p = gemm(32, 32, 32)
     r = run(gemm_kernel(COMPAT_BODY.replace("ST_ACT", "RELU")), p)
     got, want = relu_prediction(p)
@@ -836,17 +856,14 @@ def test_config_st_activation_does_not_touch_scratchpad_results(run):
 
 
 @pytest.mark.parametrize("configs,relu", [
-    # config_ex sets the mvout activation too ...
-    ("config_ex(WEIGHT_STATIONARY, RELU, 1, false, false); config_st(J);", True),
-    # ... config_st_act changes only the mvout activation, whichever comes last wins
-    ("config_ex(WEIGHT_STATIONARY, RELU, 1, false, false); config_st_act(J, NO_ACTIVATION);", False),
-    ("config_st_act(J, RELU); config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);", False),
+    # config_ex's activation applies only to results the array writes into the scratchpad ...
+    ("config_ex(WEIGHT_STATIONARY, RELU, 1, false, false); config_st(J);", False),
+    # ... the mvout activation is config_st's (StoreController.scala), set by every config_st
     ("config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false); config_st_act(J, RELU);", True),
-    # config_st (without act) keeps the mvout activation
-    ("config_st_act(J, RELU); config_st(J);", True),
-], ids=["config_ex", "config_st_act_after_config_ex", "config_ex_after_config_st_act", "config_st_act",
-        "config_st_keeps_act"])
-def test_mvout_activation_comes_from_the_last_of_config_ex_and_config_st_act(run, configs, relu):
+    ("config_st_act(J, RELU); config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);", True),
+    ("gemmini_extended_config_st(J, RELU, ACC_SCALE_IDENTITY); gemmini_config_st(J);", False),
+], ids=["config_ex_relu", "config_st_act", "config_ex_after_config_st_act", "config_st_resets_act"])
+def test_mvout_activation_comes_from_config_st(run, configs, relu):
     p = gemm(32, 32, 16)
     body = NAIVE_BODY.replace("  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);\n", "").replace(
         "  config_st(J);\n", "  " + configs + "\n")
@@ -859,22 +876,10 @@ def test_mvout_activation_comes_from_the_last_of_config_ex_and_config_st_act(run
         assert_correct(r)
 
 
-def test_isa_documentation_matches_extended_config_st():
-    isa = " ".join((Path(__file__).resolve().parents[2] / "prompts" / "gemmini-sim" / "isa.md").read_text().split())
-    assert "gemmini_extended_config_st" in isa
-    assert "act and scale are ignored" not in isa.replace("**", "")
-    assert "`gemmini_extended_config_st(stride, act, scale)` = `config_st_act(stride, act)`" in isa
-    assert "`config_st_act` changes only the latter" in isa
-
-
 def test_loop_ws_accumulator_half_flips_after_a_stored_call(run):
     # Call 1 stores C (half 0, then g flips); call 2 leaves its result at rows 512 + (i*tJ + j)*16.
-    body = """
-  config_st(J);
-  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, &C[0][0],
-                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
-  gemmini_loop_ws(I / DIM, J / DIM, K / DIM, 0, 0, 0, &A[0][0], &B[0][0], NULL, NULL,
-                  K, J, 0, J, false, false, false, false, false, NO_ACTIVATION);
+    body = LOOP_CONFIG + "  " + loop_ws("I / DIM", "J / DIM", "K / DIM", "&A[0][0]", "&B[0][0]", "NULL", "&C[0][0]") + \
+        "\n  " + loop_ws("I / DIM", "J / DIM", "K / DIM", "&A[0][0]", "&B[0][0]", "NULL", "NULL") + """
   for (int i = 0; i < I / DIM; i++)
     for (int j = 0; j < J / DIM; j++)
       mvout(&C[i * DIM][j * DIM], ACC_ADDR_BIT | (HALF + (i * (J / DIM) + j) * DIM), DIM, DIM);

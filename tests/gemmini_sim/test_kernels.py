@@ -47,7 +47,7 @@ def test_small_gemms_all_kernels_correct_and_ordered(sim, dims):
     u = {role: r.utilization for role, r in results.items()}
     assert u["naive"] < u["tuned"] < u["hwloop"], u
     assert results["naive"].cycles > results["tuned"].cycles > results["hwloop"].cycles
-    assert results["tuned"].utilization < 0.8  # CPU-issued kernels are issue-bound (isa.md section 8)
+    assert results["tuned"].feedback["cpu_issue_busy"] > 0.3   # CPU-issued: the CPU is busy issuing
     # Only the hwloop kernel hands work to the loop FSM.
     assert results["hwloop"].feedback["fsm_instructions"] > 0
     assert results["naive"].feedback["fsm_instructions"] == 0
@@ -85,10 +85,10 @@ def test_feedback_text_is_complete(sim):
     for needle in ("Latency:", "Array utilization", "roofline", "Busy: load unit", "Data moved:",
                    "Scratchpad:", "Instructions:", "mvin", "preload"):
         assert needle in text, needle
-    # In the execute queue every preload but the first directly follows a compute.
+    # In the execute queue every preload but the first overlaps the compute before it.
     assert r.feedback["instructions"]["preload"] == 64
     assert r.feedback["unfused_preloads"] == 1
-    assert f"{r.feedback['unfused_preloads']:,} preloads did not directly follow a compute" in text
+    assert f"{r.feedback['unfused_preloads']:,} preloads of weights could not overlap the previous compute" in text
     assert r.to_dict()["cycles"] == r.cycles
 
 
@@ -146,5 +146,6 @@ def test_registry_convs(sim, problem):
     if len(roles) == 3:
         u = [results[role].utilization for role in ROLES]
         assert u[0] < u[1] < u[2], u
-    # out_dim 56/28/14 is not a multiple of 16: LoopConv tops out near 14/16
-    assert 0.8 < results["hwloop"].utilization <= 14 / 16 + 1e-9
+    # out_dim 56/28/14 is not a multiple of 16: the last pixel strip of a row has fewer rows, which the
+    # array processes in fewer cycles (at least 4), so the FSM stays near the roofline
+    assert 0.85 < results["hwloop"].utilization <= 1.0

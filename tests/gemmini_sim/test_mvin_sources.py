@@ -340,9 +340,12 @@ def test_leaked_malloced_scratch_buffer_is_rejected_with_a_hint(run):
 LOOP_ID = """
   static int8_t S[I][K];
   STAGE
+  config_ld(K, 1.0f, DIM, 0);   /* the FSM loads A and B with load states 0 and 1, stores with config_st */
+  config_ld(DIM, 1.0f, DIM, 1);
+  config_st(K);
   for (int k = 0; k < K; k += DIM)
     gemmini_loop_ws(I / DIM, 1, 1, 0, 0, 0, &A[0][k], &TABLE[0][0], NULL, &S[0][k],
-                    K, DIM, 0, K, false, false, false, false, false, NO_ACTIVATION);
+                    K, DIM, 0, K, false, false, false, false, false, NO_ACTIVATION, 0, 0, false);
   fence();   /* the schedule below reads what the loops stored */
 """ + NAIVE_BODY.replace("mvin(&A[i][k], 0, DIM, DIM);", "mvin(&S[i][k], 0, DIM, DIM);")
 
