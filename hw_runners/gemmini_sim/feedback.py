@@ -9,6 +9,7 @@ from hw_runners.gemmini_sim.timing import DIM, TimingConfig
 # (counter, sentence) for every stall the model attributes; sentences say what waited on what.
 _STALLS = [
     ("wait_ex_ld", "the execute unit waited for mvin data to arrive (load -> compute dependency)"),
+    ("wait_ex_ex", "config_ex waited for the array to drain (Gemmini applies it only with no matmul in flight)"),
     ("wait_ex_st", "the execute unit waited for mvouts to drain accumulator rows it overwrites"),
     ("wait_ld_ex", "loads waited for computes to finish reading the scratchpad rows they overwrite"),
     ("wait_ld_st", "loads waited for mvouts on rows they overwrite"),

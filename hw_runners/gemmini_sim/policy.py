@@ -14,7 +14,7 @@ MAX_SOURCE_BYTES = 256 * 1024
 
 ALLOWED_HEADERS = frozenset({
     "gemmini.h", "include/gemmini.h", "gemmini_params.h", "include/gemmini_params.h",
-    "gemmini_testutils.h", "include/gemmini_testutils.h",
+    "gemmini_testutils.h", "include/gemmini_testutils.h", "gemmini_counter.h", "include/gemmini_counter.h",
     "stdint.h", "stdbool.h", "stddef.h", "stdio.h", "stdlib.h", "string.h", "limits.h",
     "math.h", "assert.h", "inttypes.h", "stdalign.h",
 })

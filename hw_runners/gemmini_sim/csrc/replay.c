@@ -321,7 +321,6 @@ int main(void) {
       job_read(FD_JOB, bufs[i], job.bytes[i]);
       if (!hidden) write_all(FD_KERNEL_IN, bufs[i], job.bytes[i], KERNEL_STOPPED);
     }
-    if (set == job.sets - 1) close(FD_KERNEL_IN);   /* the kernel process gets nothing more */
     stream_begin_set(set, hidden);
     counters_begin_set(set, hidden);
     reset_config();
@@ -338,6 +337,7 @@ int main(void) {
       replay_instruction(&r);
     }
     sim_finish();
+    if (set == job.sets - 1) close(FD_KERNEL_IN);   /* the kernel process gets nothing more */
     uint64_t changed_constant = dram_changed_constant();
     if (changed_constant) {
       char msg[300];

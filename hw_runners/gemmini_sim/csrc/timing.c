@@ -30,7 +30,7 @@ static rowdep_t *sp_dep, *acc_dep;
 static uint8_t *sp_used, *acc_used;
 static int64_t *rs_ring[NQ], rs_depth[NQ];
 static int rs_head[NQ];
-static int64_t cpu_t, unit_free[NQ], busy_until[NQ], makespan, dram_writes_done;
+static int64_t cpu_t, unit_free[NQ], busy_until[NQ], makespan, dram_writes_done, ex_results_done;
 static int64_t ld_cmds[64];   /* completion of the last mvins: only dma_inflight_cmds may be in flight */
 static int ld_cmd_head;
 static struct { int kind; int64_t start, occ, issue; int bank_a; } last_ex;
@@ -73,7 +73,7 @@ void timing_reset(void) {
   memset(ld_cmds, 0, sizeof ld_cmds);
   memset(loop_done, 0, sizeof loop_done);
   ld_cmd_head = loop_head = 0;
-  cpu_t = makespan = dram_writes_done = fsm_sent = loop_start = loops_issued_until = loop_busy_until = 0;
+  cpu_t = makespan = dram_writes_done = ex_results_done = fsm_sent = loop_start = loops_issued_until = loop_busy_until = 0;
   memset(&last_ex, 0, sizeof last_ex);
   last_ex.kind = K_CONFIG;
   last_ex.bank_a = -1;
@@ -239,8 +239,13 @@ void timing_issue(tinstr_t *t) {
     unit_done = end;
     if (t->kind == K_COMPUTE) end += array_latency();   /* results land in the accumulator later */
     else if (!t->b_garbage) end += g_cfg.spad_read_delay + 1;
+    ex_results_done = max64(ex_results_done, end);
     break;
-  default:   /* configuration: passes its queue */
+  default:   /* configuration: passes its queue; config_ex first waits until no matmul is in flight */
+    if (q == Q_EX && ex_results_done > start) {
+      g_stats.wait[Q_EX][Q_EX] += ex_results_done - start;
+      start = ex_results_done;
+    }
     end = unit_done = start + g_cfg.config_cycles;
     if (q == Q_EX) last_ex.kind = K_CONFIG;
   }

@@ -15,11 +15,10 @@
 //    spread over the first taps, and the next step's bias is loaded into the
 //    freed accumulator buffer right after them (off the critical path).
 // Partial tiles (P not a multiple of 16) use rows < 16 in mvin/preload/compute/mvout.
-// CPU-issued, so capped by issue cost (20 CPU cycles per preload+compute pair
-// vs 16 execute cycles) and by partial 16-pixel tiles (56 = 3*16 + 8, 28, 14).
-// Verified on gemmini-sim: conv3x3-14-128 correct, utilization 67.7%;
-// conv3x3-56-64 correct, 66.9%; conv3x3-28-128 correct, 68.0%;
-// conv3x3-14-256 correct, 66.7%.
+// CPU-issued, so capped by issue cost (12 CPU cycles per preload+compute pair
+// plus every mvin/mvout, vs 16 execute cycles) and by partial 16-pixel tiles
+// (56 = 3*16 + 8, 28, 14). Verified on gemmini-sim
+// (tests/gemmini_sim/test_prompt_examples.py).
 #include "include/gemmini.h"
 
 #define NCT (C / DIM)                 // input-channel tiles

@@ -12,12 +12,12 @@
 //  - A (banks 2,3) and B (banks 0,1) sit in different banks, so every preload
 //    overlaps the previous compute; configs are issued once; one final fence.
 // Loads and stores are spread over the k loop so that no queue fills up and
-// stalls the in-order CPU. CPU issue cost (10 cycles per intrinsic, 20 per
-// preload+compute pair vs 16 execute cycles) caps this style near 80%.
+// stalls the in-order CPU. CPU issue cost (6 cycles per instruction, 12 per
+// preload+compute pair vs 16 execute cycles, plus every mvin and mvout) caps
+// this style below the loop FSMs.
 // Assumes J is a multiple of PT*16 and K <= 4096 (true for every gemm problem).
-// Verified on gemmini-sim: gemm-256x256x256 correct, utilization 74.0%;
-// gemm-512x512x512 correct, 75.9%; gemm-32x2048x2048 correct, 66.8%
-// (there A would fit in the scratchpad whole and is reloaded per panel).
+// Verified on gemmini-sim (tests/gemmini_sim/test_prompt_examples.py); on
+// gemm-32x2048x2048 A would fit in the scratchpad whole and is reloaded per panel.
 #include "include/gemmini.h"
 
 #define PT (K <= 1024 ? 4 : K <= 2048 ? 2 : 1)  // B panel width in tiles (K*PT rows <= one bank)

@@ -1,1 +1,1 @@
-#include "../gemmini.h"
+#include "../gemmini_testutils.h"

@@ -1,0 +1,1 @@
+#include "../gemmini_counter.h"
