@@ -100,6 +100,7 @@ class Options:
     secret_seed: int | None = None   # None: hidden sets drawn from the OS's randomness in every evaluation
     work_root: Path | None = None
     keep_workdir: bool = False
+    kernel_limits: sandbox.Limits = field(init=False)   # run_limits, confined further (set below)
 
     def __post_init__(self) -> None:
         if not isinstance(self.input_sets, int) or self.input_sets < 2:
