@@ -193,7 +193,11 @@ class GemminiSim(Target):
         if not run.ok or "ok" not in verdict:
             kind = "timeout" if run.timed_out else "crash" if run.signal == signal.SIGSYS else "limit"
             reason = run.describe(limits)
-            if run.returncode is not None and not run.timed_out:
+            written = max((f.stat().st_size for f in kernel_dir.glob("*.txt")), default=0)
+            if written >= limits.fsize_bytes:   # the crash report itself could not be written
+                kind, reason = "crash", (f"output size limit exceeded (the kernel printed too much: at most "
+                                         f"{limits.fsize_bytes >> 20} MiB to stdout, stderr or its diagnostics)")
+            elif run.returncode is not None and not run.timed_out:
                 reason = f"the program exited with status {run.returncode} before the harness finished " \
                          "(the kernel must return from solution(), not exit)"
             return EvalResult.failure(kind, f"kernel {reason}", **common)

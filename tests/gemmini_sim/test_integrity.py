@@ -242,6 +242,7 @@ def test_a_flood_of_diagnostics_gives_a_small_result(judge):
     finally:
         tracemalloc.stop()
     assert len(json.dumps(r.to_dict())) < 64 * 1024, describe(r)
+    assert_fails(r, "crash", "output size limit exceeded (the kernel printed too much")
     assert peak < 16 << 20, f"the evaluator allocated {peak >> 20} MiB for one result"
     assert wall < 30
     assert len(r.sandbox) <= 16 and all(len(n) <= 200 for n in r.sandbox)
