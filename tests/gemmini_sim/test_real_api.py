@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from .simkit import assert_correct, assert_fails, conv, gemm, gemm_kernel, mismatch_summary, reference
+from .simkit import NAIVE_BODY, assert_correct, assert_fails, conv, gemm, gemm_kernel, mismatch_summary, reference
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -178,21 +178,7 @@ COUNTERS = """
   counter_configure(2, EXE_ACTIVE_CYCLE);
   counter_configure(3, DMA_TLB_MISS_CYCLE);   /* not modelled: counts 0 */
   uint64_t start = read_cycles();
-  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
-  config_ld(K, 1.0f, DIM, 0);
-  config_ld(J, 1.0f, DIM, 1);
-  config_st(J);
-  for (int i = 0; i < I; i += DIM)
-    for (int j = 0; j < J; j += DIM) {
-      for (int k = 0; k < K; k += DIM) {
-        mvin(&A[i][k], 0, DIM, DIM);
-        mvin2(&B[k][j], BANK_ROWS, DIM, DIM);
-        preload(BANK_ROWS, ACC_ADDR_BIT | (k ? ACCUMULATE_BIT : 0), DIM, DIM, DIM, DIM);
-        compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
-      }
-      mvout(&C[i][j], ACC_ADDR_BIT, DIM, DIM);
-    }
-  gemmini_fence();
+""" + NAIVE_BODY + """
   uint64_t end = read_cycles();
   printf("cycles %llu load %u bytes %u exe %u tlb %u\\n", (unsigned long long)(end - start), counter_read(0),
          counter_read(1), counter_read(2), counter_read(3));
