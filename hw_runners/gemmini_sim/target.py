@@ -71,18 +71,17 @@ def replayer() -> Path:
                                                "-lm"]))
 
 
-@functools.lru_cache(maxsize=8)
-def _inputs_and_expected(family: str, dims: tuple[tuple[str, int], ...], seed: int, sets: int):
-    fam, d = FAMILIES[family], dict(dims)
-    inputs = [fam.make_inputs(d, seed, INPUT_SETS[s % len(INPUT_SETS)]) for s in range(sets)]
-    return inputs, [fam.reference(d, x) for x in inputs]
-
-
-def _hidden_inputs_and_expected(family: str, dims: dict[str, int], seed: int, sets: int):
-    """Input sets the kernel process never receives, of every kind in turn, from `seed`."""
+def _input_sets(family: str, dims: dict[str, int], seed: int, sets: int):
+    """`sets` input sets of every kind in turn, from `seed`, and their reference outputs."""
     fam = FAMILIES[family]
     inputs = [fam.make_inputs(dims, seed, INPUT_SETS[s % len(INPUT_SETS)]) for s in range(sets)]
     return inputs, [fam.reference(dims, x) for x in inputs]
+
+
+@functools.lru_cache(maxsize=8)
+def _inputs_and_expected(family: str, dims: tuple[tuple[str, int], ...], seed: int, sets: int):
+    """The public sets: the same for every evaluation with this seed, so they are cached."""
+    return _input_sets(family, dict(dims), seed, sets)
 
 
 def normalize_newlines(code: str) -> str:
@@ -160,7 +159,7 @@ class GemminiSim(Target):
 
         public, expected = _inputs_and_expected(problem.family, tuple(problem.dims.items()), seed, opts.input_sets)
         secret = opts.secret_seed if opts.secret_seed is not None else secrets.randbits(63)
-        hidden, hidden_expected = _hidden_inputs_and_expected(problem.family, problem.dims, secret, opts.hidden_sets)
+        hidden, hidden_expected = _input_sets(problem.family, problem.dims, secret, opts.hidden_sets)   # never cached
         args = fam.args(problem.dims)
         out_spec = next(a for a in args if a.output)
         header = ["gemmini-sim-job 1", *opts.timing.header_lines()]

@@ -61,12 +61,18 @@ const char *sim_current_instr(void) {
   return text;
 }
 
+/* "<instruction>: <message>" into buf; returns where the message starts. */
+int diag_format(char *buf, size_t cap, const char *fmt, va_list ap) {
+  int n = snprintf(buf, cap, "%s: ", sim_current_instr());
+  vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+  return n;
+}
+
 void sim_fail(const char *fmt, ...) {
   char msg[600];
-  int n = snprintf(msg, sizeof msg, "%s: ", sim_current_instr());
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - n, fmt, ap);
+  diag_format(msg, sizeof msg, fmt, ap);
   va_end(ap);
   harness_fail(msg);
 }

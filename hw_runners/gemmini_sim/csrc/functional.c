@@ -44,10 +44,9 @@ static bool warnings_on;
 void sim_warn(const char *fmt, ...) {
   if (!warnings_on || nwarnings == MAX_WARNINGS) return;
   char msg[240];
-  int n = snprintf(msg, sizeof msg, "%s: ", sim_current_instr());
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg + n, sizeof msg - n, fmt, ap);
+  int n = diag_format(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const char *what = msg + n;   /* one warning per kind of problem, not one per instruction */
   for (int i = 0; i < nwarnings; i++)

@@ -4,6 +4,7 @@
 #define GEMMINI_SIM_H
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include "include/gemmini_params.h"
 
@@ -180,6 +181,7 @@ void diag_put(const char *s);
 void diag_reset(void);
 void diag_context(const char *what);
 uint64_t instr_number(void);
+int diag_format(char *buf, size_t cap, const char *fmt, va_list ap);   /* "<instruction>: <message>" */
 
 /* record.c (kernel side) */
 void rec_emit(const rec_t *r);
