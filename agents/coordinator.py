@@ -17,6 +17,7 @@ from typing import Callable
 
 import structlog
 
+from agents.failures import FailureTally, reason_of
 from agents.llm.providers import cost_usd
 from agents.llm.specs import SpecError, parse_spec
 from agents.runstore import RunStore
@@ -84,6 +85,7 @@ class Coordinator:
         self.avoid: dict[str, set[bytes]] = {}   # job id -> agents that already lost it
         self.in_flight: dict[str, InFlight] = {}
         self.stats = Stats()
+        self.failures = FailureTally()            # failed jobs and incorrect candidates, by reason
         self._warned: set[str] = set()
         self._next_warn_check = 0.0
         self.cost = cost
@@ -162,7 +164,11 @@ class Coordinator:
         self.router.send(peer, MessageType.ACK, {"job_id": job_id})  # only after the commit above
         if not ok:
             self.stats.failed[flight.job.kind] = self.stats.failed.get(flight.job.kind, 0) + 1
-            log.debug("job_failed", kind=flight.job.kind, job=job_id, error=(error or "")[:300])
+            self.failures.add(flight.job.kind, flight.job.model, reason_of(error, flight.job.model))
+            log.info("job_failed", kind=flight.job.kind, job=job_id, model=flight.job.model,
+                     error=(error or "")[:300])
+        elif flight.job.kind == "eval" and not payload.get("correct"):
+            self.failures.add("eval", None, str(payload.get("error_kind") or "incorrect"))
 
     # -- leases -------------------------------------------------------------------
     def _expire_leases(self, now: float) -> None:
@@ -181,6 +187,7 @@ class Coordinator:
         self.spent += self.reserved.pop(job_id, 0.0)   # the lost call may well have been billed
         if self.attempts[job_id] >= self.leases.max_attempts:
             self.stats.lost += 1
+            self.failures.add(flight.job.kind, flight.job.model, "lost after repeated attempts")
             error = f"job lost after {self.attempts[job_id]} attempts (last: {why})"
             with self.store.tx():
                 self.store.finish_job(job_id, False, None, error, "failed")

@@ -6,9 +6,11 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
+
+from agents.console import make_console
 
 if TYPE_CHECKING:
     from agents.coordinator import Coordinator
@@ -18,7 +20,7 @@ class Progress:
     def __init__(self, cfg, problem: str, live: bool | None = None, plain_every_s: float = 5.0) -> None:
         self.cfg = cfg
         self.problem = problem
-        self.console = Console(stderr=True)
+        self.console = make_console(stderr=True)
         self.live_mode = sys.stderr.isatty() if live is None else live
         self.plain_every_s = plain_every_s
         self._live: Live | None = None
@@ -44,7 +46,8 @@ class Progress:
                 "evaluator_busy": coord.busy_fraction("evaluator"), "queued": coord.queued,
                 "in_flight": len(coord.in_flight), "requeued": coord.stats.requeued,
                 "cost": coord.spent, "cost_in_flight": sum(coord.reserved.values()),
-                "agents": len(coord.router.alive())}
+                "agents": len(coord.router.alive()), "failures": coord.failures.top(3),
+                "failed": sum(coord.failures.counts.values())}
 
     def update(self, coord: "Coordinator") -> None:
         snap = self.snapshot(coord)
@@ -53,18 +56,18 @@ class Progress:
         elif time.monotonic() - self._last_plain >= self.plain_every_s:
             self._last_plain = time.monotonic()
             speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
+            failed = f"  failed {snap['failed']} ({'; '.join(snap['failures'])})" if snap["failed"] else ""
             self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
                                f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
                                f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}  "
-                               f"cost ${snap['cost']:.2f}",
-                               highlight=False)
+                               f"cost ${snap['cost']:.2f}{failed}", markup=False, highlight=False)
 
     @staticmethod
     def _beam(snap: dict) -> str:
         return ", ".join(f"{c:,.0f}" for c in snap["beam"][:6]) or "-"
 
     def _table(self, snap: dict) -> Table:
-        t = Table(title=f"{self.problem}: beam search", show_header=False, min_width=60)
+        t = Table(title=Text(f"{self.problem}: beam search"), show_header=False, min_width=60)
         t.add_column(style="bold")
         t.add_column()
         t.add_row("iteration", f"{snap['iteration']} / {snap['iterations']}")
@@ -77,4 +80,5 @@ class Progress:
         t.add_row("agents connected", str(snap["agents"]))
         t.add_row("jobs requeued", str(snap["requeued"]))
         t.add_row("cost (USD)", f"${snap['cost']:.2f} spent, ${snap['cost_in_flight']:.2f} in flight")
+        t.add_row("failures", Text("\n".join(snap["failures"]) or "-"))   # Text: error text is not markup
         return t

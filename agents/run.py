@@ -1,32 +1,36 @@
-"""A run from start to finish: run directory, secret, store, the coordinator in
-this process, local agent processes next to it, live progress, the result.
-
-Run directory layout:
-    run.db      SQLite run store (WAL)          secret   HMAC key, mode 0600
-    config.json the configuration, for humans  logs/    one log per local agent
-    best.c      the best kernel found          best.json  its numbers
-"""
+"""A run from start to finish: checks that fail fast (models answer, the starting kernel is correct, the
+endpoint binds) before anything is created, the run directory and its lock, the coordinator in this
+process, local agent processes next to it, live progress, the result (written atomically, or to a
+fallback directory if the run directory vanished) and a loud verdict when the models produced nothing."""
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import psutil
 import structlog
+import zmq
 
+from agents import logsetup
 from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
+from agents.failures import KIND_WORDS, reason_of
 from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
 from agents.progress import Progress
+from agents.runconfig import ConfigError, RunConfig, resume_config
+from agents.rundir import RunDirError, RunLock, fallback_dir, prepare_new, rescue_store, write_atomic
 from agents.runstore import RunStore
-from agents.search import BeamSearch, SearchConfig
-from bus.auth import create_secret, load_secret
+from agents.search import BeamSearch
+from bus.auth import SecretError, load_secret, write_secret
 from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
@@ -36,85 +40,39 @@ from hw_runners.base import PROMPTS_DIR, UnknownProblemError, UnknownTargetError
 log = structlog.get_logger("agents.run")
 ROOT = Path(__file__).resolve().parents[1]
 
+__all__ = ["RunConfig", "RunError", "execute"]
+
 
 class RunError(RuntimeError):
-    """A run cannot start; the message says why and what to do."""
-
-
-@dataclass
-class RunConfig:
-    target: str = "gemmini-sim"
-    problem: str = "gemm-512x512x512"
-    kernel: str | None = None            # starting kernel file; default: the problem's naive kernel
-    iterations: int = 8
-    beam: int = 4
-    plans: int = 4
-    codes: int = 2
-    dropout: float = 0.3                 # keep-probability of each menu option
-    seed: int = 0
-    models: list[str] = field(default_factory=lambda: ["heuristic"])
-    code_models: list[str] = field(default_factory=list)   # default: same as models
-    evaluators: int | None = None        # None: one per core; 0: only remote workers
-    planners: int = 1
-    coders: int = 1
-    repairers: int = 1
-    max_repairs: int = 1
-    patience: int = 3
-    max_evals: int | None = None
-    stop_roofline: float | None = None
-    bind: str = "tcp://127.0.0.1:*"
-    curve: bool = False                  # encrypt links with CurveZMQ (keys in RUN_DIR/curve)
-    heartbeat_s: float = 1.0
-    eval_lease_s: float = 600.0
-    llm_lease_s: float = 600.0
-    max_cost: float | None = None        # USD; calls in flight count against it
-    temperature: float | None = None     # passed to models that accept it
-    reasoning_effort: str | None = None  # low | medium | high, for OpenAI reasoning models
-    call_timeout_s: float = 600.0        # per model call
-    call_retries: int = 4                # the SDK's retries on 429/5xx/timeouts
-    replay: str | None = None            # answer model jobs only from this recorded run directory
-
-    @classmethod
-    def from_toml(cls, path: Path) -> dict:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise RunError(f"cannot read config {path}: {exc}") from None
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise RunError(f"unknown keys in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-        return data
-
-    def search_config(self) -> SearchConfig:
-        try:
-            return SearchConfig(iterations=self.iterations, beam=self.beam, plans=self.plans, codes=self.codes,
-                                keep_prob=self.dropout, seed=self.seed, plan_models=tuple(self.models),
-                                code_models=tuple(self.code_models or self.models), max_repairs=self.max_repairs,
-                                patience=self.patience, max_evals=self.max_evals, stop_roofline=self.stop_roofline)
-        except ValueError as exc:
-            raise RunError(str(exc)) from None
+    """A run cannot start or cannot go on; the message says why and what to do."""
 
 
 def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     """Models per LLM role, checked (syntax and API keys) before any work starts."""
-    if cfg.reasoning_effort not in (None, "low", "medium", "high"):
-        raise RunError(f"reasoning effort must be low, medium or high, not {cfg.reasoning_effort!r}")
-    if cfg.replay and "replay" in [*cfg.models, *cfg.code_models]:
+    if cfg.replay and "replay" in [*cfg.model, *cfg.code_model]:
         # 'replay': the recorded run's own models, so that its stored answers match job for job
-        if not (Path(cfg.replay) / "run.db").exists():
-            raise RunError(f"--replay {cfg.replay}: not a run directory (no run.db)")
-        recorded = RunStore(Path(cfg.replay) / "run.db").meta("config") or {}
-        cfg.models = list(recorded.get("models") or ["heuristic"])
-        cfg.code_models = list(recorded.get("code_models") or cfg.models)
+        recorded = _open_store(Path(cfg.replay), "--replay").meta("config") or {}
+        cfg.model = list(recorded.get("model") or recorded.get("models") or ["heuristic"])
+        cfg.code_model = list(recorded.get("code_model") or recorded.get("code_models") or cfg.model)
     try:
-        plan = [parse_spec(m) for m in cfg.models]
-        code = [parse_spec(m) for m in (cfg.code_models or cfg.models)]
+        plan = [parse_spec(m) for m in cfg.model]
+        code = [parse_spec(m) for m in (cfg.code_model or cfg.model)]
         if not cfg.replay:   # a replay never calls a model
             check_keys(plan + code)
     except SpecError as exc:
         raise RunError(str(exc)) from None
     return {"planner": plan, "coder": code, "repairer": code}
+
+
+def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
+    if cfg.replay or not cfg.preflight:
+        return
+    from agents.llm.preflight import check_endpoints   # imports the SDKs: only when a model is hosted
+    hosted = [s for role_specs in specs.values() for s in role_specs if not s.offline]
+    if hosted:
+        problems = check_endpoints(hosted)
+        if problems:
+            raise RunError("; ".join(problems) + " (nothing was started; --no-preflight skips this check)")
 
 
 def _menu(target: str) -> list[dict]:
@@ -126,76 +84,172 @@ def _menu(target: str) -> list[dict]:
     return [{"id": o["id"], "title": o["title"], "description": o["description"]} for o in options]
 
 
-def _open_resume(cfg: RunConfig, run_dir: Path) -> tuple[RunConfig, RunStore, bytes, str]:
-    if not (run_dir / "run.db").exists():
-        raise RunError(f"{run_dir} is not a run directory (no run.db)")
-    store = RunStore(run_dir / "run.db")
-    saved, code = store.meta("config"), store.meta("initial_code")
-    if saved is None or code is None:
-        raise RunError(f"{run_dir} holds no saved configuration")
-    overrides = {k: getattr(cfg, k) for k in ("evaluators", "planners", "coders", "repairers", "bind", "curve",
-                                              "max_cost")}
-    return RunConfig(**{**saved, **overrides}), store, load_secret(run_dir / "secret"), code
+def _open_store(run_dir: Path, what: str) -> RunStore:
+    if not (run_dir / "run.db").is_file():
+        raise RunError(f"{what} {run_dir}: not a run directory (no run.db)")
+    try:
+        store = RunStore(run_dir / "run.db")
+        store.meta("config")
+        return store
+    except sqlite3.Error as exc:
+        raise RunError(f"{run_dir / 'run.db'} is not a usable run store: {exc}") from None
 
 
-def _create(cfg: RunConfig, out: Path | None, code: str) -> tuple[Path, RunStore, bytes]:
-    run_dir = Path(out) if out else ROOT / "runs" / f"{cfg.problem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (run_dir / "run.db").exists():
-        raise RunError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "logs").mkdir(exist_ok=True)
-    key = create_secret(run_dir / "secret")
-    store = RunStore(run_dir / "run.db")
-    store.set_meta("config", asdict(cfg))
-    store.set_meta("initial_code", code)
-    (run_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
-    return run_dir, store, key
+def _read_kernel(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunError(f"cannot read the starting kernel {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                       f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
 
 
-def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None, live: bool | None = None,
-            progress: bool = True) -> dict:
-    store = key = None
-    if resume:
-        run_dir = Path(resume)
-        cfg, store, key, code = _open_resume(cfg, run_dir)
+def _evaluate_start(cfg: RunConfig, search: BeamSearch, code: str) -> tuple[str, dict, dict] | None:
+    """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
+    seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
+    evaluators are remote (this host may not have the target's hardware)."""
+    if cfg.evaluators == 0:
+        return None
+    from agents.evaluator import TargetEvaluator
+    job_id, payload = search.eval_job(code)
+    result = TargetEvaluator(cfg.target).handle("eval", payload)
+    if not result.get("correct"):
+        raise RunError(f"the starting kernel is not correct ({result.get('error_kind')}): "
+                       f"{(result.get('error') or '').strip()[:2000]}")
+    return job_id, payload, result
+
+
+def _bind(cfg: RunConfig, key: bytes, run_name: str, curve_secret: bytes | None) -> Router:
+    try:
+        return Router([cfg.bind], key, run_id=run_name, timing=BusTiming(heartbeat_s=cfg.heartbeat_s),
+                      curve_secret_key=curve_secret)
+    except zmq.ZMQError as exc:
+        raise RunError(f"cannot listen on --bind {cfg.bind}: {exc}") from None
+
+
+def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None = None, given: dict | None = None,
+            live: bool | None = None, progress: bool = True) -> dict:
+    """Run a search (a new one from cfg, or the one in `resume`, changed by the options in `given`) and
+    return its summary. Raises RunError, with nothing lost, for anything that stops it."""
+    lock = None
+    try:
+        if resume:
+            run_dir = Path(resume)
+            if not run_dir.is_dir():
+                raise RunError(f"--resume {run_dir}: no such directory")
+            lock = RunLock(run_dir)
+            store = _open_store(run_dir, "--resume")
+            saved, code = store.meta("config"), store.meta("initial_code")
+            if saved is None or code is None:
+                raise RunError(f"{run_dir} holds no saved configuration")
+            cfg = resume_config(saved, given or {})
+        else:
+            run_dir = Path(out or cfg.out or ROOT / "runs" / f"{cfg.problem}-{time.strftime('%Y%m%d-%H%M%S')}")
+            cfg.out = str(run_dir)
+        return _execute(cfg, run_dir, lock, store if resume else None, code if resume else None, live, progress)
+    except (ConfigError, RunDirError, SecretError) as exc:
+        raise RunError(str(exc)) from None
+    finally:
+        if lock:
+            lock.release()
+
+
+def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStore | None, code: str | None,
+             live: bool | None, progress_on: bool) -> dict:
+    resume = store is not None
     specs = _model_specs(cfg)
-    cfg.models = [s.text for s in specs["planner"]]
-    cfg.code_models = [s.text for s in specs["coder"]]
+    cfg.model, cfg.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
         problem = get_target(cfg.target).problem(cfg.problem)
     except (UnknownTargetError, UnknownProblemError) as exc:
         raise RunError(exc.args[0]) from None
-    search_cfg = cfg.search_config()
-    menu = _menu(cfg.target)
+    replay = _open_store(Path(cfg.replay), "--replay") if cfg.replay else None
+    if replay:
+        specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
+    _preflight(cfg, specs)
+    try:
+        search_cfg = _search_config(cfg)
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
     if not resume:
-        try:
-            code = Path(cfg.kernel).read_text() if cfg.kernel else problem.kernel_source("naive")
-        except OSError as exc:
-            raise RunError(f"cannot read the starting kernel: {exc}") from None
-        run_dir, store, key = _create(cfg, out, code)
+        code = _read_kernel(cfg.kernel) if cfg.kernel else problem.kernel_source("naive")
     problem_payload = {"target": cfg.target, "name": problem.name, "family": problem.family,
                        "dims": problem.dims, "description": problem.description}
-    search = BeamSearch(search_cfg, problem_payload, code, menu, store)
-    timing = BusTiming(heartbeat_s=cfg.heartbeat_s)
-    curve_secret = None
-    if cfg.curve:
-        cert = run_dir / "curve" / "server.key_secret"
-        _, curve_secret = load_keys(cert) if cert.exists() else create_server_keys(run_dir / "curve")
-    router = Router([cfg.bind], key, run_id=run_dir.name, timing=timing, curve_secret_key=curve_secret)
+    search = BeamSearch(search_cfg, problem_payload, code, _menu(cfg.target), None)
+    first_eval = None if resume else _evaluate_start(cfg, search, code)
+
+    # the endpoint is bound before anything is written, so a bad or busy --bind leaves nothing behind
+    staging = Path(tempfile.mkdtemp(prefix="autocomp-keys-"))
+    try:
+        if resume:
+            key = load_secret(run_dir / "secret")
+            curve_cert = run_dir / "curve" / "server.key_secret"
+            if cfg.curve and not curve_cert.exists():
+                raise RunError(f"the run uses CurveZMQ but its key {curve_cert} is missing")
+        else:
+            leftover = run_dir / "secret"   # a run directory prepared earlier (workers may hold this secret)
+            key = load_secret(leftover) if leftover.exists() and not (run_dir / "run.db").exists() \
+                else secrets.token_bytes(32)
+            curve_cert = run_dir / "curve" / "server.key_secret"
+            if cfg.curve and not curve_cert.exists():
+                create_server_keys(staging / "curve")
+                curve_cert = staging / "curve" / "server.key_secret"
+        router = _bind(cfg, key, run_dir.name, load_keys(curve_cert)[1] if cfg.curve else None)
+        if not resume:
+            try:
+                lock = prepare_new(run_dir)
+                if not (run_dir / "secret").exists():
+                    write_secret(run_dir / "secret", key)
+                if (staging / "curve").exists():
+                    shutil.move(str(staging / "curve"), run_dir / "curve")
+                store = RunStore(run_dir / "run.db")
+            except BaseException:
+                router.close(grace_s=0)
+                raise
+            store.set_meta("config", cfg.to_dict())
+            store.set_meta("initial_code", code)
+            write_atomic(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=1))
+            if first_eval:
+                job_id, payload, result = first_eval
+                store.add_job(job_id, "eval", 0, payload)
+                store.finish_job(job_id, True, result, None)
+    except (OSError, sqlite3.Error) as exc:
+        raise RunError(f"cannot set up the run directory {run_dir}: {exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        return _search(cfg, run_dir, store, search, router, specs, replay, live, progress_on)
+    finally:
+        if lock:
+            lock.release()
+
+
+def _search_config(cfg: RunConfig):
+    from agents.search import SearchConfig
+    return SearchConfig(iterations=cfg.iterations, beam=cfg.beam, plans=cfg.plans, codes=cfg.codes,
+                        keep_prob=cfg.dropout, seed=cfg.seed, plan_models=tuple(cfg.model),
+                        code_models=tuple(cfg.code_model or cfg.model), max_repairs=cfg.max_repairs,
+                        patience=cfg.patience, max_evals=cfg.max_evals, stop_roofline=cfg.stop_roofline)
+
+
+def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, router: Router,
+            specs: dict[str, list[ModelSpec]], replay: RunStore | None, live: bool | None, progress_on: bool) -> dict:
+    search.store = store
     store.set_meta("endpoint", router.endpoints[0])
+    progress = Progress(cfg, search.problem["name"], live=live, plain_every_s=5.0 if progress_on else float("inf"))
+    logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
                                   "eval": cfg.eval_lease_s})
-    replay = None
-    if cfg.replay:
-        if not (Path(cfg.replay) / "run.db").exists():
-            raise RunError(f"--replay {cfg.replay}: not a run directory (no run.db)")
-        replay = RunStore(Path(cfg.replay) / "run.db")
-        specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
-    procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
-    progress = Progress(cfg, problem.name, live=live, plain_every_s=5.0 if progress else float("inf"))
-    coord = Coordinator(router, store, search, leases, on_progress=progress.update,
+    try:
+        procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
+    except OSError as exc:
+        router.close(grace_s=0)
+        raise RunError(f"cannot start the local agents: {exc}") from None
+    watch = _RunDirWatch(run_dir, progress.update)
+    coord = Coordinator(router, store, search, leases, on_progress=watch,
                         cost=CostPolicy(max_usd=cfg.max_cost), replay=replay)
-    interrupted = False
+    interrupted, failure = False, None
 
     def stop(*_):
         nonlocal interrupted
@@ -208,30 +262,107 @@ def execute(cfg: RunConfig, out: Path | None = None, resume: Path | None = None,
                 coord.run(should_stop=lambda: interrupted)
             except KeyboardInterrupt:
                 interrupted = True
+            except (sqlite3.Error, OSError) as exc:   # nothing acknowledged is lost: results commit before acks
+                failure = exc
     finally:
         signal.signal(signal.SIGTERM, old)
         router.close("run finished" if not interrupted else "run interrupted")
         stop_agents(procs)
-    summary = summarize(search, coord, run_dir, interrupted)
-    store.set_meta("summary", summary)
-    store.close()
-    return summary
+    if failure is not None:
+        raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
+                       f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
+    summary = summarize(cfg, search, coord, run_dir, interrupted)
+    return _save_results(run_dir, store, summary, search.best.code if search.best else None)
 
 
-def summarize(search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
+class _RunDirWatch:
+    """Progress callback that also notices, every few seconds, that the run directory was removed."""
+
+    def __init__(self, run_dir: Path, update) -> None:
+        self.run_dir, self.update, self.next_check, self.warned = run_dir, update, 0.0, False
+
+    def __call__(self, coord: Coordinator) -> None:
+        self.update(coord)
+        now = time.monotonic()
+        if not self.warned and now >= self.next_check:
+            self.next_check = now + 2.0
+            if not (self.run_dir / "run.db").exists():
+                self.warned = True
+                log.error("run_directory_removed", run_dir=str(self.run_dir),
+                          note="the run goes on; its results will be written to a fallback directory")
+
+
+def summarize(cfg: RunConfig, search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
     base, best = search.baseline, search.best
-    summary = {"run_dir": str(run_dir), "stop_reason": "interrupted" if interrupted else search.stop_reason,
+    summary = {"run_dir": str(run_dir), "problem": cfg.problem, "target": cfg.target, "models": cfg.model,
+               "code_models": cfg.code_model or cfg.model, "seed": cfg.seed,
+               "stop_reason": "interrupted" if interrupted else search.stop_reason,
                "iterations": search.iteration, "evaluations": search.evals_done,
                "replayed_results": search.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
-               "failed_jobs": dict(coord.stats.failed), "cost_usd": round(coord.spent, 6)}
+               "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
+               "cost_usd": round(coord.spent, 6)}
     if base and best:
         summary.update(baseline_cycles=base.cycles, best_cycles=best.cycles, speedup=base.cycles / best.cycles,
                        best_id=best.id, best_utilization=(best.result or {}).get("utilization"),
                        best_roofline=(best.result or {}).get("roofline_fraction"),
                        beam=[[c.id, c.cycles] for c in search.beam])
-        (run_dir / "best.c").write_text(best.code)
-        (run_dir / "best.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1))
+    verdict = model_verdict(coord.store, produced=len(search.candidates) - 1)
+    summary.update(verdict)
+    return summary
+
+
+def model_verdict(store: RunStore, produced: int) -> dict:
+    """{"error": ...} when the models produced no candidate at all because their calls failed;
+    {"warning": ...} when most of their calls failed; {} otherwise."""
+    rows = store.db.execute("SELECT kind, json_extract(payload, '$.model'), ok, error FROM jobs "
+                            "WHERE kind IN ('plan', 'code', 'repair') AND state IN ('done', 'failed')").fetchall()
+    # jobs never run (cost cap) are not failures of the models
+    rows = [r for r in rows if r[2] or not (r[3] or "").startswith("not run:")]
+    failed = [(kind, model, reason_of(error, model)) for kind, model, ok, error in rows if not ok]
+    if not failed:
+        return {}
+    totals: dict[tuple, int] = {}
+    for kind, model, _, _ in rows:
+        totals[(kind, model)] = totals.get((kind, model), 0) + 1
+    groups: dict[tuple, int] = {}
+    for key in failed:
+        groups[key] = groups.get(key, 0) + 1
+    parts = []
+    for (kind, model, reason), n in sorted(groups.items(), key=lambda kv: -kv[1])[:3]:
+        every = "all " if n == totals[(kind, model)] else ""
+        parts.append(f"{every}{n} {KIND_WORDS[kind]} calls to {model} failed: {reason}")
+    text = "; ".join(parts)
+    if produced == 0:
+        return {"error": f"the models produced no candidate: {text}"}
+    if len(failed) * 2 > len(rows):
+        return {"warning": f"{len(failed)} of {len(rows)} model jobs failed: {text}"}
+    return {}
+
+
+def _save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str | None) -> dict:
+    """Store the summary and write best.c/best.json atomically; if the run directory is gone or
+    unwritable, rescue everything (the store included) to a fallback directory and say where."""
+    store.set_meta("summary", summary)
+    best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
+    try:
+        if not (run_dir / "run.db").exists():
+            raise FileNotFoundError(f"{run_dir / 'run.db'} was removed during the run")
+        write_atomic(run_dir / "best.json", best_json)
+        if best_code is not None:
+            write_atomic(run_dir / "best.c", best_code)
+    except OSError as exc:
+        rescue = fallback_dir(run_dir)
+        summary["rescued_to"] = str(rescue)
+        summary["rescue_reason"] = str(exc)
+        best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
+        (rescue / "best.json").write_text(best_json)
+        if best_code is not None:
+            (rescue / "best.c").write_text(best_code)
+        store.set_meta("summary", summary)
+        rescue_store(store.db, rescue / "run.db")
+    finally:
+        store.close()
     return summary
 
 
@@ -274,11 +405,15 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
         if hosted:
             launches.append((role, 16, "llm", hosted, full_env))
     procs = []
-    for i, (role, capacity, impl, models, env) in enumerate(launches):
-        logf = open(run_dir / "logs" / f"{role}-{i}.log", "ab")
-        procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
-                                      stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env, cwd=ROOT))
-        logf.close()
+    try:
+        for i, (role, capacity, impl, models, env) in enumerate(launches):
+            with open(run_dir / "logs" / f"{role}-{i}.log", "ab") as logf:
+                procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
+                                              stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env,
+                                              cwd=ROOT))
+    except OSError:
+        stop_agents(procs, grace_s=0)
+        raise
     return procs
 
 

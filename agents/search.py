@@ -205,14 +205,18 @@ class BeamSearch:
                                          origin, extra.get("model"), code)
         return self.candidates[cid]
 
+    def eval_job(self, code: str) -> tuple[str, dict]:
+        """The id and payload of the evaluation of code (the same code is evaluated once per run)."""
+        code_hash = hashlib.sha256(code.encode()).hexdigest()
+        jid = content_id("eval", self.problem["target"], self.problem["name"], code_hash, self.cfg.eval_seed)
+        return jid, {"problem": self.problem, "code": code, "seed": self.cfg.eval_seed}
+
     def _emit_eval(self, cand: Candidate) -> None:
         if self.cfg.max_evals is not None and self.evals_emitted >= self.cfg.max_evals:
             return
         self.evals_emitted += 1
-        code_hash = hashlib.sha256(cand.code.encode()).hexdigest()
-        jid = content_id("eval", self.problem["target"], self.problem["name"], code_hash, self.cfg.eval_seed)
-        job = Job(jid, "eval", self.iteration, {"problem": self.problem, "code": cand.code, "seed": self.cfg.eval_seed},
-                  ctx={"cids": [cand.id]})
+        jid, payload = self.eval_job(cand.code)
+        job = Job(jid, "eval", self.iteration, payload, ctx={"cids": [cand.id]})
         if jid in self.jobs:  # same code already being evaluated for another parent: share the result
             other = self.jobs[jid]
             other.ctx["cids"].append(cand.id)
@@ -319,9 +323,10 @@ class BeamSearch:
         payload = {"problem": self.problem, "parent": parent.as_parent(), "menu": kept, "model": model,
                    "iteration": self.iteration, "iterations": self.cfg.iterations, "seed": seed}
         menu_ids = [o["id"] for o in kept]
-        # a model's answer depends only on its prompt, which the parent's code determines (its feedback too)
+        # a model's answer depends only on its prompt, which the parent's code determines (its feedback too);
+        # the run's length is left out so that a run extended on resume reuses the answers it already has
         jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self._seeded(model) else \
-            content_id("plan", _code_hash(parent.code), self.iteration, self.cfg.iterations, model, menu_ids)
+            content_id("plan", _code_hash(parent.code), self.iteration, model, menu_ids)
         self._emit(Job(jid, "plan", self.iteration, payload, model, ctx={"parent_id": parent.id, "index": index}))
 
     def _stop_reason(self) -> str:

@@ -26,7 +26,11 @@ class SecretError(RuntimeError):
 
 def create_secret(path: Path) -> bytes:
     """Write a fresh random secret to `path` with mode 0600 (fails if it exists)."""
-    key = secrets.token_bytes(SECRET_BYTES)
+    return write_secret(path, secrets.token_bytes(SECRET_BYTES))
+
+
+def write_secret(path: Path, key: bytes) -> bytes:
+    """Write `key` to `path` with mode 0600 (fails if it exists)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key.hex() + "\n")

@@ -79,8 +79,10 @@ class Target(abc.ABC):
         raise UnknownProblemError(f"target {self.name!r} has no problem {name!r}; known: {known}")
 
     @abc.abstractmethod
-    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None) -> EvalResult:
-        """Compile, run, check and measure `code` for `problem` in a sandbox."""
+    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
+                 time_limit_s: float | None = None) -> EvalResult:
+        """Compile, run, check and measure `code` for `problem` in a sandbox; time_limit_s replaces the
+        target's own limit on the kernel's run time."""
 
 
 _REGISTRY: dict[str, type[Target]] = {}

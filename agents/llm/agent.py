@@ -49,7 +49,8 @@ class LLMAgent:
             done = asyncio.run_coroutine_threadsafe(self._call(model, prompt), self._loop).result()
         except Exception as exc:  # noqa: BLE001 - the SDK's errors after its retries: a failed call
             call.update(latency=time.monotonic() - started, outcome=f"error: {type(exc).__name__}")
-            raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc}"[:2000], calls=[call]) from None
+            cause = f" ({str(exc.__cause__).splitlines()[0][:300]})" if exc.__cause__ and str(exc.__cause__) else ""
+            raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc}{cause}"[:2000], calls=[call]) from None
         cost = cost_usd(client.spec, done.tokens_in, done.tokens_out)
         call.update(tokens_in=done.tokens_in, tokens_out=done.tokens_out, cost=cost or 0.0,
                     latency=time.monotonic() - started, outcome="ok" if cost is not None else "ok (price unknown)")

@@ -14,9 +14,11 @@ outputs, verdict or cycles, and answers prepared by the CPU fail the hidden sets
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fcntl
 import functools
+import math
 import os
 import secrets
 import shutil
@@ -126,7 +128,14 @@ class GemminiSim(Target):
     def problems(self) -> list[Problem]:
         return list(load_problems(self.name))
 
-    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None) -> EvalResult:
+    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
+                 time_limit_s: float | None = None) -> EvalResult:
+        if time_limit_s is not None:   # the same target with the kernel's and replayer's limits replaced
+            limits = dataclasses.replace(self.options.run_limits, wall_s=time_limit_s,
+                                         cpu_s=max(1, math.ceil(time_limit_s)))
+            clone = copy.copy(self)
+            clone.options = dataclasses.replace(self.options, run_limits=limits)
+            return clone.evaluate(problem, code, seed=seed, trace_path=trace_path)
         started = time.monotonic()
         code = normalize_newlines(code)
         try:

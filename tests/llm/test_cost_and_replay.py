@@ -18,7 +18,7 @@ def test_cost_cap_counts_calls_in_flight_and_stops_cleanly(tmp_path):
         model = f"openai-compat@{fake.url}/v1:priced"
         prices = tmp_path / "prices.toml"
         prices.write_text(f'["{model}"]\ninput = 1.0\noutput = 1.0\n')
-        cfg = write_config(tmp_path / "cfg.toml", iterations=3, beam=2, plans=2, codes=1, models=[model])
+        cfg = write_config(tmp_path / "cfg.toml", iterations=3, beam=2, plans=2, codes=1, model=[model])
         run = tmp_path / "run"
         out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-cost", "0.05",
                             "--out", str(run), env={"AUTOCOMP_PRICES": str(prices)}))
@@ -35,14 +35,14 @@ def test_cost_cap_counts_calls_in_flight_and_stops_cleanly(tmp_path):
 def test_replay_reproduces_a_run_without_network(tmp_path):
     fake = FakeLLM()
     model = f"openai-compat@{fake.url}/v1:m"
-    cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, models=[model])
+    cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, model=[model])
     try:
         finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(tmp_path / "recorded")))
     finally:
         fake.close()
     recorded = summary(tmp_path / "recorded")
     calls_made = len(fake.requests)
-    replay_cfg = write_config(tmp_path / "replay.toml", iterations=2, beam=2, plans=2, codes=1, models=["replay"])
+    replay_cfg = write_config(tmp_path / "replay.toml", iterations=2, beam=2, plans=2, codes=1, model=["replay"])
     out = finish(launch("run", "--config", str(replay_cfg), "--evaluators", "2", "--replay",
                         str(tmp_path / "recorded"), "--out", str(tmp_path / "replayed")))
     replayed = summary(tmp_path / "replayed")

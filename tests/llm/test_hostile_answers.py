@@ -31,7 +31,7 @@ def test_carriage_return_include_in_a_model_answer_leaks_nothing(tmp_path):
     fake = FakeLLM(script)
     try:
         model = f"openai-compat@{fake.url}/v1:hostile"
-        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, models=[model])
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, model=[model])
         run = tmp_path / "run"
         out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--out", str(run)))
     finally:

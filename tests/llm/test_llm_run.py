@@ -16,8 +16,8 @@ def test_full_search_with_two_scripted_models(tmp_path):
     fake = FakeLLM()
     try:
         a, b = (f"openai-compat@{fake.url}/v1:model-{x}" for x in "ab")
-        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, models=[a, b],
-                           code_models=[a, b])
+        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, model=[a, b],
+                           code_model=[a, b])
         run = tmp_path / "run"
         out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
     finally:
@@ -34,7 +34,7 @@ def test_full_search_through_the_anthropic_wire_format(tmp_path):
     fake = FakeLLM()
     try:
         model = "anthropic:claude-test"
-        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, models=[model])
+        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, model=[model])
         run = tmp_path / "run"
         out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run),
                             env={"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key"}))

@@ -1,0 +1,15 @@
+"""Rich consoles for people: never hard-wrapped when piped (paths and code stay whole in logs and
+files), soft-wrapped by the terminal otherwise. Program text is printed with markup off by the callers."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+PIPED_WIDTH = 1000    # wide enough that tables never squeeze or wrap a cell when written to a file
+
+
+def make_console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else PIPED_WIDTH
+    return Console(stderr=stderr, soft_wrap=True, width=width)

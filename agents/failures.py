@@ -1,0 +1,38 @@
+"""Failed jobs counted by reason: a small, bounded tally for the live display, the summary and the
+loud end-of-run check (a run whose every model call failed must not look like a success)."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+KIND_WORDS = {"plan": "planning", "code": "coding", "repair": "repair", "eval": "evaluation"}
+MAX_REASONS = 32     # distinct reasons kept; the rest are counted as "other"
+
+
+def reason_of(error: str | None, model: str | None = None) -> str:
+    """The first line of an error, without the model's name (the tally keeps it apart), at most 160 chars."""
+    text = (error or "unknown failure").strip().splitlines()[0] if (error or "").strip() else "unknown failure"
+    if model:
+        text = text.replace(f"model {model} failed: ", "").replace(f"unusable answer from {model}: ",
+                                                                     "unusable answer: ")
+    text = re.sub(r"0x[0-9a-f]+", "0x..", text)
+    return text[:160]
+
+
+class FailureTally:
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, str]] = Counter()   # (kind, model or "", reason) -> jobs
+
+    def add(self, kind: str, model: str | None, reason: str) -> None:
+        key = (kind, model or "", reason)
+        if key not in self.counts and len(self.counts) >= MAX_REASONS:
+            key = (kind, model or "", "other")
+        self.counts[key] += 1
+
+    def top(self, n: int = 3) -> list[str]:
+        return [f"{kind}{'/' + model if model else ''}: {reason} x{count}"
+                for (kind, model, reason), count in self.counts.most_common(n)]
+
+    def as_dict(self) -> dict[str, int]:
+        return {f"{kind}{' ' + model if model else ''}: {reason}": count
+                for (kind, model, reason), count in self.counts.most_common()}

@@ -1,0 +1,116 @@
+"""The run directory on disk: one coordinator at a time (an OS file lock), files written atomically, and
+a fallback place for the results when the directory vanished during the run.
+
+Run directory layout:
+    run.db      SQLite run store (WAL)          secret   HMAC key, mode 0600
+    config.json the configuration, for humans   logs/    coordinator.log and one log per local agent
+    best.c      the best kernel found           best.json  its numbers
+    coordinator.lock  held (flock) by the coordinator running the run; holds its pid
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+LOCK_NAME = "coordinator.lock"
+
+
+class RunDirError(RuntimeError):
+    """The run directory cannot be used; the message says why and what to do."""
+
+
+class RunLock:
+    """An exclusive flock on RUN_DIR/coordinator.lock for as long as the coordinator runs. The kernel drops
+    it when the process dies, however it dies, so a crashed run never leaves a stale lock behind."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_NAME
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunDirError(f"cannot create {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self.path.read_text().strip() or "unknown"
+            os.close(self.fd)
+            raise RunDirError(f"{run_dir} is in use by another coordinator (pid {holder}); wait for it to "
+                              "finish or stop it first") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)   # closing drops the lock; the file stays (unlinking would race a new holder)
+            self.fd = -1
+
+
+def is_locked(run_dir: Path) -> bool:
+    """Whether a coordinator is running the run in run_dir right now."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def prepare_new(run_dir: Path) -> RunLock:
+    """Create (or reuse an empty) run directory and lock it; refuse one that holds a run or is not a dir."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"--out {run_dir} exists and is not a directory")
+    try:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+    lock = RunLock(run_dir)
+    if (run_dir / "run.db").exists():
+        lock.release()
+        raise RunDirError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
+    return lock
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fallback_dir(run_dir: Path) -> Path:
+    """Where the results go when run_dir is gone: the user's data dir, else the temp dir."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "autocomp" / "rescued"
+    name = f"{Path(run_dir).name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for root in (base, Path(tempfile.gettempdir()) / "autocomp-rescued"):
+        try:
+            (root / name).mkdir(parents=True, exist_ok=True)
+            return root / name
+        except OSError:
+            continue
+    raise RunDirError(f"{run_dir} vanished and no fallback directory could be created")
+
+
+def rescue_store(db: sqlite3.Connection, dest: Path) -> None:
+    """Copy the whole run store from its open connection (its file may already be unlinked)."""
+    target = sqlite3.connect(dest)
+    try:
+        db.backup(target)
+    finally:
+        target.close()
