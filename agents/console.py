@@ -12,4 +12,5 @@ PIPED_WIDTH = 1000    # wide enough that tables never squeeze or wrap a cell whe
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else PIPED_WIDTH
-    return Console(stderr=stderr, soft_wrap=True, width=width)
+    # no emoji codes either: ":x:" in a model spec must stay ":x:"
+    return Console(stderr=stderr, soft_wrap=True, width=width, emoji=False, highlight=False)

@@ -25,6 +25,7 @@ class Progress:
         self.plain_every_s = plain_every_s
         self._live: Live | None = None
         self._last_plain = 0.0
+        self._snap: dict | None = None
 
     def __enter__(self) -> "Progress":
         if self.live_mode:
@@ -35,6 +36,8 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self._live:
             self._live.__exit__(*exc)
+        elif self._snap is not None and self.plain_every_s != float("inf"):
+            self._plain(self._snap)   # the final state, however recently the last line was printed
 
     def snapshot(self, coord: "Coordinator") -> dict:
         s = coord.search
@@ -50,17 +53,20 @@ class Progress:
                 "failed": sum(coord.failures.counts.values())}
 
     def update(self, coord: "Coordinator") -> None:
-        snap = self.snapshot(coord)
+        snap = self._snap = self.snapshot(coord)
         if self._live:
             self._live.update(self._table(snap))
         elif time.monotonic() - self._last_plain >= self.plain_every_s:
-            self._last_plain = time.monotonic()
-            speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
-            failed = f"  failed {snap['failed']} ({'; '.join(snap['failures'])})" if snap["failed"] else ""
-            self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
-                               f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
-                               f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}  "
-                               f"cost ${snap['cost']:.2f}{failed}", markup=False, highlight=False)
+            self._plain(snap)
+
+    def _plain(self, snap: dict) -> None:
+        self._last_plain = time.monotonic()
+        speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
+        failed = f"  failed {snap['failed']} ({'; '.join(snap['failures'])})" if snap["failed"] else ""
+        self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
+                           f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
+                           f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}  "
+                           f"cost ${snap['cost']:.2f}{failed}", markup=False, highlight=False)
 
     @staticmethod
     def _beam(snap: dict) -> str:

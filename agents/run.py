@@ -237,6 +237,9 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, 
             specs: dict[str, list[ModelSpec]], replay: RunStore | None, live: bool | None, progress_on: bool) -> dict:
     search.store = store
     store.set_meta("endpoint", router.endpoints[0])
+    store.set_meta("session", {"pid": os.getpid(), "started": time.time(), "endpoint": router.endpoints[0],
+                               "curve": cfg.curve, "evaluators": cfg.evaluators, "iterations": cfg.iterations,
+                               "max_evals": cfg.max_evals, "max_cost": cfg.max_cost})
     progress = Progress(cfg, search.problem["name"], live=live, plain_every_s=5.0 if progress_on else float("inf"))
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,

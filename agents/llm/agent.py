@@ -11,7 +11,7 @@ import time
 
 from agents.llm.parse import AnswerError, parse_code, parse_plan
 from agents.llm.prompts import code_prompt, pack, plan_prompt, repair_prompt
-from agents.llm.providers import CallOptions, Client, cost_usd
+from agents.llm.providers import CallOptions, Client, cost_usd, root_cause
 from agents.llm.specs import parse_spec
 from agents.worker import JobFailed
 
@@ -49,8 +49,8 @@ class LLMAgent:
             done = asyncio.run_coroutine_threadsafe(self._call(model, prompt), self._loop).result()
         except Exception as exc:  # noqa: BLE001 - the SDK's errors after its retries: a failed call
             call.update(latency=time.monotonic() - started, outcome=f"error: {type(exc).__name__}")
-            cause = f" ({str(exc.__cause__).splitlines()[0][:300]})" if exc.__cause__ and str(exc.__cause__) else ""
-            raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc}{cause}"[:2000], calls=[call]) from None
+            raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc} ({root_cause(exc)})"[:2000],
+                            calls=[call]) from None
         cost = cost_usd(client.spec, done.tokens_in, done.tokens_out)
         call.update(tokens_in=done.tokens_in, tokens_out=done.tokens_out, cost=cost or 0.0,
                     latency=time.monotonic() - started, outcome="ok" if cost is not None else "ok (price unknown)")

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import anthropic
 import openai
 
+from agents.llm.providers import root_cause
 from agents.llm.specs import ModelSpec
 
 
@@ -29,8 +30,7 @@ def endpoint_problem(spec: ModelSpec, timeout_s: float = 10.0) -> str | None:
     except (openai.APITimeoutError, anthropic.APITimeoutError):
         return f"did not answer within {timeout_s:g} s"
     except (openai.APIConnectionError, anthropic.APIConnectionError) as exc:
-        cause = exc.__cause__ or exc
-        return f"does not answer: {_short(cause)}"
+        return f"does not answer: {root_cause(exc)}"
     except (openai.APIStatusError, anthropic.APIStatusError):
         return None
     return None
@@ -49,10 +49,3 @@ def check_endpoints(specs: list[ModelSpec], timeout_s: float = 10.0) -> list[str
     return [f"model {s.text}: the endpoint {s.base_url or s.provider} {problem}"
             for group, problem in zip(endpoints.values(), problems) if problem for s in group]
 
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    # httpx nests the OS error: "[Errno 111] Connection refused" reads best on its own
-    if "Connection refused" in text:
-        return "connection refused"
-    return text[:200]

@@ -77,3 +77,16 @@ def cost_usd(spec: ModelSpec, tokens_in: int, tokens_out: int) -> float | None:
     if price is None:
         return None
     return (tokens_in * price["input"] + tokens_out * price["output"]) / 1e6
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost reason behind an SDK error, in a few words: the SDKs wrap httpx, which wraps the OS
+    error ("connection refused" says more than "Connection error.")."""
+    inner, seen = exc, set()
+    while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(inner))
+        inner = nxt
+    if isinstance(inner, ConnectionRefusedError) or "Connection refused" in str(inner):
+        return "connection refused"
+    text = str(inner).splitlines()[0] if str(inner) else type(inner).__name__
+    return text[:200]
