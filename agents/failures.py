@@ -16,6 +16,7 @@ def reason_of(error: str | None, model: str | None = None) -> str:
         text = text.replace(f"model {model} failed: ", "").replace(f"unusable answer from {model}: ",
                                                                      "unusable answer: ")
     text = re.sub(r"0x[0-9a-f]+", "0x..", text)
+    text = re.sub(r"\([^()]*,[^()]*\)", "(...)", text)   # listed values vary; alike failures count together
     return text[:160]
 
 

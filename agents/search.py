@@ -223,6 +223,8 @@ class BeamSearch:
             if jid not in self.outstanding:
                 first = self.candidates[other.ctx["cids"][0]]
                 cand.result = first.result
+                if self.store and cand.result is not None:
+                    self.store.add_eval(cand.id, jid, cand.result)   # every evaluated candidate has its row
             return
         self._emit(job)
 

@@ -1,0 +1,149 @@
+"""`show`, `report` and `runs`: read-only looks at run directories, finished, interrupted or running.
+
+Program text, plans and errors contain square brackets (`A[i][k]`), which rich would read as markup,
+so every value from a run reaches rich as a `rich.text.Text`, never as a markup string.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agents.runview import RunView, RunViewError, clip, list_runs, load, plural
+
+ROOT = Path(__file__).resolve().parents[1]
+RunDirArg = Annotated[Path, typer.Argument(help="Run directory (the --out of `run`).", metavar="RUN_DIR",
+                                           show_default=False)]
+
+
+def register(app: typer.Typer, console: Console, err: Console) -> None:
+    def fail(message: str) -> None:
+        err.print(f"error: {message}", markup=False, highlight=False)
+        raise typer.Exit(2)
+
+    def view_of(run_dir: Path) -> RunView:
+        try:
+            return load(run_dir)
+        except RunViewError as exc:
+            fail(str(exc))
+
+    @app.command()
+    def show(run_dir: RunDirArg) -> None:
+        """What a run did: the best kernel's lineage, best per iteration, menu options, failures, cost."""
+        print_view(console, view_of(run_dir))
+
+    @app.command()
+    def report(run_dir: RunDirArg,
+               output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write.",
+                                                              show_default="RUN_DIR/report.html")] = None) -> None:
+        """Write one self-contained HTML page with plots of a run (no scripts, nothing fetched)."""
+        from agents.report import render
+        view = view_of(run_dir)
+        path = output or Path(run_dir) / "report.html"
+        try:
+            path.write_text(render(view), encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {path}: {exc.strerror or exc}")
+        console.print(Text(f"Wrote {path}"))
+
+    @app.command()
+    def runs(parent: Annotated[Optional[Path], typer.Argument(help="Directory holding run directories.",
+                                                              metavar="DIR", show_default="runs/")] = None) -> None:
+        """List the runs under a directory: problem, best speedup, evaluations, cost, status."""
+        if parent is None and not (ROOT / "runs").exists():   # nothing has been run here yet: not an error
+            console.print(Text(f"No runs in {ROOT / 'runs'} yet."))
+            return
+        parent = parent or ROOT / "runs"
+        try:
+            rows = list_runs(parent)
+        except RunViewError as exc:
+            fail(str(exc))
+        if not rows:
+            console.print(Text(f"No runs in {parent}."))
+            return
+        table = _table(Text(f"runs in {parent}"), ["run", "problem", "target", "speedup", "evals", "cost", "status",
+                                                    "started"], right={3, 4, 5})
+        for r in rows:
+            table.add_row(*_cells([r.run_dir.name, r.problem, r.target, _x(r.speedup),
+                                   "" if r.evaluations is None else r.evaluations,
+                                   "" if r.cost is None else f"${r.cost:.2f}", r.status, _when(r.started)]))
+        console.print(table)
+
+
+def print_view(console: Console, v: RunView) -> None:
+    status = v.summary.get("stop_reason") if v.summary and v.status == "finished" else v.status
+    head = Text(f"{v.run_dir}: {v.problem} on {v.target}, {status}", style="bold")
+    console.print(head)
+    line = f"{plural(v.evaluations, 'evaluation')}, cost ${v.cost:.2f}, started {_when(v.started)}"
+    if v.summary is None and (v.in_flight or v.queued):   # a live or crashed run
+        line += f", {plural(v.in_flight, 'job')} leased to agents and {v.queued} queued"
+    if v.speedup:
+        line += f"; best {v.best_cycles:,.0f} {v.unit} vs {v.baseline:,.0f} at the start: {v.speedup:.2f}x"
+    console.print(Text(line))
+
+    if v.lineage:
+        t = _table(Text("Lineage of the best kernel"), ["iter", "option", "plan", "model", v.unit, "vs start",
+                                                         "vs parent"], right={0, 4, 5, 6})
+        for s in v.lineage:
+            t.add_row(*_cells([s.iteration, s.option_id or "(start)", s.plan or "", s.model or "",
+                               _cycles(s.cycles), _x(s.vs_start), _x(s.vs_parent)]))
+        console.print(t)
+    else:
+        console.print(Text("No correct kernel yet."))
+
+    if v.iterations:
+        t = _table(Text("Best per iteration"), ["iter", f"best {v.unit}", "speedup", "beam", "kernels", "correct"],
+                   right={0, 1, 2, 3, 4, 5})
+        for b in v.iterations:
+            t.add_row(*_cells([b.iteration, _cycles(b.cycles), _x(b.speedup), b.beam, b.candidates, b.correct]))
+        console.print(t)
+
+    if v.options:
+        t = _table(Text("Menu options tried"), ["option", "plans", "kernels", "correct", "accepted",
+                                                "best over parent"], right={1, 2, 3, 4, 5})
+        for o in v.options:
+            t.add_row(*_cells([o.option_id, o.plans, o.candidates, o.correct, o.accepted, _x(o.best_gain)]))
+        console.print(t)
+
+    if v.failures:
+        t = _table(Text("Failures"), ["count", "job", "error kind", "error"], right={0})
+        for f in v.failures:
+            t.add_row(*_cells([f.count, f.kind, f.error_kind, clip(f.message, 160)]))
+        console.print(t)
+    else:
+        console.print(Text("No failed jobs and no incorrect kernels."))
+
+    if v.usage:
+        t = _table(Text("Model calls"), ["model", "role", "calls", "tokens in", "tokens out", "cost"],
+                   right={2, 3, 4, 5})
+        for u in v.usage:
+            t.add_row(*_cells([u.model, u.role, u.calls, f"{u.tokens_in:,}", f"{u.tokens_out:,}", f"${u.cost:.4f}"]))
+        console.print(t)
+
+
+def _table(title: Text, columns: list[str], right: set[int] = frozenset()) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(Text(col), justify="right" if i in right else "left")
+    return table
+
+
+def _cells(values: list) -> list[Text]:
+    return [Text(str(v)) for v in values]
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v else "-"
+
+
+def _cycles(v: float | None) -> str:
+    return f"{v:,.0f}" if v is not None else "-"
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"

@@ -1,0 +1,400 @@
+"""Read-only views of a run directory for `show`, `report` and `runs`.
+
+Everything is read from RUN_DIR/run.db through a read-only connection inside one
+transaction, so a run that is still being written (WAL) is seen as one consistent
+snapshot and is never modified. Runs that crashed or were interrupted have no
+`summary` meta; every number here is therefore derived from the tables
+themselves, and the summary is only used for the stop reason.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
+
+from agents.rundir import is_locked
+
+
+
+class RunViewError(RuntimeError):
+    """The directory cannot be shown; the message is one line that says why."""
+
+
+@dataclass
+class Step:
+    """One kernel on the lineage from the starting kernel to the best one."""
+    id: str
+    iteration: int
+    option_id: str | None
+    plan: str | None          # first line of the plan text
+    model: str | None
+    cycles: float | None
+    vs_start: float | None    # start cycles / these cycles
+    vs_parent: float | None   # parent cycles / these cycles
+    code: str
+    parent_code: str | None
+
+
+@dataclass
+class IterationBest:
+    iteration: int
+    cycles: float
+    speedup: float | None
+    beam: int                 # candidates kept
+    candidates: int           # candidates generated in this iteration
+    correct: int
+
+
+@dataclass
+class OptionStats:
+    option_id: str
+    plans: int = 0
+    candidates: int = 0
+    correct: int = 0
+    accepted: int = 0
+    ratios: list[float] = field(default_factory=list)   # child cycles / parent cycles, correct children
+
+    @property
+    def best_gain(self) -> float | None:
+        return 1 / min(self.ratios) if self.ratios else None
+
+
+@dataclass
+class FailureGroup:
+    kind: str                 # plan | code | repair | eval
+    error_kind: str
+    message: str              # normalised first line
+    count: int
+    example: str              # one full first line, unnormalised
+
+
+@dataclass
+class Usage:
+    model: str
+    role: str
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost: float
+
+
+@dataclass
+class Node:
+    """A candidate in the search tree."""
+    id: str
+    parent_id: str | None
+    iteration: int
+    state: str                # in-beam | correct | incorrect | pending
+    cycles: float | None
+    on_lineage: bool
+
+
+@dataclass
+class RunView:
+    run_dir: Path
+    config: dict
+    summary: dict | None
+    status: str
+    unit: str
+    started: float | None
+    baseline: float | None
+    best_cycles: float | None
+    evaluations: int
+    cost: float
+    in_flight: int            # jobs leased to an agent and not finished (a live or crashed run)
+    queued: int               # jobs waiting for an agent
+    lineage: list[Step]
+    iterations: list[IterationBest]
+    options: list[OptionStats]
+    failures: list[FailureGroup]
+    usage: list[Usage]
+    calls: list[tuple[float, float]]   # (created, cost) of every model call, in time order
+    nodes: list[Node]
+
+    @property
+    def problem(self) -> str:
+        return str(self.config.get("problem", "?"))
+
+    @property
+    def target(self) -> str:
+        return str(self.config.get("target", "?"))
+
+    @property
+    def speedup(self) -> float | None:
+        return self.baseline / self.best_cycles if self.baseline and self.best_cycles else None
+
+    def models(self, role: str) -> list[str]:
+        """Configured models; older runs say models/code_models, newer ones model/code_model."""
+        keys = ("models", "model") if role == "plan" else ("code_models", "code_model")
+        for key in keys:
+            value = self.config.get(key)
+            if value:
+                return [value] if isinstance(value, str) else list(value)
+        return self.models("plan") if role == "code" else []
+
+
+@dataclass
+class RunRow:
+    """One line of `runs`; only the status is known for a store that cannot be read."""
+    run_dir: Path
+    problem: str = ""
+    target: str = ""
+    speedup: float | None = None
+    evaluations: int | None = None
+    cost: float | None = None
+    status: str = ""
+    started: float | None = None
+
+
+# -- opening --------------------------------------------------------------------------------------
+def is_running(run_dir: Path) -> bool:
+    return is_locked(run_dir)
+
+
+def _connect(run_dir: Path) -> sqlite3.Connection:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunViewError(f"{run_dir} is not a directory")
+    path = run_dir / "run.db"
+    if not path.is_file():
+        raise RunViewError(f"{run_dir} is not a run directory (no run.db)")
+    # mode=ro never writes the store, but on a WAL database it would still create run.db-wal and -shm next to
+    # it. No WAL file means no connection has the store open and the main file holds everything: read it as
+    # immutable, which creates nothing. With a WAL file (a live run, or one that crashed) read through it.
+    # quote() keeps a '?' or '#' in the path from becoming URI syntax.
+    wal = path.with_name(path.name + "-wal")
+    params = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    db = None
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?{params}", uri=True, timeout=10,
+                             isolation_level=None)
+        db.execute("BEGIN")   # one snapshot for every query below, even while the coordinator writes
+        db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        if db is not None:
+            db.close()
+        raise RunViewError(f"{path} is unreadable: {exc}") from None
+    return db
+
+
+def _meta(db: sqlite3.Connection, key: str):
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def _status(run_dir: Path, summary: dict | None) -> str:
+    if is_running(run_dir):
+        return "running"
+    if summary is None:
+        return "incomplete (resume with --resume)"
+    reason = clip(_first_line(str(summary.get("stop_reason") or "")), 100) or "unknown reason"
+    if reason == "interrupted":
+        return "interrupted"
+    return "finished" if reason.startswith("finished") else f"stopped: {reason}"
+
+
+def _started(db: sqlite3.Connection, run_dir: Path) -> float | None:
+    first = db.execute("SELECT MIN(created) FROM jobs").fetchone()[0]
+    return first if first is not None else (run_dir / "run.db").stat().st_mtime
+
+
+def _evaluations(db: sqlite3.Connection) -> int:
+    # finished evaluation jobs: what the coordinator counts, and all there is for a crashed run
+    return db.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'eval' AND state IN ('done', 'failed')").fetchone()[0]
+
+
+def _baseline_and_best(db: sqlite3.Connection) -> tuple[float | None, str | None, float | None]:
+    """Start cycles, and the best candidate so far: rank 0 of the latest beam."""
+    base = db.execute("SELECT e.cycles FROM candidates c JOIN evals e ON e.candidate_id = c.id "
+                      "WHERE c.origin = 'initial' AND e.correct = 1").fetchone()
+    best = db.execute("SELECT candidate_id, cycles FROM beams WHERE rank = 0 "
+                      "ORDER BY iteration DESC LIMIT 1").fetchone()
+    return (base[0] if base else None), (best[0] if best else None), (best[1] if best else None)
+
+
+# -- `runs` -------------------------------------------------------------------------------------
+def list_runs(parent: Path) -> list[RunRow]:
+    """Every direct subdirectory of parent that holds a run.db, newest first."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        raise RunViewError(f"{parent} is not a directory")
+    rows = [run_row(d) for d in sorted(parent.iterdir()) if d.is_dir() and (d / "run.db").is_file()]
+    return sorted(rows, key=lambda r: r.started or 0, reverse=True)
+
+
+def run_row(run_dir: Path) -> RunRow:
+    try:
+        v = load(run_dir)
+    except RunViewError as exc:
+        return RunRow(run_dir, status="unreadable: " + str(exc).rsplit(" is unreadable: ", 1)[-1])
+    return RunRow(run_dir, v.problem, v.target, v.speedup, v.evaluations, v.cost, v.status, v.started)
+
+
+# -- `show` and `report` ------------------------------------------------------------------------
+def load(run_dir: Path) -> RunView:
+    run_dir = Path(run_dir)
+    db = _connect(run_dir)
+    try:
+        return _load(db, run_dir)
+    except (sqlite3.Error, ValueError) as exc:   # a store with missing tables or garbled JSON
+        raise RunViewError(f"{run_dir / 'run.db'} is unreadable: {exc}") from None
+    finally:
+        db.close()
+
+
+class _Cand(NamedTuple):
+    id: str
+    parent_id: str | None
+    iteration: int
+    plan_job: str | None
+    model: str | None
+    code: str
+    correct: int | None       # None: not evaluated (yet)
+    cycles: float | None
+
+
+def _candidates(db: sqlite3.Connection) -> dict[str, _Cand]:
+    cands = {r[0]: _Cand(*r) for r in db.execute(
+        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.model, c.code, e.correct, e.cycles "
+        "FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id ORDER BY c.iteration, c.created, c.id")}
+    # A candidate whose code was already evaluated for another parent shares that evaluation and may have
+    # no evals row of its own: the result depends only on the code, so take it from the twin.
+    by_code = {c.code: c for c in cands.values() if c.correct is not None}
+    for cid, c in cands.items():
+        if c.correct is None and c.code in by_code:
+            cands[cid] = c._replace(correct=by_code[c.code].correct, cycles=by_code[c.code].cycles)
+    return cands
+
+
+def _load(db: sqlite3.Connection, run_dir: Path) -> RunView:
+    summary = _meta(db, "summary")
+    unit_row = db.execute("SELECT result FROM jobs WHERE kind = 'eval' AND ok = 1 LIMIT 1").fetchone()
+    unit = (json.loads(unit_row[0]) or {}).get("latency_unit", "cycles") if unit_row and unit_row[0] else "cycles"
+    base, best_id, best_cycles = _baseline_and_best(db)
+    cands = _candidates(db)
+    plans = {r[0]: r for r in db.execute("SELECT job_id, option_id, text, model FROM plans")}
+    in_beam = {r[0] for r in db.execute("SELECT DISTINCT candidate_id FROM beams")}
+
+    def cycles_of(cid: str | None) -> float | None:
+        c = cands.get(cid)
+        return c.cycles if c and c.correct == 1 else None
+
+    # lineage: follow parents back from the best candidate (guarding against a cycle in a corrupt store)
+    chain, cid = [], best_id
+    while cid in cands and cid not in chain:
+        chain.append(cid)
+        cid = cands[cid].parent_id
+    lineage = []
+    for c in (cands[cid] for cid in reversed(chain)):
+        _, option_id, text, plan_model = plans.get(c.plan_job) or (None, None, None, None)
+        cyc, parent_cyc = cycles_of(c.id), cycles_of(c.parent_id)
+        lineage.append(Step(c.id, c.iteration, option_id, clip(_first_line(text), 100) if text else None,
+                            c.model if plan_model in (None, c.model) else f"{plan_model} / {c.model}",
+                            cyc, base / cyc if base and cyc else None, parent_cyc / cyc if parent_cyc and cyc else None,
+                            c.code, cands[c.parent_id].code if c.parent_id in cands else None))
+
+    per_it = defaultdict(lambda: [0, 0])   # iteration -> [candidates, correct ones]
+    for c in cands.values():
+        per_it[c.iteration][0] += 1
+        per_it[c.iteration][1] += c.correct == 1
+    iterations = [IterationBest(it, cyc, base / cyc if base and cyc else None, size, *per_it[it])
+                  for it, cyc, size in db.execute(
+                      "SELECT iteration, MIN(cycles), COUNT(*) FROM beams GROUP BY iteration ORDER BY iteration")]
+
+    options: dict[str, OptionStats] = {}
+    option_of = {job_id: option_id or "(none)" for job_id, option_id, _, _ in plans.values()}
+    for option_id in option_of.values():
+        options.setdefault(option_id, OptionStats(option_id)).plans += 1
+    for c in cands.values():
+        if c.plan_job in option_of:
+            stats = options[option_of[c.plan_job]]
+            stats.candidates += 1
+            stats.correct += c.correct == 1
+            stats.accepted += c.id in in_beam
+            if c.correct == 1 and cycles_of(c.parent_id):
+                stats.ratios.append(c.cycles / cycles_of(c.parent_id))
+
+    nodes = [Node(c.id, c.parent_id, c.iteration, _node_state(c.correct, c.id in in_beam), cycles_of(c.id),
+                  c.id in chain) for c in cands.values()]
+    usage = [Usage(*r) for r in db.execute(
+        "SELECT COALESCE(model, '?'), COALESCE(role, '?'), COUNT(*), COALESCE(SUM(tokens_in), 0), "
+        "COALESCE(SUM(tokens_out), 0), COALESCE(SUM(cost), 0) FROM model_calls GROUP BY 1, 2 ORDER BY 6 DESC, 1, 2")]
+    calls = [(t, cost or 0.0) for t, cost in db.execute(
+        "SELECT created, cost FROM model_calls WHERE created IS NOT NULL ORDER BY created")]
+    states = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+    return RunView(run_dir=run_dir, config=_meta(db, "config") or {}, summary=summary,
+                   status=_status(run_dir, summary), unit=unit, started=_started(db, run_dir), baseline=base,
+                   best_cycles=best_cycles, evaluations=_evaluations(db), cost=sum(u.cost for u in usage),
+                   in_flight=states.get("leased", 0), queued=states.get("pending", 0),
+                   lineage=lineage, iterations=iterations,
+                   options=sorted(options.values(), key=lambda o: (-o.accepted, -o.plans, o.option_id)),
+                   failures=_failures(db), usage=usage, calls=calls, nodes=nodes)
+
+
+def _node_state(correct: int | None, in_beam: bool) -> str:
+    if in_beam:
+        return "in-beam"
+    return {1: "correct", 0: "incorrect"}.get(correct, "pending")
+
+
+def _failures(db: sqlite3.Connection) -> list[FailureGroup]:
+    """Failed jobs and incorrect candidates, grouped by what went wrong. An evaluation job that itself
+    failed also leaves an incorrect eval row ('lost'); it is counted once, as the job."""
+    found = []
+    for kind, error in db.execute("SELECT kind, error FROM jobs WHERE ok = 0"):
+        first = _first_line(error) or "(no error text)"
+        # agents report exceptions as 'ClassName: message': the class is the kind of error
+        m = re.match(r"([A-Za-z_][\w.]*(?:Error|Exception|Timeout|Exit)\w*):\s*(.*)", first)
+        found.append((kind, m.group(1) if m else "-", m.group(2) if m else first))
+    for error_kind, error in db.execute(
+            "SELECT e.error_kind, e.error FROM evals e WHERE e.correct = 0 AND e.job_id NOT IN "
+            "(SELECT id FROM jobs WHERE ok = 0)"):
+        found.append(("eval", error_kind or "-", _first_line(error) or "(no error text)"))
+    groups: Counter = Counter()
+    examples = {}
+    for kind, error_kind, first in found:
+        key = (kind, error_kind, normalise(first))
+        groups[key] += 1
+        examples.setdefault(key, first)
+    return [FailureGroup(k, ek, msg, n, examples[(k, ek, msg)])
+            for (k, ek, msg), n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _first_line(text: str | None) -> str:
+    """The line that says what happened. Compiler errors start with a header line ('compile error:',
+    "In function 'solution':"): then the first line that mentions an error is the informative one."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        detail = next((ln for ln in lines[1:] if "error" in ln.lower()), lines[1])
+        first = f"{first} {detail}"
+    return first
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def clip(text: str | None, limit: int) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def normalise(line: str) -> str:
+    """Make lines that differ only in ids, numbers, names or listed values equal, so they group."""
+    line = re.sub(r"\b[0-9a-f]{12,}\b", "<id>", line)
+    while True:                                              # option lists, schedules (innermost first)
+        shorter = re.sub(r"\([^()]*\)", "<…>", line)
+        if shorter == line:
+            break
+        line = shorter
+    line = line.replace("<…>", "(…)")
+    line = re.sub(r"'[^']*'|\"[^\"]*\"|‘[^’]*’", "'…'", line)  # quoted identifiers
+    return re.sub(r"\d+(?:\.\d+)?", "N", line)
