@@ -178,6 +178,9 @@ def run(
                                                 metavar=N)] = None,
     preflight: Annotated[Optional[bool], _opt("preflight", "--preflight/--no-preflight", help="Check that every "
                                               "model endpoint answers before starting.", metavar="")] = None,
+    check_start: Annotated[Optional[bool], _opt("check_start", "--check-start/--no-check-start", help="Evaluate the "
+                                                "starting kernel before agents start, to fail fast.",
+                                                metavar="")] = None,
     heartbeat_s: Annotated[Optional[float], _opt("heartbeat_s", help="Heartbeat interval of the bus.",
                                                  metavar="S")] = None,
     eval_lease_s: Annotated[Optional[float], _opt("eval_lease_s", help="Seconds an evaluator may hold a job.",

@@ -109,7 +109,7 @@ def _evaluate_start(cfg: RunConfig, search: BeamSearch, code: str) -> tuple[str,
     """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
     seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
     evaluators are remote (this host may not have the target's hardware)."""
-    if cfg.evaluators == 0:
+    if cfg.evaluators == 0 or not cfg.check_start:
         return None
     from agents.evaluator import TargetEvaluator
     job_id, payload = search.eval_job(code)

@@ -52,6 +52,7 @@ class RunConfig:
     call_retries: int = 4                # the SDK's retries on 429/5xx/timeouts
     replay: str | None = None            # answer model jobs only from this recorded run directory
     preflight: bool = True               # check that every model endpoint answers before agents start
+    check_start: bool = True             # evaluate the starting kernel here before agents start (fail fast)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(RunConfig)
@@ -123,7 +124,7 @@ def max_local_evaluators() -> int:
 # A resumed run keeps its search (so that stored results replay job for job) and its security
 # settings (so that its remote workers reconnect); it may extend its budget and change local processes.
 EXTENDABLE = ("iterations", "max_evals", "max_cost", "patience")
-LOCAL = ("evaluators", "planners", "coders", "repairers", "preflight")
+LOCAL = ("evaluators", "planners", "coders", "repairers", "preflight", "check_start")
 SECURITY = ("bind", "curve")
 
 

@@ -5,6 +5,10 @@ while the agent's worker threads are busy for minutes, watches the
 coordinator's heartbeats, reconnects forever with exponential backoff and
 jitter, and re-sends results the coordinator has not acknowledged yet.
 Worker threads only see two calls: next_job() and send_result().
+
+An agent that keeps getting no WELCOME says so (a warning, and last_problem):
+silence is what a wrong secret or CURVE server key looks like from here,
+since the coordinator's gate refuses the connection without a word.
 """
 from __future__ import annotations
 
@@ -20,10 +24,12 @@ from typing import Any
 import structlog
 import zmq
 
+from bus import gate
 from bus.auth import Signer
+from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
 from bus.wire import Codec, Message
-from protocols.envelope import MAX_FRAME_BYTES, MessageType
+from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, pack
 from protocols.schema import ProtocolError
 
 log = structlog.get_logger("bus.dealer")
@@ -37,6 +43,7 @@ class Dealer:
         self.connect_to = connect
         self.timing = timing
         self.curve_server_key = curve_server_key
+        self._key = key
         self.hello = {"host": socket.gethostname(), "pid": os.getpid(), **hello}
         name = f"{self.hello['role']}-{self.hello['host']}-{self.hello['pid']}-{next(_ids)}"
         self.codec = Codec(Signer(key), name)
@@ -45,7 +52,10 @@ class Dealer:
         self.connected = threading.Event()
         self.finished = threading.Event()          # coordinator said DISCONNECT
         self.reconnects = 0
-        self.rejected = 0
+        self.failed_handshakes = 0                 # in a row; a WELCOME resets it
+        self.last_problem: str | None = None       # why this agent cannot join, while it cannot
+        self._last_warned = float("-inf")
+        self._rejects = RejectLog(log, timing.warn_interval_s)
         self._outbox: queue.Queue[tuple[MessageType, dict]] = queue.Queue()
         self._unacked: dict[str, dict] = {}        # job_id -> RESULT body
         self._stop = threading.Event()
@@ -72,6 +82,11 @@ class Dealer:
     def send_result(self, body: dict[str, Any]) -> None:
         self._outbox.put((MessageType.RESULT, body))
         self._wake()
+
+    @property
+    def rejected(self) -> int:
+        """Messages from the coordinator's side refused so far."""
+        return sum(self._rejects.counts.values())
 
     def close(self, reason: str = "agent stopping") -> None:
         if self._thread.is_alive():
@@ -102,9 +117,12 @@ class Dealer:
             reason = "handshake"
             if self._handshake(sock):
                 backoff = self.timing.reconnect_min_s
+                self.failed_handshakes, self.last_problem = 0, None
                 self.connected.set()
                 reason = self._serve(sock)
                 self.connected.clear()
+            elif not self._stop.is_set():
+                self._no_welcome()
             sock.close(linger=None if reason in ("stop", "disconnect") else 0)
             if reason in ("disconnect", "stop"):
                 break
@@ -115,6 +133,17 @@ class Dealer:
             backoff = min(backoff * 2, self.timing.reconnect_max_s)
         self.jobs.put(None)
 
+    def _no_welcome(self) -> None:
+        self.failed_handshakes += 1
+        if self.failed_handshakes < self.timing.warn_after_failed_handshakes:
+            return
+        self.last_problem = (f"no welcome from {self.connect_to} after {self.failed_handshakes} attempts: "
+                             f"wrong secret or CURVE server key? (or no coordinator there)")
+        now = time.monotonic()
+        if now - self._last_warned >= self.timing.warn_interval_s:
+            self._last_warned = now
+            log.warning("no_welcome", problem=self.last_problem, attempts=self.failed_handshakes)
+
     def _socket(self) -> zmq.Socket:
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, self.identity)
@@ -122,11 +151,7 @@ class Dealer:
         sock.setsockopt(zmq.IMMEDIATE, 1)       # queue nothing for a peer that is not connected
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
-        if self.curve_server_key:
-            public, secret = zmq.curve_keypair()
-            sock.curve_serverkey = self.curve_server_key
-            sock.curve_publickey = public
-            sock.curve_secretkey = secret
+        gate.authenticate_client(sock, self._key, self.curve_server_key)   # what the coordinator's gate asks
         sock.connect(self.connect_to)
         return sock
 
@@ -134,23 +159,39 @@ class Dealer:
         try:
             sock.send_multipart(self.codec.encode(mtype, body), zmq.NOBLOCK)
             return True
+        except ProtocolError as exc:
+            log.error("unsendable", type=mtype.value, error=str(exc)[:200])
+            return False
         except zmq.ZMQError:
             return False
 
+    @staticmethod
+    def _fit(body: dict) -> dict:
+        """A result too large for one message becomes a failed result: sent as it is, it would be
+        refused (or the link dropped) and re-sent on every reconnect, forever."""
+        size = len(pack(body))
+        if size <= MAX_BODY_BYTES:
+            return body
+        log.error("result_too_large", job_id=body["job_id"], bytes=size, limit=MAX_BODY_BYTES)
+        return {"job_id": body["job_id"], "kind": body["kind"], "attempt": body["attempt"], "ok": False,
+                "error": f"result too large to send: {size} bytes packed, the limit is {MAX_BODY_BYTES}"}
+
     def _recv(self, sock: zmq.Socket) -> Message | None:
-        try:
-            frames = sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
+        got = recv_bounded(sock, MAX_FRAMES, MAX_MESSAGE_BYTES)
+        if got is None:
             return None
+        rejected = Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+        if got.reason:
+            self._rejects.add(got.reason, got.peer)
+            return rejected
         try:
-            msg = self.codec.decode(frames)
-        except (ProtocolError, ValueError) as exc:
-            self.rejected += 1
-            log.warning("rejected_frame", reason=str(exc)[:200])
-            return Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+            msg = self.codec.decode(got.frames)
+        except ProtocolError as exc:
+            self._rejects.add(getattr(exc, "reason", "bad_body"), got.peer, str(exc))
+            return rejected
         if not msg.sender.startswith("coordinator:"):
-            self.rejected += 1
-            return Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+            self._rejects.add("not_coordinator", got.peer, msg.sender[:80])
+            return rejected
         return msg
 
     def _handshake(self, sock: zmq.Socket) -> bool:
@@ -205,6 +246,7 @@ class Dealer:
                 except queue.Empty:
                     break
                 if mtype is MessageType.RESULT:
+                    body = self._fit(body)
                     self._unacked[body["job_id"]] = body
                 self._send(sock, mtype, body)
                 if mtype is MessageType.DISCONNECT:

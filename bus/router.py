@@ -1,10 +1,14 @@
 """Coordinator side of the bus: one ROUTER socket, a table of peers with
 liveness (alive -> suspect -> dead) and credit (jobs in flight vs the
 capacity each agent declared in HELLO). Not thread-safe: owned by the
-coordinator's event loop, which calls poll() regularly."""
+coordinator's event loop, which calls poll() regularly.
+
+Before a message gets here, a peer has passed the connection gate (bus/gate.py)
+and each of its frames has fit ZMQ_MAXMSGSIZE; every message is then read
+within fixed bounds and checked (bus/wire.py). Refusals are counted by reason
+in `rejected` and logged at a bounded rate with the peer's address."""
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,10 +17,12 @@ from typing import Any
 import structlog
 import zmq
 
+from bus import gate
 from bus.auth import Signer
+from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
 from bus.wire import Codec, Message
-from protocols.envelope import MAX_FRAME_BYTES, MessageType
+from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType
 from protocols.schema import ProtocolError
 
 log = structlog.get_logger("bus.router")
@@ -64,44 +70,53 @@ class Router:
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a reconnecting agent takes over its identity
         # bounded linger: queued messages get a chance to leave on close, exit never hangs
         self.sock.setsockopt(zmq.LINGER, 500)
+        # per frame, checked before libzmq allocates it: a frame bigger than any legitimate one drops the link
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         self.sock.setsockopt(zmq.SNDHWM, 100_000)
         self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
-        if curve_secret_key:
-            self.sock.curve_server = True
-            self.sock.curve_secretkey = curve_secret_key
+        self.sock.setsockopt(zmq.HANDSHAKE_IVL, int(timing.connect_handshake_s * 1000))
+        self._rejects = RejectLog(log, timing.warn_interval_s)
+        self._zap_domain = gate.guard(self.sock, key, self._rejects, curve_secret_key)   # before binding
         self.endpoints = []
-        for b in binds:
-            self.sock.bind(b)
-            self.endpoints.append(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        try:
+            for b in binds:
+                self.sock.bind(b)
+                self.endpoints.append(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        except zmq.ZMQError:
+            self.sock.close(linger=0)
+            gate.release(self.ctx, self._zap_domain)
+            raise
         self.codec = Codec(Signer(key), f"coordinator:{run_id}")
         self.peers: dict[bytes, Peer] = {}
-        self.rejected: Counter[str] = Counter()
         self._next_heartbeat = 0.0
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Messages (and connections, at the gate) refused so far, by bus.limits.REASONS."""
+        return self._rejects.counts
 
     # -- receiving ---------------------------------------------------------------
     def poll(self, timeout_s: float, max_messages: int = 1000) -> list[Event]:
         events: list[Event] = []
         if self.sock.poll(max(0, int(timeout_s * 1000))):
             for _ in range(max_messages):
-                try:
-                    frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=True)
-                except zmq.Again:
+                got = recv_bounded(self.sock, 1 + MAX_FRAMES, 255 + MAX_MESSAGE_BYTES)   # + the identity
+                if got is None:
                     break
-                self._handle(frames, events)
+                if got.reason:
+                    self._rejects.add(got.reason, got.peer)
+                else:
+                    self._handle(got.frames, got.peer, events)
         self._tick(time.monotonic(), events)
         return events
 
-    def _handle(self, frames: list[bytes], events: list[Event]) -> None:
+    def _handle(self, frames: list[bytes], address: str, events: list[Event]) -> None:
         identity = frames[0]
         try:
             msg = self.codec.decode(frames[1:])
-        except (ProtocolError, ValueError) as exc:
-            reason = re.sub(r"\d+", "N", str(exc).split(":")[0])[:80]   # one bucket per kind of fault
-            self.rejected[reason] += 1
-            if self.rejected[reason] in (1, 10, 100, 1000, 10000):
-                log.warning("rejected_frames", reason=str(exc)[:200], count=self.rejected[reason])
+        except ProtocolError as exc:
+            self._rejects.add(getattr(exc, "reason", "bad_body"), address, str(exc))
             return
         msg.identity = identity
         now = time.monotonic()
@@ -119,6 +134,7 @@ class Router:
             return
         peer = self.peers.get(identity)
         if peer is None or peer.state == "dead" or peer.sender != msg.sender:
+            self._rejects.add("unknown_peer", address, msg.type.value)
             self._send_raw(identity, MessageType.ERROR, {"code": "unknown_peer", "message": "say hello first"})
             return
         peer.last_seen = now
@@ -133,6 +149,7 @@ class Router:
         events.append(Event("message", peer, msg))
 
     def _tick(self, now: float, events: list[Event]) -> None:
+        self._rejects.flush()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.timing.heartbeat_s
             for peer in self.peers.values():
@@ -156,7 +173,14 @@ class Router:
 
     def _send_raw(self, identity: bytes, mtype: MessageType, body: dict[str, Any]) -> bool:
         try:
-            self.sock.send_multipart([identity, *self.codec.encode(mtype, body)], zmq.NOBLOCK)
+            frames = self.codec.encode(mtype, body)
+        except ProtocolError as exc:
+            # the agent would refuse it (or its libzmq drop the link): the message is lost, as before,
+            # but the peer is not at fault, so it is not reported unreachable; the job's lease expires
+            log.error("unsendable", type=mtype.value, error=str(exc)[:200])
+            return True
+        try:
+            self.sock.send_multipart([identity, *frames], zmq.NOBLOCK)
             return True
         except zmq.ZMQError as exc:  # EHOSTUNREACH: peer gone; EAGAIN: its queue is full
             log.debug("send_failed", errno=exc.errno, error=str(exc))
@@ -178,3 +202,4 @@ class Router:
                 if ev.kind == "left":
                     waiting.discard(ev.peer.identity)
         self.sock.close()
+        gate.release(self.ctx, self._zap_domain)

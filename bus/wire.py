@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bus.auth import ReplayGuard, Signer
+from bus.limits import Rejected
 from protocols.control import validate_control
-from protocols.envelope import (MAX_BLOB_BYTES, MAX_BLOBS, MAX_BODY_BYTES, PROTOCOL, MessageType,
+from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, PROTOCOL, MessageType,
                                 MINOR_VERSION, pack, parse_header, unpack)
 from protocols.schema import ProtocolError
 
@@ -17,13 +18,13 @@ class Message:
     type: MessageType
     sender: str
     body: dict
-    blobs: list[bytes] = field(default_factory=list)
     identity: bytes | None = None  # ROUTER side: the peer it came from
 
 
 class Codec:
     """Signs outgoing messages with a per-process incarnation and sequence;
-    verifies, bounds and de-duplicates incoming ones."""
+    verifies, bounds and de-duplicates incoming ones. Every refusal is a
+    Rejected with one of bus.limits.REASONS."""
 
     def __init__(self, signer: Signer, sender: str, incarnation: int | None = None) -> None:
         self.signer = signer
@@ -32,25 +33,38 @@ class Codec:
         self._seq = itertools.count(1)
         self.guard = ReplayGuard()
 
-    def encode(self, mtype: MessageType, body: dict, blobs: list[bytes] = ()) -> list[bytes]:
+    def encode(self, mtype: MessageType, body: dict) -> list[bytes]:
+        """Raises Rejected("oversized") for a body the receiver would refuse: sending it anyway
+        would only make the receiving libzmq drop the connection (ZMQ_MAXMSGSIZE)."""
+        payload = pack(body)
+        if len(payload) > MAX_BODY_BYTES:
+            raise Rejected("oversized", f"{mtype.value} body of {len(payload)} bytes exceeds {MAX_BODY_BYTES}")
         header = pack({"type": mtype.value, "sender": self.sender, "inc": self.incarnation,
                        "seq": next(self._seq), "minor": MINOR_VERSION})
-        payload = pack(body)
-        return [PROTOCOL, self.signer.sign([header, payload, *blobs]), header, payload, *blobs]
+        return [PROTOCOL, self.signer.sign([header, payload]), header, payload]
 
     def decode(self, frames: list[bytes]) -> Message:
-        if len(frames) < 4:
-            raise ProtocolError(f"expected at least 4 frames, got {len(frames)}")
-        if len(frames) > 4 + MAX_BLOBS:
-            raise ProtocolError(f"too many frames ({len(frames)})")
+        if len(frames) > MAX_FRAMES:
+            raise Rejected("too_many_frames", str(len(frames)))
+        if len(frames) < MAX_FRAMES:
+            raise Rejected("bad_framing", f"{len(frames)} frames")
         if frames[0] != PROTOCOL:
-            raise ProtocolError(f"unsupported protocol {bytes(frames[0][:16])!r} (this side speaks {PROTOCOL!r})")
-        if len(frames[3]) > MAX_BODY_BYTES or any(len(b) > MAX_BLOB_BYTES for b in frames[4:]):
-            raise ProtocolError("oversized message")
+            raise Rejected("bad_protocol", f"{bytes(frames[0][:16])!r}, this side speaks {PROTOCOL!r}")
+        if len(frames[2]) > MAX_HEADER_BYTES or len(frames[3]) > MAX_BODY_BYTES:
+            raise Rejected("oversized")
         if len(frames[1]) != 32 or not self.signer.verify(frames[1], frames[2:]):
-            raise ProtocolError("bad or missing signature")
-        header = parse_header(frames[2])
-        mtype = MessageType(header["type"])
-        body = validate_control(mtype, unpack(frames[3]))
-        self.guard.check(header["sender"], header["inc"], header["seq"])
-        return Message(mtype, header["sender"], body, list(frames[4:]))
+            raise Rejected("bad_signature")
+        try:
+            header = parse_header(frames[2])
+        except ProtocolError as exc:
+            raise Rejected("bad_header", str(exc)) from None
+        mtype = MessageType(header["type"])   # parse_header allowed only known types
+        try:
+            body = validate_control(mtype, unpack(frames[3]))
+        except ProtocolError as exc:
+            raise Rejected("bad_body", f"{mtype.value}: {exc}") from None
+        try:
+            self.guard.check(header["sender"], header["inc"], header["seq"])
+        except ProtocolError:
+            raise Rejected("replayed", header["sender"][:80]) from None
+        return Message(mtype, header["sender"], body)

@@ -1,8 +1,8 @@
 """Framing shared by every process.
 
-A message is the frame list [PROTOCOL, signature, header, body, *blobs]
-(a ROUTER sees the peer identity before it). Header and body are msgpack maps;
-the signature is HMAC-SHA256 over every frame after it. The header names the
+A message is the frame list [PROTOCOL, signature, header, body], exactly four
+frames (a ROUTER sees the peer identity before it). Header and body are msgpack
+maps; the signature is HMAC-SHA256 over every frame after it. The header names the
 message type and the sender's (incarnation, sequence) pair used against
 replays. Minor protocol versions only add fields; a major change changes
 PROTOCOL, and peers with another PROTOCOL are rejected.
@@ -21,9 +21,13 @@ MINOR_VERSION = 0
 
 MAX_HEADER_BYTES = 4 * 1024
 MAX_BODY_BYTES = 8 * 1024 * 1024
-MAX_BLOB_BYTES = 64 * 1024 * 1024
-MAX_BLOBS = 4
-MAX_FRAME_BYTES = MAX_BLOB_BYTES  # socket-level MAXMSGSIZE
+# No binary side frames ("blobs"): nothing used them, and every frame a message may carry
+# is memory a peer can make the receiver hold before the signature is checked.
+MAX_FRAMES = 4
+# The largest legitimate frame is a body: the socket-level ZMQ_MAXMSGSIZE (which libzmq
+# applies per frame, before allocating it) drops a connection that announces a bigger one.
+MAX_FRAME_BYTES = MAX_BODY_BYTES
+MAX_MESSAGE_BYTES = len(PROTOCOL) + 32 + MAX_HEADER_BYTES + MAX_BODY_BYTES
 
 
 class MessageType(str, enum.Enum):

@@ -131,8 +131,9 @@ class GemminiSim(Target):
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:
         if time_limit_s is not None:   # the same target with the kernel's and replayer's limits replaced
+            # the CPU limit a second later: a busy kernel then reaches the wall-clock limit first (a timeout)
             limits = dataclasses.replace(self.options.run_limits, wall_s=time_limit_s,
-                                         cpu_s=max(1, math.ceil(time_limit_s)))
+                                         cpu_s=math.ceil(time_limit_s) + 1)
             clone = copy.copy(self)
             clone.options = dataclasses.replace(self.options, run_limits=limits)
             return clone.evaluate(problem, code, seed=seed, trace_path=trace_path)

@@ -16,6 +16,7 @@ import zmq
 from bus.auth import SecretError, Signer, create_secret, load_secret
 from bus.curve import create_server_keys
 from bus.dealer import Dealer
+from bus.gate import authenticate_client
 from bus.router import Router
 from bus.timing import BusTiming
 from bus.wire import Codec
@@ -79,6 +80,7 @@ def test_fuzz_of_hostile_frames_is_rejected_without_a_crash(pair):
     attacker = ctx.socket(zmq.DEALER)
     attacker.setsockopt(zmq.LINGER, 0)
     attacker.setsockopt(zmq.SNDHWM, 0)
+    authenticate_client(attacker, key)             # past the connection gate: the messages themselves are hostile
     attacker.connect(router.endpoints[0])
     good = Codec(Signer(key), "attacker")          # knows the key: an authenticated but buggy peer
     forger = Codec(Signer(b"x" * 32), "forger")      # does not know the key
@@ -146,6 +148,7 @@ def test_fuzz_of_hostile_frames_is_rejected_without_a_crash(pair):
     # oversized frames: the socket option makes libzmq drop the connection, not the coordinator
     big = ctx.socket(zmq.DEALER)
     big.setsockopt(zmq.LINGER, 0)
+    authenticate_client(big, key)
     big.connect(router.endpoints[0])
     big.send_multipart([PROTOCOL, b"s" * 32, b"h", b"x" * (65 * 1024 * 1024)])
     pump(router, 0.5)

@@ -94,8 +94,8 @@ def test_resume_keeps_curve_and_extends_the_run(tmp_path):
 
 def test_one_coordinator_per_run_directory(tmp_path):
     kernel = tmp_path / "slow.c"
-    kernel.write_text(SLOW_GEMM)
-    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    kernel.write_text(SLOW_GEMM)   # evaluated by an agent (check_start off): a job in flight for a while
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     run = tmp_path / "run"
     first = launch("run", "--config", str(cfg), "--kernel", str(kernel), "--evaluators", "1", "--out", str(run))
     try:
@@ -130,8 +130,8 @@ def test_run_directory_removed_mid_run_rescues_the_results(tmp_path):
 
 def test_store_failure_mid_run_is_one_line_and_resume_finishes(tmp_path):
     kernel = tmp_path / "slow.c"
-    kernel.write_text(SLOW_GEMM)
-    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    kernel.write_text(SLOW_GEMM)   # evaluated by an agent (check_start off): a job in flight for a while
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     run = tmp_path / "run"
     proc = launch("run", "--config", str(cfg), "--kernel", str(kernel), "--evaluators", "1", "--out", str(run))
     wait_for(lambda: query(run, "SELECT COUNT(*) FROM attempts WHERE finished IS NULL") not in ([], [(0,)]),

@@ -36,7 +36,8 @@ def test_offline_run_improves_the_naive_kernel(tmp_path):
 def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
     kernel = tmp_path / "slow.c"
     kernel.write_text(SLOW_GEMM)   # ~1 s of CPU per input set: long enough to kill mid-job
-    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    # check_start off: the slow starting kernel is then evaluated by an evaluator agent, not in the coordinator
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     proc = launch("run", "--config", str(cfg), "--evaluators", "2", "--kernel", str(kernel),
                   "--out", str(tmp_path / "run"))
     busy = wait_for(lambda: [p for p in agents_of(proc.pid, "evaluator") if p.children(recursive=True)],

@@ -1,0 +1,341 @@
+"""The transport before authentication, with real sockets on 127.0.0.1: the
+coordinator's memory under oversized messages (Router in a child process,
+RSS measured with psutil), a flood of hostile messages counted by a fixed
+set of reasons with rate-limited warnings naming the peer, and agents with
+a wrong secret or CURVE server key that say so instead of retrying silently."""
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import subprocess
+import sys
+import threading
+import time
+
+import msgpack
+import psutil
+import pytest
+import structlog
+import zmq
+
+from bus.auth import Signer, create_secret
+from bus.curve import create_server_keys
+from bus.dealer import Dealer
+from bus.router import Router
+from bus.timing import BusTiming
+from bus.wire import Codec
+from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, MessageType
+from tests.system.runkit import ROOT, kill_tree, launch, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+FAST = BusTiming(heartbeat_s=0.05, suspect_after=3, dead_after=6, reconnect_min_s=0.05, reconnect_max_s=0.2,
+                 handshake_timeout_s=0.5)
+HELLO = {"role": "evaluator", "impl": "test", "models": [], "target": "t", "capacity": 2}
+MB, MiB = 1000 * 1000, 1024 * 1024
+WRONG = "wrong secret or CURVE server key"
+
+
+def authenticate(sock: zmq.Socket, key: bytes) -> None:
+    """Give a raw socket the credentials of a peer that knows the run secret (passes the gate)."""
+    from bus.gate import authenticate_client
+    authenticate_client(sock, key)
+
+
+def polled(router: Router, pred):
+    """A condition for wait_for that keeps the router's event loop turning while it waits."""
+    def check():
+        router.poll(0.02)
+        return pred()
+    return check
+
+
+# -- 1. memory before authentication -------------------------------------------------------------------
+CHILD = r"""
+import json, sys, time
+import structlog
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout carries the reports
+from bus.router import Router
+from bus.timing import BusTiming
+router = Router(["tcp://127.0.0.1:*"], bytes.fromhex(sys.argv[1]), "memory", BusTiming(heartbeat_s=0.5))
+print(json.dumps({"endpoint": router.endpoints[0]}), flush=True)
+last = 0
+while True:
+    router.poll(0.01)
+    n = sum(router.rejected.values())
+    if n != last:
+        last = n
+        print(json.dumps({"rejected": n}), flush=True)
+"""
+
+
+class RouterChild:
+    """A coordinator's Router in its own process, so that its RSS is its own."""
+
+    def __init__(self, key: bytes) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, key.hex()], cwd=ROOT, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.endpoint = json.loads(self.proc.stdout.readline())["endpoint"]
+        self.ps = psutil.Process(self.proc.pid)
+        self.rejected = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith('{"rejected"'):
+                self.rejected.set()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def attack_growth(frames: list, key_known: bool) -> int:
+    """Peak RSS growth of a fresh Router child while one message made of `frames` reaches it."""
+    key = secrets.token_bytes(32)
+    child = RouterChild(key)
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    if key_known:
+        authenticate(sock, key)
+    # the connection closed (refused at the handshake, or a frame over MAXMSGSIZE) also ends the attack
+    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                      | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    stop, peak = threading.Event(), [0]
+    try:
+        time.sleep(0.3)                      # not synchronisation: lets the child settle for the baseline
+        before = min(child.ps.memory_info().rss for _ in range(5))
+        peak[0] = before
+
+        def sample() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], child.ps.memory_info().rss)
+                time.sleep(0.005)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        sock.connect(child.endpoint)
+        for f in frames[:-1]:                 # zero-copy: the attacker need not hold a copy of its gigabyte
+            sock.send(f, zmq.SNDMORE, copy=False)
+        sock.send(frames[-1], copy=False)
+        wait_for(lambda: child.rejected.is_set() or monitor.poll(0), timeout=90, every=0.01,
+                 what="the coordinator to reject the message or drop the connection")
+        deadline = time.monotonic() + 1.0     # keep sampling: whatever was buffered would show by now
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.proc.poll() is None, "the coordinator died"
+        return peak[0] - before
+    finally:
+        stop.set()
+        # monitor off first: libzmq's I/O thread sends monitor events blocking, and would wait
+        # forever for a monitor socket closed while the connection shuts down
+        sock.disable_monitor()
+        monitor.close()
+        sock.close()
+        child.close()
+
+
+BIG = memoryview(bytes(50 * MB))
+UNDER = memoryview(bytes(MAX_FRAME_BYTES - 4096))
+
+
+@pytest.mark.parametrize("frames", [
+    pytest.param(lambda: [PROTOCOL, *[BIG] * 20], id="20x50MB"),
+    pytest.param(lambda: [PROTOCOL, *[UNDER] * (512 * MiB // len(UNDER) + 1)], id="512MiB-of-frames-under-limit"),
+    pytest.param(lambda: [PROTOCOL, b"s" * 32, b"h", bytes(MAX_FRAME_BYTES + MiB)], id="one-oversize-frame"),
+])
+def test_a_peer_without_the_secret_cannot_grow_coordinator_memory(frames):
+    growth = attack_growth(frames(), key_known=False)
+    assert growth <= 50 * MiB, f"coordinator RSS grew by {growth / MiB:.0f} MiB"
+
+
+def test_a_frame_larger_than_any_legitimate_one_drops_even_a_trusted_connection():
+    growth = attack_growth([PROTOCOL, *[BIG] * 20], key_known=True)
+    assert growth <= 50 * MiB, f"coordinator RSS grew by {growth / MiB:.0f} MiB"
+
+
+# -- 2. hostile floods: bounded counter, rate-limited warnings naming the peer ---------------------------
+def test_hostile_flood_is_counted_by_fixed_reasons_and_warned_about_rarely():
+    from bus.limits import REASONS
+    key = secrets.token_bytes(32)
+    router = Router(["tcp://127.0.0.1:*"], key, "flood", BusTiming(heartbeat_s=0.05, warn_interval_s=60))
+    dealer = Dealer(router.endpoints[0], key, HELLO, FAST).start()
+    attacker = zmq.Context.instance().socket(zmq.DEALER)
+    attacker.setsockopt(zmq.LINGER, 0)
+    attacker.setsockopt(zmq.SNDHWM, 0)
+    authenticate(attacker, key)              # the worst case: a peer through the gate, e.g. a buggy agent
+    attacker.connect(router.endpoints[0])
+    rng = random.Random(99)
+    good, forger = Codec(Signer(key), "buggy"), Codec(Signer(b"x" * 32), "forger")
+    recorded = good.encode(MessageType.HEARTBEAT, {})
+
+    def signed(header: bytes, body: bytes) -> list[bytes]:
+        return [PROTOCOL, Signer(key).sign([header, body]), header, body]
+
+    makers = [
+        lambda: [rng.randbytes(rng.randint(0, 40)) for _ in range(rng.randint(1, 4))],
+        lambda: [rng.randbytes(3), *good.encode(MessageType.HEARTBEAT, {})[1:]],
+        lambda: [b"x"] * rng.randint(5, 40),
+        lambda: forger.encode(MessageType.HELLO, {**HELLO, "host": "h", "pid": 1}),
+        lambda: signed(rng.randbytes(20), msgpack.packb({})),
+        lambda: signed(msgpack.packb({"type": "result", "sender": "b", "inc": 1, "seq": rng.randint(1, 1 << 40)}),
+                       msgpack.packb({"job_id": rng.randint(0, 9)})),
+        lambda: recorded,
+    ]
+    sent = 10_000
+    try:
+        wait_for(polled(router, dealer.connected.is_set), timeout=20, what="the agent")
+        with structlog.testing.capture_logs() as logs:
+            for i in range(sent):
+                attacker.send_multipart(rng.choice(makers)())
+                if i % 500 == 0:
+                    router.poll(0)
+            deadline = time.monotonic() + 60
+            while sum(router.rejected.values()) < sent and time.monotonic() < deadline:
+                router.poll(0.05)
+        counted = router.rejected
+        assert sum(counted.values()) >= sent, counted
+        assert set(counted) <= set(REASONS), counted
+        assert {"too_many_frames", "bad_protocol", "bad_signature", "bad_header", "bad_body"} <= set(counted)
+        warnings = [e for e in logs if e["log_level"] == "warning"]
+        assert 1 <= len(warnings) <= len(REASONS), warnings
+        assert all(w["peer"] == "127.0.0.1" for w in warnings), warnings
+        # the genuine agent is still served
+        peer = router.alive()[0]
+        router.send(peer, MessageType.JOB, {"job_id": "j", "kind": "eval", "attempt": 1, "lease_s": 5,
+                                            "payload": {}})
+        assert wait_for(lambda: dealer.next_job(timeout=0.05), timeout=10, what="a job after the flood")
+    finally:
+        attacker.close()
+        dealer.close()
+        router.close()
+
+
+def test_reject_log_summarises_what_it_did_not_print():
+    from bus.limits import RejectLog
+    now = [100.0]
+    with structlog.testing.capture_logs() as logs:
+        rejects = RejectLog(structlog.get_logger("test"), interval_s=10, clock=lambda: now[0])
+        for _ in range(1000):
+            rejects.add("bad_signature", "10.0.0.7")
+        now[0] += 5
+        rejects.flush()
+        assert len(logs) == 1 and logs[0]["count"] == 1 and logs[0]["peer"] == "10.0.0.7"
+        now[0] += 6
+        rejects.flush()
+        assert len(logs) == 2 and logs[1]["count"] == 999
+        with pytest.raises(ValueError):
+            rejects.add("some text an attacker chose", "10.0.0.7")
+    assert rejects.counts == {"bad_signature": 1000}
+
+
+def test_agent_side_rejects_a_message_with_too_many_frames_and_oversized_results_fail_cleanly():
+    key = secrets.token_bytes(32)
+    router = Router(["tcp://127.0.0.1:*"], key, "agent-side", FAST)
+    dealer = Dealer(router.endpoints[0], key, HELLO, FAST).start()
+    try:
+        peer = wait_for(lambda: [e.peer for e in router.poll(0.02) if e.kind == "joined"], timeout=20,
+                        what="the agent")[0]
+        router.sock.send_multipart([peer.identity, *router.codec.encode(MessageType.HEARTBEAT, {}), b"x", b"y"])
+        wait_for(polled(router, lambda: dealer.rejected), timeout=10, what="the agent to reject it")
+        # a result larger than any message may be: the coordinator gets a failed result, not a dropped link
+        dealer.send_result({"job_id": "j1", "kind": "eval", "attempt": 1, "ok": True,
+                            "payload": {"blob": b"x" * (MAX_BODY_BYTES + 1)}})
+
+        def result():
+            return [e.message for e in router.poll(0.02) if e.kind == "message"]
+        got = wait_for(result, timeout=20, what="the substituted result")[0]
+        assert got.body["job_id"] == "j1" and got.body["ok"] is False and "too large" in got.body["error"]
+        assert dealer.connected.is_set() and dealer.reconnects == 0
+    finally:
+        dealer.close()
+        router.close()
+
+
+# -- 3. wrong credentials are loud -------------------------------------------------------------------------
+LOUD = BusTiming(heartbeat_s=0.05, suspect_after=3, dead_after=6, reconnect_min_s=0.05, reconnect_max_s=0.2,
+                 handshake_timeout_s=0.5, warn_after_failed_handshakes=3, warn_interval_s=1.0)
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["plain", "curve"])
+def test_agent_with_a_wrong_secret_says_so_and_the_coordinator_names_it(tmp_path, curve):
+    public, secret = create_server_keys(tmp_path / "curve") if curve else (None, None)
+    router = Router(["tcp://127.0.0.1:*"], secrets.token_bytes(32), "loud", LOUD, curve_secret_key=secret)
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        dealer = Dealer(router.endpoints[0], secrets.token_bytes(32), HELLO, LOUD, curve_server_key=public).start()
+        try:
+            problem = wait_for(polled(router, lambda: dealer.last_problem), timeout=30,
+                               what="the agent to report the problem")
+            assert f"no welcome from {router.endpoints[0]}" in problem and WRONG in problem
+            # it keeps trying, and repeats the warning now and then
+            wait_for(polled(router, lambda: len([e for e in logs if WRONG in e.get("problem", "")]) >= 2),
+                     timeout=30, what="a repeated warning")
+            assert not dealer.connected.is_set()
+        finally:
+            dealer.close()
+            router.close()
+    warned = [e for e in logs if WRONG in e.get("problem", "")]
+    assert all(e["log_level"] == "warning" for e in warned)
+    knocks = [e for e in logs if e.get("reason") in ("bad_credentials", "bad_signature")]
+    assert knocks and all(e["peer"] == "127.0.0.1" and e["log_level"] == "warning" for e in knocks), logs
+    elapsed = time.monotonic() - started
+    assert len(knocks) <= 1 + elapsed / LOUD.warn_interval_s, "one line per interval, not one per attempt"
+
+
+def test_agent_with_a_wrong_curve_server_key_says_so(tmp_path):
+    _, secret = create_server_keys(tmp_path / "curve")
+    wrong_public, _ = create_server_keys(tmp_path / "other")
+    key = secrets.token_bytes(32)
+    router = Router(["tcp://127.0.0.1:*"], key, "curve", LOUD, curve_secret_key=secret)
+    dealer = Dealer(router.endpoints[0], key, HELLO, LOUD, curve_server_key=wrong_public).start()
+    try:
+        problem = wait_for(polled(router, lambda: dealer.last_problem), timeout=30,
+                           what="the agent to report the problem")
+        assert f"no welcome from {router.endpoints[0]}" in problem and WRONG in problem
+    finally:
+        dealer.close()
+        router.close()
+
+
+def test_an_agent_started_before_its_coordinator_reports_then_clears_the_problem(tmp_path):
+    key, endpoint = secrets.token_bytes(32), f"ipc://{tmp_path}/bus"   # ipc: no port to reserve
+    dealer = Dealer(endpoint, key, HELLO, LOUD).start()
+    router = None
+    try:
+        assert f"no welcome from {endpoint}" in wait_for(lambda: dealer.last_problem, timeout=30, what="the problem")
+        router = Router([endpoint], key, "late", LOUD)
+        wait_for(polled(router, dealer.connected.is_set), timeout=30, what="the agent to join")
+        assert dealer.last_problem is None
+    finally:
+        dealer.close()
+        if router:
+            router.close()
+
+
+def test_worker_process_with_a_wrong_secret_prints_why(tmp_path):
+    router = Router(["tcp://127.0.0.1:*"], secrets.token_bytes(32), "cli", BusTiming(heartbeat_s=0.2))
+    wrong = tmp_path / "wrong-secret"
+    create_secret(wrong)
+    proc = launch("worker", "--role", "evaluator", "--impl", "synthetic", "--connect", router.endpoints[0],
+                  "--secret-file", str(wrong))
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # default timing: three handshakes of 5 s with backoff between them
+        said = f"no welcome from {router.endpoints[0]}"
+        wait_for(polled(router, lambda: any(said in ln and WRONG in ln for ln in lines)), timeout=120,
+                 what=f"the worker to say why it cannot join; it printed {lines[-5:]}")
+        assert proc.poll() is None, "the worker keeps trying"
+        assert router.rejected.get("bad_credentials", 0) + router.rejected.get("bad_signature", 0) >= 1
+    finally:
+        kill_tree(proc.pid)
+        proc.wait()
+        reader.join(timeout=10)
+        router.close()
