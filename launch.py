@@ -1,10 +1,12 @@
 """Command-line entry point: `python launch.py --help`."""
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import json
 import sqlite3
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -112,95 +114,44 @@ def _print_result(name: str, r) -> None:
         console.print("kernel stdout:\n" + r.stdout, highlight=False, markup=False)
 
 
-def _opt(name: str, *decls: str, help: str, metavar: str | None = None):
-    """A `run` option named like its RunConfig field (and TOML key), with the field's default in --help."""
-    from agents.runconfig import RunConfig
-    default = {f.name: f for f in dataclasses.fields(RunConfig)}[name]
-    value = default.default_factory() if default.default_factory is not dataclasses.MISSING else default.default
-    shown = {None: "none", True: "on", False: "off"}.get(value, value) if not isinstance(value, list) else \
-        (", ".join(value) or "same as --model")
-    return typer.Option(*(decls or ("--" + name.replace("_", "-"),)), help=help, metavar=metavar,
-                        show_default=str(shown))
+def with_config_options(names: tuple[str, ...] | None = None):
+    """Add RunConfig's options (all, or `names`) to a command as flags: each option is declared once, in
+    RunConfig (name, type, default, help, extra flags), and is the same key in a --config TOML file. The
+    command receives them in **options, None where not given."""
+    from agents.runconfig import flag, option_specs, shown_default
 
-
-N, X, F = "N", "X", "FILE"
+    def deco(fn):
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+               if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        for name, hint, meta in option_specs(names):
+            optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
+            base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+            decls = (f"{flag(name)}/--no-{flag(name)[2:]}",) if base is bool else (flag(name),)
+            opt = typer.Option(*decls, *meta["flags"], help=meta["help"], metavar=meta["metavar"] or "",
+                               show_default=shown_default(name))
+            own.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                         annotation=Annotated[Optional[base], opt]))
+        fn.__signature__ = inspect.Signature(own)
+        fn.__annotations__ = {p.name: p.annotation for p in own}
+        return fn
+    return deco
 
 
 @app.command()
-def run(
-    target: Annotated[Optional[str], _opt("target", "--target", "-t", help="Hardware target.", metavar="NAME")] = None,
-    problem: Annotated[Optional[str], _opt("problem", "--problem", "-p", help="Problem to optimize.",
-                                           metavar="NAME")] = None,
-    kernel: Annotated[Optional[Path], _opt("kernel", help="Starting kernel file (none: the problem's naive kernel).",
-                                           metavar=F)] = None,
-    out: Annotated[Optional[Path], _opt("out", "--out", "-o", help="Run directory to create (none: "
-                                        "runs/PROBLEM-TIME).", metavar="DIR")] = None,
-    iterations: Annotated[Optional[int], _opt("iterations", "--iterations", "-T", help="Beam-search iterations.",
-                                              metavar=N)] = None,
-    beam: Annotated[Optional[int], _opt("beam", "--beam", "-B", help="Beam width.", metavar=N)] = None,
-    plans: Annotated[Optional[int], _opt("plans", "--plans", "-N", help="Plans per beam candidate.", metavar=N)] = None,
-    codes: Annotated[Optional[int], _opt("codes", "--codes", "-K", help="Code candidates per plan.", metavar=N)] = None,
-    dropout: Annotated[Optional[float], _opt("dropout", help="Menu dropout as the keep-probability of each "
-                                             "option.", metavar="P")] = None,
-    seed: Annotated[Optional[int], _opt("seed", help="Seed of every random choice of the search.", metavar=N)] = None,
-    model: Annotated[Optional[list[str]], _opt("model", help="Planning model (repeatable: ensembling).",
-                                               metavar="SPEC")] = None,
-    code_model: Annotated[Optional[list[str]], _opt("code_model", help="Coding model (repeatable).",
-                                                    metavar="SPEC")] = None,
-    evaluators: Annotated[Optional[int], _opt("evaluators", help="Local evaluator processes (none: one per core; "
-                                              "0: remote workers only).", metavar=N)] = None,
-    planners: Annotated[Optional[int], _opt("planners", help="Local heuristic planner processes.", metavar=N)] = None,
-    coders: Annotated[Optional[int], _opt("coders", help="Local heuristic coder processes.", metavar=N)] = None,
-    repairers: Annotated[Optional[int], _opt("repairers", help="Local heuristic repairer processes.",
-                                             metavar=N)] = None,
-    max_repairs: Annotated[Optional[int], _opt("max_repairs", help="Repair attempts per failed candidate.",
-                                               metavar=N)] = None,
-    max_evals: Annotated[Optional[int], _opt("max_evals", help="Stop after this many evaluations.", metavar=N)] = None,
-    patience: Annotated[Optional[int], _opt("patience", help="Stop after this many iterations without improvement.",
-                                            metavar=N)] = None,
-    stop_roofline: Annotated[Optional[float], _opt("stop_roofline", help="Stop once the best reaches this fraction "
-                                                   "of roofline.", metavar=X)] = None,
-    max_cost: Annotated[Optional[float], _opt("max_cost", help="Hard cap in USD on model calls (in-flight calls "
-                                              "count).", metavar="USD")] = None,
-    bind: Annotated[Optional[str], _opt("bind", help="Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote "
-                                        "workers.", metavar="ENDPOINT")] = None,
-    curve: Annotated[Optional[bool], _opt("curve", "--curve/--no-curve", help="Encrypt links with CurveZMQ.",
-                                          metavar="")] = None,
-    replay: Annotated[Optional[Path], _opt("replay", help="Answer model jobs only from this recorded run (no "
-                                           "network).", metavar="RUN_DIR")] = None,
-    temperature: Annotated[Optional[float], _opt("temperature", help="Sampling temperature for the models.",
-                                                 metavar=X)] = None,
-    reasoning_effort: Annotated[Optional[str], _opt("reasoning_effort", help="low, medium or high (OpenAI "
-                                                    "reasoning models).", metavar="LEVEL")] = None,
-    call_timeout_s: Annotated[Optional[float], _opt("call_timeout_s", help="Seconds per model call.",
-                                                    metavar="S")] = None,
-    call_retries: Annotated[Optional[int], _opt("call_retries", help="Retries of a model call on 429/5xx/timeouts.",
-                                                metavar=N)] = None,
-    preflight: Annotated[Optional[bool], _opt("preflight", "--preflight/--no-preflight", help="Check that every "
-                                              "model endpoint answers before starting.", metavar="")] = None,
-    check_start: Annotated[Optional[bool], _opt("check_start", "--check-start/--no-check-start", help="Evaluate the "
-                                                "starting kernel before agents start, to fail fast.",
-                                                metavar="")] = None,
-    heartbeat_s: Annotated[Optional[float], _opt("heartbeat_s", help="Heartbeat interval of the bus.",
-                                                 metavar="S")] = None,
-    eval_lease_s: Annotated[Optional[float], _opt("eval_lease_s", help="Seconds an evaluator may hold a job.",
-                                                  metavar="S")] = None,
-    llm_lease_s: Annotated[Optional[float], _opt("llm_lease_s", help="Seconds a model agent may hold a job.",
-                                                 metavar="S")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options (same names, with "
-                                                   "underscores).", metavar=F, show_default="none")] = None,
-    resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory (-T, --max-evals, "
-                                                   "--max-cost, --patience extend it).", metavar="RUN_DIR",
-                                                   show_default="none")] = None,
-    live: Annotated[Optional[bool], typer.Option("--live/--no-live", help="Live table.", metavar="",
-                                                 show_default="on a terminal")] = None,
-) -> None:
+@with_config_options()
+def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options (same names, with "
+                                                       "underscores).", metavar="FILE", show_default="none")] = None,
+        resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory (-T, --max-evals, "
+                                                       "--max-cost, --patience extend it).", metavar="RUN_DIR",
+                                                       show_default="none")] = None,
+        live: Annotated[Optional[bool], typer.Option("--live/--no-live", help="Live table.", metavar="",
+                                                     show_default="on a terminal")] = None,
+        **options) -> None:
     """Optimize a kernel: beam search over plans and code from the agents."""
-    given = {k: v for k, v in locals().items() if v is not None and k not in ("config", "resume", "live")}
+    given = {k: v for k, v in options.items() if v is not None}
     from agents.run import RunConfig, RunError, execute
     from agents.runconfig import ConfigError
     logsetup.configure()
-    given = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
     try:
         base = RunConfig.from_toml(config) if config else {}
         options = {**base, **given}
@@ -241,29 +192,34 @@ def _print_summary(summary: dict) -> None:
 
 
 @app.command()
+@with_config_options(("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort"))
 def worker(
-    role: Annotated[str, typer.Option(help="planner, coder, repairer or evaluator.")],
-    connect: Annotated[str, typer.Option(help="Coordinator endpoint, e.g. tcp://head:5555.")],
-    secret_file: Annotated[Path, typer.Option(help="The run's secret file (copy RUN_DIR/secret, mode 0600).")],
-    impl: Annotated[Optional[str], typer.Option(help="Implementation (default: heuristic; target for evaluators).")] = None,
-    target: Annotated[str, typer.Option(help="Target an evaluator runs.")] = "gemmini-sim",
-    capacity: Annotated[int, typer.Option(help="Jobs this worker runs at once.")] = 1,
-    heartbeat: Annotated[float, typer.Option(help="Heartbeat interval until the coordinator sets its own.")] = 1.0,
-    curve_server_key: Annotated[Optional[Path], typer.Option(help="Coordinator's CurveZMQ public key file.")] = None,
-    parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.")] = None,
-    latency: Annotated[float, typer.Option(help="Mean seconds per job of the synthetic implementation.")] = 0.0,
-    jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).")] = 0.0,
-    latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.")] = "uniform",
+    role: Annotated[str, typer.Option(help="planner, coder, repairer or evaluator.", metavar="ROLE")],
+    connect: Annotated[str, typer.Option(help="Coordinator endpoint, e.g. tcp://head:5555.", metavar="ENDPOINT")],
+    secret_file: Annotated[Path, typer.Option(help="The run's secret file (copy RUN_DIR/secret, mode 0600).",
+                                              metavar="FILE")],
+    impl: Annotated[Optional[str], typer.Option(help="Implementation (default: heuristic; target for evaluators).",
+                                                metavar="NAME")] = None,
+    target: Annotated[str, typer.Option(help="Target an evaluator runs.", metavar="NAME")] = "gemmini-sim",
+    capacity: Annotated[int, typer.Option(help="Jobs this worker runs at once.", metavar="N")] = 1,
+    curve_server_key: Annotated[Optional[Path], typer.Option(help="Coordinator's CurveZMQ public key file.",
+                                                             metavar="FILE", show_default="none")] = None,
+    parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.", metavar="PID",
+                                                      show_default="none")] = None,
+    latency: Annotated[float, typer.Option(help="Mean seconds per job of the synthetic implementation.",
+                                           metavar="S")] = 0.0,
+    jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).",
+                                          metavar="X")] = 0.0,
+    latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.",
+                                              metavar="NAME")] = "uniform",
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model spec an llm worker serves (repeatable).",
                                                        metavar="SPEC", show_default="none")] = None,
-    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature for llm workers.")] = None,
-    reasoning_effort: Annotated[Optional[str], typer.Option(help="low, medium or high (OpenAI reasoning models).")] = None,
-    call_timeout: Annotated[float, typer.Option(help="Seconds per model call.")] = 600.0,
-    call_retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts (with backoff, Retry-After).")] = 4,
+    **options,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
     import importlib
 
+    from agents.runconfig import ConfigError, RunConfig
     from agents.worker import serve
     from bus.auth import SecretError, load_secret
     from bus.curve import load_public_key
@@ -277,21 +233,22 @@ def worker(
     if name not in impls:
         _fail(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
     try:
+        cfg = RunConfig(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
         from agents.llm.providers import CallOptions
-        if reasoning_effort not in (None, "low", "medium", "high"):
-            raise ValueError(f"--reasoning-effort must be low, medium or high, not {reasoning_effort!r}")
         implementation = impls[name](target=target, latency_s=latency, jitter=jitter, latency_dist=latency_dist,
                                      models=model or [],
-                                     call_options=CallOptions(timeout_s=call_timeout, max_retries=call_retries,
-                                                              temperature=temperature,
-                                                              reasoning_effort=reasoning_effort))
-    except (SecretError, OSError, ValueError, UnknownTargetError) as exc:
+                                     call_options=CallOptions(timeout_s=cfg.call_timeout_s,
+                                                              max_retries=cfg.call_retries,
+                                                              temperature=cfg.temperature,
+                                                              reasoning_effort=cfg.reasoning_effort))
+    except (ConfigError, SecretError, OSError, ValueError, UnknownTargetError) as exc:
         _fail(str(exc))
     raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
-                           target=target if role == "evaluator" else None, timing=BusTiming(heartbeat_s=heartbeat),
-                           curve_server_key=server_key, parent_pid=parent_pid))
+                           target=target if role == "evaluator" else None,
+                           timing=BusTiming(heartbeat_s=cfg.heartbeat_s), curve_server_key=server_key,
+                           parent_pid=parent_pid))
 
 
 @app.command()

@@ -26,7 +26,7 @@ from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from agents.failures import KIND_WORDS, reason_of
 from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
 from agents.progress import Progress
-from agents.runconfig import ConfigError, RunConfig, resume_config
+from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
 from agents.rundir import RunDirError, RunLock, fallback_dir, prepare_new, rescue_store, write_atomic
 from agents.runstore import RunStore
 from agents.search import BeamSearch
@@ -242,8 +242,8 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, 
                                "max_evals": cfg.max_evals, "max_cost": cfg.max_cost})
     progress = Progress(cfg, search.problem["name"], live=live, plain_every_s=5.0 if progress_on else float("inf"))
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
-    leases = LeasePolicy(lease_s={"plan": cfg.llm_lease_s, "code": cfg.llm_lease_s, "repair": cfg.llm_lease_s,
-                                  "eval": cfg.eval_lease_s})
+    leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
+                                  "repair": cfg.model_lease_s, "eval": cfg.eval_lease_s})
     try:
         procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
     except OSError as exc:
@@ -372,18 +372,13 @@ def _save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str 
 def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,
                   impl: str | None = None, models: list[str] = ()) -> list[str]:
     cmd = [sys.executable, str(ROOT / "launch.py"), "worker", "--role", role, "--connect", endpoint,
-           "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()),
-           "--capacity", str(capacity), "--heartbeat", str(cfg.heartbeat_s)]
+           "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()), "--capacity", str(capacity)]
     if impl:
         cmd += ["--impl", impl]
     for model in models:
         cmd += ["--model", model]
-    if impl == "llm":
-        cmd += ["--call-timeout", str(cfg.call_timeout_s), "--call-retries", str(cfg.call_retries)]
-        if cfg.temperature is not None:
-            cmd += ["--temperature", str(cfg.temperature)]
-        if cfg.reasoning_effort:
-            cmd += ["--reasoning-effort", cfg.reasoning_effort]
+    # the options a worker shares with the run, under the same names
+    cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else ("heartbeat_s",))
     if role == "evaluator":
         cmd += ["--target", cfg.target]
     if cfg.curve:

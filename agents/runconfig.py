@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tomllib
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,41 +18,69 @@ class ConfigError(ValueError):
     """An option has a wrong type or value, or cannot change on resume; the message says which and why."""
 
 
+def option(default: Any = None, help: str = "", *flags: str, metavar: str | None = None, factory=None,
+           shown: str | None = None):
+    """A run option, declared once: its default, its help, extra flags (e.g. "-T") and metavar feed the
+    command line (launch.py builds `run` from these), the TOML keys and the worker command line."""
+    meta = {"help": help, "flags": flags, "metavar": metavar, "shown": shown}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+N, S, X = "N", "S", "X"
+
+
 @dataclass
 class RunConfig:
-    target: str = "gemmini-sim"
-    problem: str = "gemm-512x512x512"
-    kernel: str | None = None            # starting kernel file; default: the problem's naive kernel
-    out: str | None = None               # run directory; default: runs/<problem>-<time>
-    iterations: int = 8
-    beam: int = 4
-    plans: int = 4
-    codes: int = 2
-    dropout: float = 0.3                 # keep-probability of each menu option
-    seed: int = 0
-    model: list[str] = field(default_factory=lambda: ["heuristic"])
-    code_model: list[str] = field(default_factory=list)   # default: same as model
-    evaluators: int | None = None        # None: one per core; 0: only remote workers
-    planners: int = 1
-    coders: int = 1
-    repairers: int = 1
-    max_repairs: int = 1
-    patience: int = 3
-    max_evals: int | None = None
-    stop_roofline: float | None = None
-    bind: str = "tcp://127.0.0.1:*"
-    curve: bool = False                  # encrypt links with CurveZMQ (keys in RUN_DIR/curve)
-    heartbeat_s: float = 1.0
-    eval_lease_s: float = 600.0
-    llm_lease_s: float = 600.0
-    max_cost: float | None = None        # USD; calls in flight count against it
-    temperature: float | None = None     # passed to models that accept it
-    reasoning_effort: str | None = None  # low | medium | high, for OpenAI reasoning models
-    call_timeout_s: float = 600.0        # per model call
-    call_retries: int = 4                # the SDK's retries on 429/5xx/timeouts
-    replay: str | None = None            # answer model jobs only from this recorded run directory
-    preflight: bool = True               # check that every model endpoint answers before agents start
-    check_start: bool = True             # evaluate the starting kernel here before agents start (fail fast)
+    target: str = option("gemmini-sim", "Hardware target.", "-t", metavar="NAME")
+    problem: str = option("gemm-512x512x512", "Problem to optimize.", "-p", metavar="NAME")
+    kernel: str | None = option(None, "Starting kernel file (none: the problem's naive kernel).", metavar="FILE")
+    out: str | None = option(None, "Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")
+    iterations: int = option(8, "Beam-search iterations.", "-T", metavar=N)
+    beam: int = option(4, "Beam width.", "-B", metavar=N)
+    plans: int = option(4, "Plans per beam candidate.", "-N", metavar=N)
+    codes: int = option(2, "Code candidates per plan.", "-K", metavar=N)
+    dropout: float = option(0.3, "Menu dropout as the keep-probability of each option.", metavar="P")
+    seed: int = option(0, "Seed of every random choice of the search.", metavar=N)
+    model: list[str] = option(help="Planning model (repeatable: ensembling).", metavar="SPEC",
+                              factory=lambda: ["heuristic"])
+    code_model: list[str] = option(help="Coding model (repeatable).", metavar="SPEC", factory=list,
+                                   shown="same as --model")
+    evaluators: int | None = option(None, "Local evaluator processes (none: one per core; 0: remote workers "
+                                          "only).", metavar=N)
+    planners: int = option(1, "Local heuristic planner processes.", metavar=N)
+    coders: int = option(1, "Local heuristic coder processes.", metavar=N)
+    repairers: int = option(1, "Local heuristic repairer processes.", metavar=N)
+    max_repairs: int = option(1, "Repair attempts per failed candidate.", metavar=N)
+    patience: int = option(3, "Stop after this many iterations without improvement.", metavar=N)
+    max_evals: int | None = option(None, "Stop after this many evaluations.", metavar=N)
+    stop_roofline: float | None = option(None, "Stop once the best reaches this fraction of roofline.", metavar=X)
+    max_cost: float | None = option(None, "Hard cap in USD on model calls (in-flight calls count).", metavar="USD")
+    bind: str = option("tcp://127.0.0.1:*", "Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.",
+                       metavar="ENDPOINT")
+    curve: bool = option(False, "Encrypt links with CurveZMQ (keys in RUN_DIR/curve).")
+    replay: str | None = option(None, "Answer model jobs only from this recorded run (no network).",
+                                metavar="RUN_DIR")
+    temperature: float | None = option(None, "Sampling temperature for the models.", metavar=X)
+    reasoning_effort: str | None = option(None, "low, medium or high (OpenAI reasoning models).", metavar="LEVEL")
+    call_timeout_s: float = option(600.0, "Seconds per model call.", metavar=S)
+    call_retries: int = option(4, "Retries of a model call on 429/5xx/timeouts (with backoff, Retry-After).",
+                               metavar=N)
+    preflight: bool = option(True, "Check that every model endpoint answers before starting.")
+    check_start: bool = option(True, "Evaluate the starting kernel before agents start, to fail fast.")
+    heartbeat_s: float = option(1.0, "Heartbeat interval of the bus.", metavar=S)
+    eval_lease_s: float = option(600.0, "Seconds an evaluator may hold a job before it goes to another.", metavar=S)
+    llm_lease_s: float | None = option(None, "Seconds a model agent may hold a job (none: long enough for every "
+                                             "retry of a call, so that a slow call is not paid twice).", metavar=S)
+
+    @property
+    def model_lease_s(self) -> float:
+        """A model job's lease: every try of its call (timeout x (retries + 1)) plus the SDK's backoff
+        between tries (at most about a minute in all), unless set explicitly."""
+        if self.llm_lease_s is not None:
+            return self.llm_lease_s
+        return self.call_timeout_s * (self.call_retries + 1) + 60.0
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(RunConfig)
@@ -77,7 +105,7 @@ class RunConfig:
             (self.patience >= 1, "patience must be >= 1"),
             (self.max_repairs >= 0, "max_repairs must be >= 0"),
             (self.max_cost is None or self.max_cost >= 0, "max_cost must be >= 0"),
-            (all(t > 0 for t in (self.heartbeat_s, self.eval_lease_s, self.llm_lease_s, self.call_timeout_s)),
+            (all(t > 0 for t in (self.heartbeat_s, self.eval_lease_s, self.model_lease_s, self.call_timeout_s)),
              "heartbeat_s, eval_lease_s, llm_lease_s and call_timeout_s must be > 0"),
             (self.call_retries >= 0, "call_retries must be >= 0"),
             (self.temperature is None or 0 <= self.temperature <= 2, "temperature must be between 0 and 2"),
@@ -180,3 +208,53 @@ def _typed(name: str, value: Any, hint: Any) -> Any:
     if base is str and not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, not {value!r}")
     return value
+
+
+# -- the command line -----------------------------------------------------------------------------
+WORKER_OPTIONS = ("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort")
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def default_of(name: str) -> Any:
+    f = _FIELDS[name]
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def shown_default(name: str) -> str:
+    """How --help shows a default: none, on/off, or the value."""
+    value = default_of(name)
+    if _FIELDS[name].metadata.get("shown"):
+        return _FIELDS[name].metadata["shown"]
+    if isinstance(value, list):
+        return ", ".join(value)
+    return {None: "none", True: "on", False: "off"}.get(value, value) if not isinstance(value, (int, float)) \
+        or isinstance(value, bool) else str(value)
+
+
+def option_specs(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict]]:
+    """(name, type, metadata) of the options, in declaration order: what a CLI builds its flags from."""
+    hints = typing.get_type_hints(RunConfig)
+    return [(f.name, hints[f.name], dict(f.metadata)) for f in fields(RunConfig) if names is None or f.name in names]
+
+
+def as_args(cfg: RunConfig, names: tuple[str, ...]) -> list[str]:
+    """The command-line arguments that give another process these options of cfg (workers)."""
+    args: list[str] = []
+    for name in names:
+        value = getattr(cfg, name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            args.append(flag(name) if value else "--no-" + flag(name)[2:])
+        elif isinstance(value, list):
+            for item in value:
+                args += [flag(name), str(item)]
+        else:
+            args += [flag(name), str(value)]
+    return args
+
+
+_FIELDS = {f.name: f for f in fields(RunConfig)}

@@ -56,7 +56,7 @@ class Agents:
                 [sys.executable, str(ROOT / "launch.py"), "worker", "--role", role, "--impl", "synthetic",
                  "--connect", self.router.endpoints[0], "--secret-file", str(self.key_file), "--capacity",
                  str(capacity), "--latency", str(mean), "--jitter", str(jitter), "--latency-dist", dist,
-                 "--heartbeat", "0.5"],
+                 "--heartbeat-s", "0.5"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT))
 
     def wait_joined(self) -> None:

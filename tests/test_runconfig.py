@@ -115,3 +115,16 @@ def test_verdict_warns_when_most_calls_failed_and_ignores_the_cost_cap(tmp_path)
     capped = [("plan", "m", True, None), ("code", "m", False, "not run: cost cap reached")]
     (tmp_path / "b").mkdir()
     assert model_verdict(_store_with_jobs(tmp_path / "b", capped), produced=1) == {}
+
+
+def test_model_lease_covers_every_try_of_a_call():
+    assert RunConfig(call_timeout_s=100, call_retries=2).model_lease_s == 100 * 3 + 60
+    assert RunConfig(llm_lease_s=30).model_lease_s == 30
+
+
+def test_worker_arguments_use_the_run_option_names():
+    from agents.runconfig import WORKER_OPTIONS, as_args
+    cfg = RunConfig(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
+    args = as_args(cfg, WORKER_OPTIONS)
+    assert args == ["--heartbeat-s", "0.2", "--call-timeout-s", "600.0", "--call-retries", "1",
+                    "--temperature", "0.5", "--reasoning-effort", "low"]

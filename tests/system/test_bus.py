@@ -21,9 +21,9 @@ from bus.router import Router
 from bus.timing import BusTiming
 from bus.wire import Codec
 from protocols.envelope import PROTOCOL, MessageType
-from tests.system.runkit import free_port, launch, wait_for
+from tests.system.runkit import launch, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 FAST = BusTiming(heartbeat_s=0.05, suspect_after=3, dead_after=6, reconnect_min_s=0.05, reconnect_max_s=0.2,
                  handshake_timeout_s=0.5)
 HELLO = {"role": "evaluator", "impl": "test", "models": [], "target": "t", "capacity": 2}
@@ -173,9 +173,9 @@ def test_agent_ignores_a_coordinator_without_the_secret():
 
 
 def test_reconnect_with_backoff_resends_unacknowledged_results():
-    key, port = secrets.token_bytes(32), free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
-    first = Router([endpoint], key, "r1", FAST)
+    key = secrets.token_bytes(32)
+    first = Router(["tcp://127.0.0.1:*"], key, "r1", FAST)
+    endpoint = first.endpoints[0]         # held by the first coordinator until it crashes below
     dealer = Dealer(endpoint, key, HELLO, FAST).start()
     peer = wait_event(first, "joined").peer
     first.send(peer, MessageType.JOB, job(3))
@@ -202,7 +202,7 @@ def test_agent_liveness(tmp_path, how):
     key = create_secret(key_file)
     router = Router(["tcp://127.0.0.1:*"], key, "liveness", BusTiming(heartbeat_s=0.1, suspect_after=3, dead_after=8))
     proc = launch("worker", "--role", "evaluator", "--impl", "synthetic", "--connect", router.endpoints[0],
-                  "--secret-file", str(key_file), "--heartbeat", "0.1")
+                  "--secret-file", str(key_file), "--heartbeat-s", "0.1")
     try:
         peer = wait_event(router, "joined", timeout=30).peer
         assert peer.pid == proc.pid

@@ -9,7 +9,7 @@ import pytest
 
 from tests.system.runkit import ROOT, finish, launch, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 BAD = '#include "gemmini.h"\nvoid solution(int8_t A[256][256]) { mvin(&A[i][k], 0, 16, 16); }\n'
 HANG = (ROOT / "problems" / "gemmini-sim" / "gemm_naive.c").read_text().replace(
@@ -64,3 +64,10 @@ def test_help_shows_defaults_and_readable_metavars():
     assert "[default: (none)]" in lines["--max-evals"]
     for flag in ("--max-repairs", "--stop-roofline", "--call-timeout-s", "--heartbeat-s", "--out"):
         assert flag in lines, f"{flag} missing: every TOML key is a flag too"
+
+
+def test_worker_accepts_what_the_coordinator_passes():
+    from agents.runconfig import WORKER_OPTIONS
+    out = finish(launch("worker", "--help", env={"COLUMNS": "200"}))
+    for name in WORKER_OPTIONS:
+        assert "--" + name.replace("_", "-") in out, name
