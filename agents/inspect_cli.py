@@ -16,7 +16,7 @@ from rich.text import Text
 
 from agents.runview import RunView, RunViewError, clip, list_runs, load, plural
 
-ROOT = Path(__file__).resolve().parents[1]
+RUNS_DIR = Path("runs")   # where `run` puts runs without --out (relative to the working directory)
 RunDirArg = Annotated[Path, typer.Argument(help="Run directory (the --out of `run`).", metavar="RUN_DIR",
                                            show_default=False)]
 
@@ -55,10 +55,10 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
     def runs(parent: Annotated[Optional[Path], typer.Argument(help="Directory holding run directories.",
                                                               metavar="DIR", show_default="runs/")] = None) -> None:
         """List the runs under a directory: problem, best speedup, evaluations, cost, status."""
-        if parent is None and not (ROOT / "runs").exists():   # nothing has been run here yet: not an error
-            console.print(Text(f"No runs in {ROOT / 'runs'} yet."))
+        if parent is None and not (RUNS_DIR).exists():   # nothing has been run here yet: not an error
+            console.print(Text(f"No runs in {RUNS_DIR.resolve()} yet."))
             return
-        parent = parent or ROOT / "runs"
+        parent = parent or RUNS_DIR
         try:
             rows = list_runs(parent)
         except RunViewError as exc:

@@ -38,7 +38,8 @@ from hw_runners import get_target
 from hw_runners.base import PROMPTS_DIR, UnknownProblemError, UnknownTargetError
 
 log = structlog.get_logger("agents.run")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
+RUNS_DIR = Path("runs")                        # where runs go without --out: runs/ in the working directory
 
 __all__ = ["RunConfig", "RunError", "execute"]
 
@@ -135,7 +136,7 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
     lock = None
     try:
         if resume:
-            run_dir = Path(resume)
+            run_dir = Path(resume).absolute()   # agents run elsewhere: they get absolute paths
             if not run_dir.is_dir():
                 raise RunError(f"--resume {run_dir}: no such directory")
             lock = RunLock(run_dir)
@@ -145,7 +146,7 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
                 raise RunError(f"{run_dir} holds no saved configuration")
             cfg = resume_config(saved, given or {})
         else:
-            run_dir = Path(out or cfg.out or ROOT / "runs" / f"{cfg.problem}-{time.strftime('%Y%m%d-%H%M%S')}")
+            run_dir = Path(out or cfg.out or RUNS_DIR / f"{cfg.problem}-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
             cfg.out = str(run_dir)
         return _execute(cfg, run_dir, lock, store if resume else None, code if resume else None, live, progress)
     except (ConfigError, RunDirError, SecretError) as exc:
@@ -371,7 +372,8 @@ def _save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str 
 
 def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,
                   impl: str | None = None, models: list[str] = ()) -> list[str]:
-    cmd = [sys.executable, str(ROOT / "launch.py"), "worker", "--role", role, "--connect", endpoint,
+    # by module, from ROOT: works in a checkout and from an installed package alike
+    cmd = [sys.executable, "-m", "launch", "worker", "--role", role, "--connect", endpoint,
            "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()), "--capacity", str(capacity)]
     if impl:
         cmd += ["--impl", impl]

@@ -1,0 +1,39 @@
+"""The package as a user installs it: a wheel (not the editable checkout) gives an `autocomp` command that
+runs an offline search from any directory, its prompts, problems, price table and C sources included."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.system.runkit import ROOT
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
+
+
+def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
+    wheels, target, work = tmp_path / "wheels", tmp_path / "installed", tmp_path / "elsewhere"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT),
+                    "-w", str(wheels)], check=True, cwd=tmp_path)
+    wheel = next(wheels.glob("*.whl"))
+    # dependencies come from this environment; the product itself only from the wheel
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, cwd=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(target), "AUTOCOMP_LOG_LEVEL": "WARNING"}
+    where = subprocess.run([sys.executable, "-c", "import agents, hw_runners, launch; "
+                            "print(agents.__file__, hw_runners.__file__, launch.__file__)"],
+                           cwd=work, env=env, capture_output=True, text=True, check=True).stdout
+    assert str(ROOT) not in where and where.count(str(target)) == 3, where
+    proc = subprocess.run([str(target / "bin" / "autocomp"), "run", "--problem", "gemm-256x256x256", "-T", "1",
+                           "-B", "1", "-N", "1", "-K", "1", "--evaluators", "1"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Speedup:" in proc.stdout
+    runs = list((work / "runs").iterdir())       # runs/ in the working directory, not in the package
+    assert len(runs) == 1 and (runs[0] / "best.c").exists()
+    problems = subprocess.run([str(target / "bin" / "autocomp"), "problems"], cwd=work, env=env,
+                              capture_output=True, text=True)
+    assert "gemm-512x512x512" in problems.stdout
