@@ -228,16 +228,18 @@ def worker(
     roles = ("planner", "coder", "repairer", "evaluator")
     if role not in roles:
         _fail(f"unknown role {role!r}; choose from {', '.join(roles)}")
-    impls = importlib.import_module(f"agents.{role}").IMPLEMENTATIONS   # only this role's dependencies
+    impls = importlib.import_module(f"agents.{role}").IMPLEMENTATIONS
     name = impl or next(iter(impls))
     if name not in impls:
         _fail(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
+    module, _, attr = impls[name].partition(":")
+    implementation_class = getattr(importlib.import_module(module), attr)   # only this one's dependencies
     try:
         cfg = RunConfig(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        from agents.llm.providers import CallOptions
-        implementation = impls[name](target=target, latency_s=latency, jitter=jitter, latency_dist=latency_dist,
+        from agents.llm.specs import CallOptions
+        implementation = implementation_class(target=target, latency_s=latency, jitter=jitter, latency_dist=latency_dist,
                                      models=model or [],
                                      call_options=CallOptions(timeout_s=cfg.call_timeout_s,
                                                               max_retries=cfg.call_retries,

@@ -1,8 +1,6 @@
 """Coder role (phase 2): implement a plan as a complete kernel."""
 from __future__ import annotations
 
-from agents.heuristic import HeuristicAgent
-from agents.llm.agent import LLMAgent
-from agents.synthetic import SyntheticCoder
-
-IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "llm": LLMAgent, "synthetic": SyntheticCoder}
+# module:class, imported only by the worker that runs it (a heuristic planner never loads the LLM SDKs)
+IMPLEMENTATIONS = {"heuristic": "agents.heuristic:HeuristicAgent", "llm": "agents.llm.agent:LLMAgent",
+                   "synthetic": "agents.synthetic:SyntheticCoder"}

@@ -2,7 +2,6 @@
 Run one per core/device, next to the simulator or the hardware."""
 from __future__ import annotations
 
-from agents.synthetic import SyntheticEvaluator
 from hw_runners import get_target
 from hw_runners.base import UnknownProblemError
 
@@ -28,4 +27,4 @@ class TargetEvaluator:
         return {k: v for k, v in result.items() if v is not None}
 
 
-IMPLEMENTATIONS = {"target": TargetEvaluator, "synthetic": SyntheticEvaluator}
+IMPLEMENTATIONS = {"target": "agents.evaluator:TargetEvaluator", "synthetic": "agents.synthetic:SyntheticEvaluator"}

@@ -2,8 +2,6 @@
 dropout and describe the concrete transformation."""
 from __future__ import annotations
 
-from agents.heuristic import HeuristicAgent
-from agents.llm.agent import LLMAgent
-from agents.synthetic import SyntheticPlanner
-
-IMPLEMENTATIONS = {"heuristic": HeuristicAgent, "llm": LLMAgent, "synthetic": SyntheticPlanner}
+# module:class, imported only by the worker that runs it (a heuristic planner never loads the LLM SDKs)
+IMPLEMENTATIONS = {"heuristic": "agents.heuristic:HeuristicAgent", "llm": "agents.llm.agent:LLMAgent",
+                   "synthetic": "agents.synthetic:SyntheticPlanner"}

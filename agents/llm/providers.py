@@ -13,7 +13,7 @@ from pathlib import Path
 import anthropic
 import openai
 
-from agents.llm.specs import ModelSpec
+from agents.llm.specs import CallOptions, ModelSpec
 
 
 @dataclass
@@ -21,15 +21,6 @@ class Completion:
     text: str
     tokens_in: int
     tokens_out: int
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    timeout_s: float = 600.0
-    max_retries: int = 4
-    max_tokens: int = 16384
-    temperature: float | None = None
-    reasoning_effort: str | None = None   # OpenAI reasoning models: low | medium | high
 
 
 class Client:

@@ -16,6 +16,15 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 
+@dataclass(frozen=True)
+class CallOptions:
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    max_tokens: int = 16384
+    temperature: float | None = None
+    reasoning_effort: str | None = None   # OpenAI reasoning models: low | medium | high
+
+
 class SpecError(ValueError):
     """A model specification or its key is unusable; the message says how to fix it."""
 

@@ -37,3 +37,19 @@ def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
     problems = subprocess.run([str(target / "bin" / "autocomp"), "problems"], cwd=work, env=env,
                               capture_output=True, text=True)
     assert "gemm-512x512x512" in problems.stdout
+
+
+def test_offline_workers_do_not_load_the_llm_sdks():
+    """A heuristic planner or an evaluator imports only its own implementation's dependencies."""
+    probe = ("import importlib, sys\n"
+             "import launch\n"
+             "for role, impl in (('planner', 'heuristic'), ('coder', 'heuristic'), ('repairer', 'heuristic'),\n"
+             "                   ('evaluator', 'target')):\n"
+             "    module, _, attr = importlib.import_module(f'agents.{role}').IMPLEMENTATIONS[impl].partition(':')\n"
+             "    getattr(importlib.import_module(module), attr)\n"
+             "print(sorted(m for m in ('openai', 'anthropic', 'httpx') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    llm = probe.replace("('evaluator', 'target')", "('planner', 'llm')")
+    out = subprocess.run([sys.executable, "-c", llm], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "openai" in out      # the probe can see an SDK when one is loaded
