@@ -22,7 +22,7 @@ from agents.llm.providers import cost_usd
 from agents.llm.specs import SpecError, parse_spec
 from agents.runstore import RunStore
 from agents.search import BeamSearch, Job
-from bus.router import Event, Peer, Router
+from bus.transport import Event, Peer, Transport
 from protocols.envelope import MessageType
 from protocols.jobs import ROLE_OF_KIND, validate_result
 from protocols.schema import ProtocolError
@@ -71,10 +71,12 @@ class Stats:
 
 
 class Coordinator:
-    def __init__(self, router: Router, store: RunStore, search: BeamSearch, leases: LeasePolicy = LeasePolicy(),
+    def __init__(self, router: Transport, store: RunStore, search: BeamSearch, leases: LeasePolicy = LeasePolicy(),
                  on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5,
-                 cost: CostPolicy = CostPolicy(), replay: RunStore | None = None) -> None:
+                 cost: CostPolicy = CostPolicy(), replay: RunStore | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.router = router
+        self.clock = clock                        # leases, liveness accounting, warnings: injectable for tests
         self.store = store
         self.search = search
         self.leases = leases
@@ -84,7 +86,7 @@ class Coordinator:
         self.attempts: dict[str, int] = {}
         self.avoid: dict[str, set[bytes]] = {}   # job id -> agents that already lost it
         self.in_flight: dict[str, InFlight] = {}
-        self.stats = Stats()
+        self.stats = Stats(started=clock())
         self.failures = FailureTally()            # failed jobs and incorrect candidates, by reason
         self._warned: set[str] = set()
         self._next_warn_check = 0.0
@@ -94,31 +96,39 @@ class Coordinator:
         self.reserved: dict[str, float] = {}      # job id -> estimated cost of the call in flight
         self._max_seen: dict[str, float] = {}     # model -> largest cost of one call so far
         self.cap_reached = False
-        self._last_tick = time.monotonic()
+        self._last_tick = clock()
+        self._next_progress = 0.0
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         cpu0 = time.process_time()
+        self.begin()
+        while not self.search.done and not should_stop():
+            self.step()
+        self.stats.cpu_s += time.process_time() - cpu0
+        if self.on_progress:
+            self.on_progress(self)
+
+    def begin(self) -> None:
+        """Start the search and queue its first jobs (run() does this; tests may drive begin/step)."""
         t0 = time.perf_counter()
         self.search.start()
         self._enqueue(self.search.take_jobs())
         self.stats.handler_s += time.perf_counter() - t0
-        next_progress = 0.0
-        while not self.search.done and not should_stop():
-            events = self.router.poll(timeout_s=min(0.2, self.router.timing.heartbeat_s / 2))
-            t0 = time.perf_counter()
-            now = time.monotonic()
-            self._account(now)
-            for ev in events:
-                self._on_event(ev)
-            self._expire_leases(now)
-            self._enqueue(self.search.take_jobs())
-            self._dispatch(now)
-            self.stats.handler_s += time.perf_counter() - t0
-            if self.on_progress and now >= next_progress:
-                next_progress = now + self.progress_every_s
-                self.on_progress(self)
-        self.stats.cpu_s += time.process_time() - cpu0
-        if self.on_progress:
+
+    def step(self) -> None:
+        """One turn of the event loop: poll the transport, handle events, expire leases, dispatch."""
+        events = self.router.poll(timeout_s=min(0.2, self.router.timing.heartbeat_s / 2))
+        t0 = time.perf_counter()
+        now = self.clock()
+        self._account(now)
+        for ev in events:
+            self._on_event(ev)
+        self._expire_leases(now)
+        self._enqueue(self.search.take_jobs())
+        self._dispatch(now)
+        self.stats.handler_s += time.perf_counter() - t0
+        if self.on_progress and now >= self._next_progress:
+            self._next_progress = now + self.progress_every_s
             self.on_progress(self)
 
     # -- events -------------------------------------------------------------------
@@ -319,7 +329,7 @@ class Coordinator:
 
     def _warn_unserved(self) -> None:
         """Once per second, name (once) every role/model that queued jobs need and no agent offers."""
-        now = time.monotonic()
+        now = self.clock()
         if now - self.stats.started < 10.0 or now < self._next_warn_check:   # agents are still starting
             return
         self._next_warn_check = now + 1.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -21,6 +20,7 @@ from bus import gate
 from bus.auth import Signer
 from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
+from bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
 from bus.wire import Codec, Message
 from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType
 from protocols.schema import ProtocolError
@@ -28,38 +28,9 @@ from protocols.schema import ProtocolError
 log = structlog.get_logger("bus.router")
 
 
-@dataclass
-class Peer:
-    identity: bytes
-    sender: str
-    role: str
-    impl: str
-    models: list[str]
-    target: str | None
-    capacity: int
-    host: str
-    pid: int
-    joined: float
-    last_seen: float
-    state: str = "alive"          # alive | suspect | dead
-    in_flight: set[str] = field(default_factory=set)
-
-    @property
-    def credit(self) -> int:
-        return self.capacity - len(self.in_flight) if self.state == "alive" else 0
-
-    def describe(self) -> str:
-        return f"{self.role}/{self.impl}@{self.host}:{self.pid}"
-
-
-@dataclass
-class Event:
-    kind: str                     # joined | message | suspect | dead | left
-    peer: Peer
-    message: Message | None = None
-
-
 class Router:
+    """The ZeroMQ implementation of bus.transport.Transport."""
+
     def __init__(self, binds: list[str], key: bytes, run_id: str, timing: BusTiming = BusTiming(),
                  curve_secret_key: bytes | None = None, ctx: zmq.Context | None = None) -> None:
         self.ctx = ctx or zmq.Context.instance()

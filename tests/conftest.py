@@ -17,3 +17,8 @@ from hw_runners import get_target  # noqa: E402
 def sim():
     """The gemmini-sim target with its default options."""
     return get_target("gemmini-sim")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "system: starts real processes or sockets (compilers, sandboxes, runs, "
+                                       "agents); deselect with -m 'not system' for the fast tier")

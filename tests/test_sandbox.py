@@ -14,7 +14,7 @@ import pytest
 from hw_runners import sandbox
 from hw_runners.sandbox import Limits, Outcome
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 IS_ROOT = os.geteuid() == 0
 SH = shutil.which("sh") or "/bin/sh"

@@ -28,7 +28,7 @@ from hw_runners.sandbox import Limits
 from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, forged, gemm, gemm_kernel, inputs,
                      naive_with, reference)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 P = gemm(32, 32, 32)
 

@@ -23,7 +23,7 @@ from .simkit import (DOUBLED_BODY, LOOP_CONFIG, NAIVE_BODY, assert_correct, asse
                      conv, doubled_prediction, gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8,
                      loop_ws, seed_where_doubled_fails_first_on, stream_rule)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 # --------------------------------------------------------------------------- baseline

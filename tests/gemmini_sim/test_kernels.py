@@ -12,7 +12,7 @@ from hw_runners.gemmini_sim.problems import load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 from .simkit import assert_correct, conv, gemm, kernel
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 ROLES = ("naive", "tuned", "hwloop")
 

@@ -11,7 +11,7 @@ import pytest
 from hw_runners import get_target
 from .simkit import NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 PREAMBLE = """
   config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);

@@ -21,7 +21,7 @@ from hw_runners import get_target
 from .simkit import (CANCEL, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
                      gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8, stream_rule)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 P = gemm(32, 32, 32)
 ID = np.eye(16, dtype=np.int64)

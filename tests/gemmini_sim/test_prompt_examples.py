@@ -8,7 +8,7 @@ import pytest
 
 from .simkit import assert_correct, conv, gemm
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "prompts" / "gemmini-sim" / "examples"
 CASES = {"gemm_pipelined.c": gemm(128, 256, 128), "gemm_loop_ws.c": gemm(256, 128, 256),

@@ -12,7 +12,7 @@ import pytest
 
 from .simkit import NAIVE_BODY, assert_correct, assert_fails, conv, gemm, gemm_kernel, mismatch_summary, reference
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 TILED_MATMUL_AUTO = """
   tiled_matmul_auto(I, J, K, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, K, J, J, J,

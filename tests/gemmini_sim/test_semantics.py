@@ -11,7 +11,7 @@ import pytest
 from .simkit import (NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel, inputs, mismatch_summary,
                      reference, sat8)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 P = gemm(32, 32, 32)
 
 

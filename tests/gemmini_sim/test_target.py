@@ -16,7 +16,7 @@ from hw_runners.sandbox import Limits
 from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel, sat8,
                      seed_where_doubled_fails_first_on)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 
 
 # --------------------------------------------------------------------------- TimingConfig

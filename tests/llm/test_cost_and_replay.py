@@ -7,7 +7,7 @@ import pytest
 from tests.llm.fake_servers import FakeLLM
 from tests.system.runkit import finish, launch, query, summary, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 def test_cost_cap_counts_calls_in_flight_and_stops_cleanly(tmp_path):

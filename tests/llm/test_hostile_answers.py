@@ -12,7 +12,7 @@ import pytest
 from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
 from tests.system.runkit import finish, launch, query, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 def test_carriage_return_include_in_a_model_answer_leaks_nothing(tmp_path):

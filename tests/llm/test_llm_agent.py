@@ -12,7 +12,7 @@ from agents.llm.specs import SpecError, check_keys, parse_spec
 from agents.worker import JobFailed
 from tests.llm.fake_servers import HWLOOP, FakeLLM
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 PROBLEM = {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm", "dims": {"I": 256, "J": 256, "K": 256},
            "description": "int8 GEMM"}
 PARENT = {"id": "p", "code": "void solution() {}", "cycles": 606328, "feedback_text": "Latency: 606,328 cycles."}

@@ -9,7 +9,7 @@ import pytest
 from tests.llm.fake_servers import FakeLLM
 from tests.system.runkit import finish, launch, query, summary, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 def test_full_search_with_two_scripted_models(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -54,12 +53,6 @@ def kill_tree(pid: int) -> None:
             pass
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(pred, timeout: float = 60, every: float = 0.05, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -80,6 +73,13 @@ def query(run_dir: Path, sql: str, *args):
         return []
     finally:
         db.close()
+
+
+def endpoint_of(run_dir: Path, timeout: float = 60) -> str:
+    """The endpoint a run actually bound (e.g. with --bind tcp://127.0.0.1:*), once it has recorded it."""
+    rows = wait_for(lambda: query(run_dir, "SELECT value FROM meta WHERE key = 'endpoint'"), timeout=timeout,
+                    what=f"the endpoint of {run_dir}")
+    return json.loads(rows[0][0])
 
 
 def summary(run_dir: Path) -> dict:

@@ -28,7 +28,7 @@ from bus.wire import Codec
 from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, MessageType
 from tests.system.runkit import ROOT, kill_tree, launch, wait_for
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
 FAST = BusTiming(heartbeat_s=0.05, suspect_after=3, dead_after=6, reconnect_min_s=0.05, reconnect_max_s=0.2,
                  handshake_timeout_s=0.5)
 HELLO = {"role": "evaluator", "impl": "test", "models": [], "target": "t", "capacity": 2}

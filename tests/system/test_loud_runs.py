@@ -14,7 +14,7 @@ from agents.rundir import is_locked
 from tests.llm.fake_servers import FakeLLM
 from tests.system.runkit import (SLOW_GEMM, finish, launch, query, summary, wait_for, write_config)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 def _one_line_error(out: str, *fragments: str) -> None:
@@ -93,11 +93,11 @@ def test_resume_keeps_curve_and_extends_the_run(tmp_path):
 
 
 def test_one_coordinator_per_run_directory(tmp_path):
-    kernel = tmp_path / "slow.c"
-    kernel.write_text(SLOW_GEMM)   # evaluated by an agent (check_start off): a job in flight for a while
+    # no evaluator and no start check: the first coordinator holds the run, waiting, until it is stopped
+    # (a slow kernel only held it for as long as the resume below took to start: a race)
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     run = tmp_path / "run"
-    first = launch("run", "--config", str(cfg), "--kernel", str(kernel), "--evaluators", "1", "--out", str(run))
+    first = launch("run", "--config", str(cfg), "--evaluators", "0", "--out", str(run))
     try:
         wait_for(lambda: is_locked(run), timeout=120, what="the first coordinator to hold the run")
         code, out = _run("--resume", str(run))

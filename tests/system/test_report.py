@@ -23,6 +23,8 @@ from agents.report import DIFF_ADD, PLOT_COLOURS
 from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
 from tests.system.runkit import ROOT, SLOW_GEMM, finish, kill_tree, launch, query, wait_for, write_config
 
+pytestmark = pytest.mark.system
+
 CHROMIUM = "/usr/bin/chromium"
 
 

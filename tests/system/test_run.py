@@ -13,10 +13,10 @@ import pytest
 from bus.auth import load_secret
 from bus.dealer import Dealer
 from bus.timing import BusTiming
-from tests.system.runkit import (SLOW_GEMM, agents_of, finish, free_port, launch, processes_mentioning, query,
+from tests.system.runkit import (SLOW_GEMM, agents_of, endpoint_of, finish, launch, processes_mentioning, query,
                                  summary, wait_for, write_config)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 def test_offline_run_improves_the_naive_kernel(tmp_path):
@@ -83,13 +83,13 @@ def test_coordinator_kill_and_resume_reaches_the_same_beam(tmp_path):
 
 
 def test_remote_worker_joins_over_tcp(tmp_path):
-    port = free_port()
     cfg = write_config(tmp_path / "cfg.toml", iterations=2)
     run = tmp_path / "run"
-    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", f"tcp://127.0.0.1:{port}",
+    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", "tcp://127.0.0.1:*",
                   "--out", str(run))
-    wait_for(lambda: (run / "secret").exists(), what="the run directory")
-    worker = launch("worker", "--role", "evaluator", "--connect", f"tcp://127.0.0.1:{port}",
+    endpoint = endpoint_of(run)           # the port the run bound, not one guessed beforehand
+    assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith(":*")
+    worker = launch("worker", "--role", "evaluator", "--connect", endpoint,
                     "--secret-file", str(run / "secret"), "--target", "gemmini-sim")
     out = finish(proc)
     assert proc.returncode == 0, out
@@ -102,19 +102,18 @@ def test_remote_worker_joins_over_tcp(tmp_path):
 
 
 def test_agent_that_never_answers_loses_its_lease(tmp_path):
-    port = free_port()
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, eval_lease_s=1.5)
     run = tmp_path / "run"
-    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", f"tcp://127.0.0.1:{port}",
+    proc = launch("run", "--config", str(cfg), "--evaluators", "0", "--bind", "tcp://127.0.0.1:*",
                   "--out", str(run))
-    wait_for(lambda: (run / "secret").exists(), what="the run directory")
-    silent = Dealer(f"tcp://127.0.0.1:{port}", load_secret(run / "secret"),
+    endpoint = endpoint_of(run)
+    silent = Dealer(endpoint, load_secret(run / "secret"),
                     {"role": "evaluator", "impl": "silent", "models": [], "target": "gemmini-sim", "capacity": 1},
                     BusTiming(heartbeat_s=0.1)).start()
     try:
         got = wait_for(lambda: silent.next_job(timeout=0.1), timeout=60, what="a job for the silent agent")
         assert got.body["kind"] == "eval"
-        worker = launch("worker", "--role", "evaluator", "--connect", f"tcp://127.0.0.1:{port}",
+        worker = launch("worker", "--role", "evaluator", "--connect", endpoint,
                         "--secret-file", str(run / "secret"))
         out = finish(proc)
         assert proc.returncode == 0, out

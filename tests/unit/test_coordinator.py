@@ -1,0 +1,333 @@
+"""The real Coordinator and BeamSearch over the in-process transport: agents
+are played by the test, time is a fake clock, nothing sleeps or spawns. Covers
+dispatch (credit, role, model, target), requeueing of a dead agent's jobs and
+the avoid-list, lease expiry, max_attempts, late and duplicate results, commit
+before ACK, the cost cap, replay, malformed results."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sqlite3
+
+import pytest
+
+from agents.coordinator import CostPolicy, Coordinator, LeasePolicy
+from agents.llm import providers
+from agents.runstore import RunStore
+from agents.search import BeamSearch, SearchConfig
+from bus.inproc import InProcTransport
+from bus.router import Router
+from bus.transport import Transport
+from protocols.envelope import MessageType
+
+PROBLEM = {"target": "t", "name": "p", "family": "gemm", "dims": {}, "description": ""}
+MENU = [{"id": f"opt-{i}", "title": f"Option {i}", "description": "d"} for i in range(6)]
+SMALL = SearchConfig(iterations=2, beam=2, plans=2, codes=1, seed=3, patience=10,
+                     plan_models=("synthetic",), code_models=("synthetic",))
+LLM = "openai:fake-model"          # not seeded: subject to the cost cap and to replay
+SHORT = LeasePolicy(lease_s={"plan": 5.0, "code": 5.0, "repair": 5.0, "eval": 5.0}, max_attempts=3)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def answer(job: dict) -> dict:
+    """A deterministic agent: plans and code from the request's seed, cycles from the code."""
+    p = job["payload"]
+    if job["kind"] == "plan":
+        return {"plan": {"text": f"plan {p['seed']}", "option_id": p["menu"][0]["id"]}, "model": p["model"]}
+    if job["kind"] in ("code", "repair"):
+        return {"code": f"code {p['seed']}", "model": p["model"]}
+    h = int(hashlib.sha256(p["code"].encode()).hexdigest()[:8], 16)
+    return {"correct": True, "cycles": 1000 if p["code"] == "naive" else 400 + h % 500}
+
+
+def result(job: dict, payload: dict | None = None, ok: bool = True, error: str | None = None) -> dict:
+    return {"job_id": job["job_id"], "kind": job["kind"], "attempt": job["attempt"], "ok": ok,
+            "payload": answer(job) if payload is None and ok else payload, "error": error}
+
+
+class Rig:
+    def __init__(self, tmp_path, cfg=SMALL, leases=SHORT, cost=CostPolicy(), replay=None, name="run.db",
+                 on_send=None) -> None:
+        self.clock = Clock()
+        self.path = tmp_path / name
+        self.store = RunStore(self.path)
+        self.t = InProcTransport(clock=self.clock, on_send=on_send)
+        self.search = BeamSearch(cfg, PROBLEM, "naive", MENU, self.store)
+        self.coord = Coordinator(self.t, self.store, self.search, leases, cost=cost, replay=replay, clock=self.clock)
+        self.coord.begin()
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.coord.step()
+
+    def serve(self, agents: list[bytes], max_steps: int = 500) -> None:
+        """Answer every job the agents get until the search is done."""
+        for _ in range(max_steps):
+            if self.search.done:
+                return
+            self.step()
+            for a in agents:
+                for job in self.t.jobs_for(a):
+                    self.t.reply(a, result(job))
+        raise AssertionError("search did not finish")
+
+    def standard_agents(self, models=("synthetic",)) -> list[bytes]:
+        return [self.t.join("evaluator", target="t", capacity=2),
+                self.t.join("planner", models=list(models), capacity=2),
+                self.t.join("coder", models=list(models), capacity=2)]
+
+    def committed_state(self, job_id: str) -> str | None:
+        """The job's state as another connection sees it: only what has been committed."""
+        db = sqlite3.connect(self.path)
+        try:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        finally:
+            db.close()
+        return row[0] if row else None
+
+
+def test_both_transports_satisfy_the_protocol():
+    assert isinstance(InProcTransport(), Transport)
+    for name in ("poll", "send", "alive", "close"):             # the Router without opening a socket
+        params = list(inspect.signature(getattr(Router, name)).parameters)
+        assert params[:len(list(inspect.signature(getattr(Transport, name)).parameters))] == \
+            list(inspect.signature(getattr(Transport, name)).parameters)
+
+
+def test_a_whole_search_runs_over_the_inproc_transport(tmp_path):
+    rig = Rig(tmp_path)
+    rig.serve(rig.standard_agents())
+    s = rig.coord.stats
+    assert rig.search.stop_reason == "finished 2 iterations"
+    assert rig.search.best.cycles < 1000
+    assert s.duplicates == s.requeued == s.lost == 0 and not s.failed
+    assert s.dispatched == len(rig.search.jobs) == rig.store.count("jobs", "state = 'done'")
+    assert not rig.coord.in_flight and rig.coord.queued == 0
+
+
+def test_dispatch_respects_credit_role_model_and_target(tmp_path):
+    cfg = SearchConfig(iterations=1, beam=1, plans=5, codes=1, seed=1, plan_models=("synthetic",),
+                       code_models=("synthetic",))
+    rig = Rig(tmp_path, cfg=cfg)
+    wrong_target = rig.t.join("evaluator", target="elsewhere", capacity=4)
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    assert rig.t.jobs_for(wrong_target) == []
+    [base] = rig.t.jobs_for(ev)
+    assert base["kind"] == "eval" and base["attempt"] == 1 and base["lease_s"] == 5.0
+    rig.t.reply(ev, result(base))
+    wrong_model = rig.t.join("planner", models=["other"], capacity=4)
+    coder = rig.t.join("coder", models=["synthetic"], capacity=4)      # wrong role for plans
+    planner = rig.t.join("planner", models=["synthetic"], capacity=2)
+    rig.step()
+    assert rig.t.jobs_for(wrong_model) == [] and rig.t.jobs_for(coder) == []
+    plans = rig.t.jobs_for(planner)
+    assert [j["kind"] for j in plans] == ["plan", "plan"]               # its capacity, no more
+    assert rig.coord.queued == 3 and rig.t.peers[planner].credit == 0
+    rig.step()
+    assert rig.t.jobs_for(planner) == []                                # no credit: nothing new
+    rig.t.reply(planner, result(plans[0]))
+    rig.step()
+    assert len(rig.t.jobs_for(planner)) == 1                            # one slot freed, one job
+    assert [j["kind"] for j in rig.t.jobs_for(coder)] == ["code"]       # the answered plan's code
+    assert rig.t.jobs_for(wrong_model) == []
+
+
+def test_a_dead_agents_jobs_go_to_another_agent_never_back(tmp_path):
+    rig = Rig(tmp_path)
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    b = rig.t.join("evaluator", target="t", capacity=1)
+    rig.t.kill(a)
+    rig.step()
+    [again] = rig.t.jobs_for(b)
+    assert again["job_id"] == job["job_id"] and again["attempt"] == 2
+    assert rig.coord.stats.requeued == 1 and rig.coord.avoid[job["job_id"]] == {a}
+    assert rig.store.count("attempts") == 2
+
+
+def test_an_expired_lease_requeues_and_the_slow_agent_is_avoided(tmp_path):
+    rig = Rig(tmp_path)
+    slow = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(slow)
+    rig.clock.advance(4.9)
+    rig.step()
+    assert rig.coord.stats.requeued == 0
+    rig.clock.advance(0.2)                                      # past the 5 s lease
+    rig.step(3)
+    assert rig.coord.stats.requeued == 1 and job["job_id"] not in rig.coord.in_flight
+    assert rig.t.peers[slow].credit == 1 and rig.t.jobs_for(slow) == []   # free, alive, yet not chosen
+    assert rig.coord.queued == 1
+    other = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [again] = rig.t.jobs_for(other)
+    assert again["job_id"] == job["job_id"] and again["attempt"] == 2
+    # the slow agent answers after all: still outstanding, so it counts; the second answer is a duplicate
+    rig.t.reply(slow, result(job))
+    rig.t.reply(other, result(again))
+    rig.step()
+    assert rig.coord.stats.duplicates == 1 and rig.search.evals_done == 1
+    assert [b["job_id"] for b in rig.t.messages_for(slow, MessageType.ACK)] == [job["job_id"]]
+    assert [b["job_id"] for b in rig.t.messages_for(other, MessageType.ACK)] == [job["job_id"]]
+
+
+def test_a_frozen_agent_turns_dead_by_the_clock_and_loses_its_jobs(tmp_path):
+    rig = Rig(tmp_path, leases=LeasePolicy())                   # 600 s leases: only liveness can requeue
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.freeze(a)
+    rig.clock.advance(rig.t.timing.suspect_s + 0.1)
+    rig.step()
+    assert rig.t.peers[a].state == "suspect" and rig.coord.stats.requeued == 0
+    rig.clock.advance(rig.t.timing.dead_s)
+    rig.step()
+    assert rig.t.peers[a].state == "dead" and rig.coord.stats.requeued == 1
+    b = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    assert [j["job_id"] for j in rig.t.jobs_for(b)] == [job["job_id"]]
+
+
+def test_max_attempts_then_the_job_is_lost_and_counted(tmp_path):
+    rig = Rig(tmp_path, leases=LeasePolicy(lease_s=SHORT.lease_s, max_attempts=2))
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.kill(a)
+    b = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    assert rig.t.jobs_for(b)[0]["attempt"] == 2
+    rig.t.kill(b)
+    c = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    assert rig.t.jobs_for(c) == []                              # not a third attempt
+    assert rig.coord.stats.lost == 1 and rig.coord.stats.requeued == 1
+    ok, _, error = rig.store.finished_job(job["job_id"])
+    assert not ok and error.startswith("job lost after 2 attempts")
+    assert rig.search.done and "not correct" in rig.search.stop_reason   # the baseline never evaluated
+
+
+def test_duplicate_and_unknown_results_are_acknowledged_and_counted_once(tmp_path):
+    rig = Rig(tmp_path)
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.reply(a, result(job))
+    rig.t.reply(a, result(job))                                 # re-sent after a reconnect
+    rig.t.reply(a, {**result(job), "job_id": "no-such-job"})
+    rig.step()
+    assert rig.search.evals_done == 1 and rig.coord.stats.duplicates == 2
+    assert [b["job_id"] for b in rig.t.messages_for(a, MessageType.ACK)] == [job["job_id"], job["job_id"],
+                                                                             "no-such-job"]
+    assert rig.store.count("attempts") == 1
+
+
+def test_a_result_is_committed_before_it_is_acknowledged(tmp_path):
+    seen: dict[str, str | None] = {}
+    rig = None
+
+    def on_send(peer, mtype, body):
+        if mtype is MessageType.ACK:
+            seen[body["job_id"]] = rig.committed_state(body["job_id"])
+
+    rig = Rig(tmp_path, on_send=on_send)
+    rig.serve(rig.standard_agents())
+    assert len(seen) == len(rig.search.jobs) > 5
+    assert set(seen.values()) == {"done"}
+
+
+def test_the_cost_cap_counts_calls_in_flight_and_stops_new_model_jobs(tmp_path, monkeypatch, request):
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'"{LLM}" = {{ input = 50.0, output = 100.0 }}\n')   # $1.00 per call at the estimate
+    monkeypatch.setenv("AUTOCOMP_PRICES", str(prices))
+    clear = getattr(providers.price_table, "cache_clear", lambda: None)   # the table may be cached
+    clear()
+    request.addfinalizer(clear)
+    cfg = SearchConfig(iterations=2, beam=1, plans=4, codes=1, seed=2, plan_models=(LLM,), code_models=(LLM,))
+    rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(max_usd=2.5))
+    ev = rig.t.join("evaluator", target="t", capacity=4)
+    planner = rig.t.join("planner", models=[LLM], capacity=4)
+    coder = rig.t.join("coder", models=[LLM], capacity=4)
+    rig.step()
+    [base] = rig.t.jobs_for(ev)
+    rig.t.reply(ev, result(base))
+    rig.step()
+    plans = rig.t.jobs_for(planner)
+    assert len(plans) == 2                                      # $2 reserved; a third would pass $2.50
+    assert rig.coord.cap_reached and rig.coord.reserved and rig.coord.queued == 0
+    distinct_plans = sum(j.kind == "plan" for j in rig.search.jobs.values())   # identical prompts are one job
+    assert distinct_plans > 2
+    assert rig.store.count("jobs", "error = 'not run: cost cap reached'") == distinct_plans - 2
+    for job in plans:
+        payload = {**answer(job), "calls": [{"model": LLM, "cost": 0.9, "tokens_in": 1, "tokens_out": 1}]}
+        rig.t.reply(planner, result(job, payload))
+    rig.step()
+    assert abs(rig.coord.spent - 1.8) < 1e-9 and not rig.coord.reserved
+    assert rig.t.jobs_for(coder) == []                          # the plans' code jobs are not run
+    rig.serve([ev, planner, coder])
+    assert rig.search.stop_reason.startswith("cost cap of $2.50 reached")
+    assert rig.coord.stats.dispatched == 3
+
+
+def test_replay_answers_model_jobs_from_the_recorded_run(tmp_path):
+    cfg = SearchConfig(iterations=2, beam=2, plans=2, codes=1, seed=4, patience=10, plan_models=(LLM,),
+                       code_models=(LLM,))
+    first = Rig(tmp_path, cfg=cfg, name="first.db")
+    first.serve(first.standard_agents(models=(LLM,)))
+    again = Rig(tmp_path, cfg=cfg, name="again.db", replay=first.store)
+    ev = again.t.join("evaluator", target="t", capacity=2)      # no planner or coder at all
+    again.serve([ev])
+    assert [c.id for c in again.search.beam] == [c.id for c in first.search.beam]
+    model_jobs = [j for j in again.search.jobs.values() if j.kind != "eval"]
+    assert model_jobs and again.coord.stats.dispatched == len(again.search.jobs) - len(model_jobs)
+    assert again.store.count("attempts") == again.coord.stats.dispatched   # evaluations only
+
+
+def test_replay_without_a_recording_fails_the_job_clearly(tmp_path):
+    cfg = SearchConfig(iterations=1, beam=1, plans=1, codes=1, plan_models=(LLM,), code_models=(LLM,))
+    empty = RunStore(tmp_path / "empty.db")
+    rig = Rig(tmp_path, cfg=cfg, replay=empty)
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    rig.serve([ev])
+    [plan] = [j for j in rig.search.jobs.values() if j.kind == "plan"]
+    ok, _, error = rig.store.finished_job(plan.id)
+    assert not ok and "recorded run has no answer" in error
+
+
+@pytest.mark.parametrize("payload", [{"cycles": "lots"}, {"correct": "yes"}, None])
+def test_a_malformed_result_becomes_a_failed_job(tmp_path, payload):
+    rig = Rig(tmp_path)
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.reply(a, {**result(job), "payload": payload})
+    rig.step()
+    ok, _, error = rig.store.finished_job(job["job_id"])
+    assert not ok and error.startswith("malformed result from evaluator/fake@inproc")
+    assert rig.coord.stats.failed == {"eval": 1}
+    assert [b["job_id"] for b in rig.t.messages_for(a, MessageType.ACK)] == [job["job_id"]]
+
+
+def test_a_failed_send_tries_another_agent(tmp_path):
+    rig = Rig(tmp_path)
+    full = rig.t.join("evaluator", target="t", capacity=3)     # most credit: chosen first
+    other = rig.t.join("evaluator", target="t", capacity=1)
+    rig.t.unreachable(full)
+    rig.step()
+    assert rig.t.jobs_for(full) == [] and rig.coord.stats.dispatched == 0 and rig.coord.queued == 1
+    rig.step()                                                  # the failed send got it reported dead
+    assert rig.t.peers[full].state == "dead"
+    [job] = rig.t.jobs_for(other)
+    assert job["attempt"] == 1 and rig.coord.stats.dispatched == 1 and rig.coord.stats.requeued == 0
