@@ -51,29 +51,15 @@ def polled(router: Router, pred):
 
 
 # -- 1. memory before authentication -------------------------------------------------------------------
-CHILD = r"""
-import json, sys, time
-import structlog
-structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout carries the reports
-from bus.router import Router
-from bus.timing import BusTiming
-router = Router(["tcp://127.0.0.1:*"], bytes.fromhex(sys.argv[1]), "memory", BusTiming(heartbeat_s=0.5))
-print(json.dumps({"endpoint": router.endpoints[0]}), flush=True)
-last = 0
-while True:
-    router.poll(0.01)
-    n = sum(router.rejected.values())
-    if n != last:
-        last = n
-        print(json.dumps({"rejected": n}), flush=True)
-"""
+# the Router child of the memory benchmark: it reports its endpoint, then each change of its rejection count
+from bench.bench_bus_memory import CHILD  # noqa: E402
 
 
 class RouterChild:
     """A coordinator's Router in its own process, so that its RSS is its own."""
 
     def __init__(self, key: bytes) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, key.hex()], cwd=ROOT, text=True,
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT), key.hex()], cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.endpoint = json.loads(self.proc.stdout.readline())["endpoint"]
         self.ps = psutil.Process(self.proc.pid)
