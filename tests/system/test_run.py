@@ -40,13 +40,19 @@ def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     proc = launch("run", "--config", str(cfg), "--evaluators", "2", "--kernel", str(kernel),
                   "--out", str(tmp_path / "run"))
-    busy = wait_for(lambda: [p for p in agents_of(proc.pid, "evaluator") if p.children(recursive=True)],
-                    timeout=60, what="an evaluator running a job")
-    victim = busy[0]
+    run = tmp_path / "run"
+
+    def holder_of_the_slow_job():
+        # the store says which evaluator holds the (multi-second) job; its sandbox children say it is at work
+        rows = query(run, "SELECT a.agent FROM attempts a JOIN jobs j ON j.id = a.job_id "
+                          "WHERE j.kind = 'eval' AND a.finished IS NULL")
+        pids = {int(agent.rsplit(":", 1)[1]) for (agent,) in rows}
+        return [p for p in agents_of(proc.pid, "evaluator") if p.pid in pids and p.children(recursive=True)]
+
+    victim = wait_for(holder_of_the_slow_job, timeout=60, what="an evaluator running the slow job")[0]
     victim.send_signal(signal.SIGKILL)
     out = finish(proc)
     assert proc.returncode == 0, out
-    run = tmp_path / "run"
     s = summary(run)
     assert s["requeued_jobs"] >= 1 and s["lost_jobs"] == 0
     lost = query(run, "SELECT job_id FROM attempts WHERE outcome LIKE 'lost: agent % died'")
