@@ -23,11 +23,11 @@ import zmq
 
 from agents import logsetup
 from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
-from agents.failures import KIND_WORDS, reason_of
 from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
+from agents.outcome import save_results, summarize
 from agents.progress import Progress
 from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
-from agents.rundir import RunDirError, RunLock, fallback_dir, prepare_new, rescue_store, write_atomic
+from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from agents.runstore import RunStore
 from agents.search import BeamSearch
 from bus.auth import SecretError, load_secret, write_secret
@@ -276,7 +276,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, 
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
     summary = summarize(cfg, search, coord, run_dir, interrupted)
-    return _save_results(run_dir, store, summary, search.best.code if search.best else None)
+    return save_results(run_dir, store, summary, search.best.code if search.best else None)
 
 
 class _RunDirWatch:
@@ -294,80 +294,6 @@ class _RunDirWatch:
                 self.warned = True
                 log.error("run_directory_removed", run_dir=str(self.run_dir),
                           note="the run goes on; its results will be written to a fallback directory")
-
-
-def summarize(cfg: RunConfig, search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
-    base, best = search.baseline, search.best
-    summary = {"run_dir": str(run_dir), "problem": cfg.problem, "target": cfg.target, "models": cfg.model,
-               "code_models": cfg.code_model or cfg.model, "seed": cfg.seed,
-               "stop_reason": "interrupted" if interrupted else search.stop_reason,
-               "iterations": search.iteration, "evaluations": search.evals_done,
-               "replayed_results": search.replayed_results, "requeued_jobs": coord.stats.requeued,
-               "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
-               "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
-               "cost_usd": round(coord.spent, 6)}
-    if base and best:
-        summary.update(baseline_cycles=base.cycles, best_cycles=best.cycles, speedup=base.cycles / best.cycles,
-                       best_id=best.id, best_utilization=(best.result or {}).get("utilization"),
-                       best_roofline=(best.result or {}).get("roofline_fraction"),
-                       beam=[[c.id, c.cycles] for c in search.beam])
-    verdict = model_verdict(coord.store, produced=len(search.candidates) - 1)
-    summary.update(verdict)
-    return summary
-
-
-def model_verdict(store: RunStore, produced: int) -> dict:
-    """{"error": ...} when the models produced no candidate at all because their calls failed;
-    {"warning": ...} when most of their calls failed; {} otherwise."""
-    rows = store.db.execute("SELECT kind, json_extract(payload, '$.model'), ok, error FROM jobs "
-                            "WHERE kind IN ('plan', 'code', 'repair') AND state IN ('done', 'failed')").fetchall()
-    # jobs never run (cost cap) are not failures of the models
-    rows = [r for r in rows if r[2] or not (r[3] or "").startswith("not run:")]
-    failed = [(kind, model, reason_of(error, model)) for kind, model, ok, error in rows if not ok]
-    if not failed:
-        return {}
-    totals: dict[tuple, int] = {}
-    for kind, model, _, _ in rows:
-        totals[(kind, model)] = totals.get((kind, model), 0) + 1
-    groups: dict[tuple, int] = {}
-    for key in failed:
-        groups[key] = groups.get(key, 0) + 1
-    parts = []
-    for (kind, model, reason), n in sorted(groups.items(), key=lambda kv: -kv[1])[:3]:
-        every = "all " if n == totals[(kind, model)] else ""
-        parts.append(f"{every}{n} {KIND_WORDS[kind]} calls to {model} failed: {reason}")
-    text = "; ".join(parts)
-    if produced == 0:
-        return {"error": f"the models produced no candidate: {text}"}
-    if len(failed) * 2 > len(rows):
-        return {"warning": f"{len(failed)} of {len(rows)} model jobs failed: {text}"}
-    return {}
-
-
-def _save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str | None) -> dict:
-    """Store the summary and write best.c/best.json atomically; if the run directory is gone or
-    unwritable, rescue everything (the store included) to a fallback directory and say where."""
-    store.set_meta("summary", summary)
-    best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
-    try:
-        if not (run_dir / "run.db").exists():
-            raise FileNotFoundError(f"{run_dir / 'run.db'} was removed during the run")
-        write_atomic(run_dir / "best.json", best_json)
-        if best_code is not None:
-            write_atomic(run_dir / "best.c", best_code)
-    except OSError as exc:
-        rescue = fallback_dir(run_dir)
-        summary["rescued_to"] = str(rescue)
-        summary["rescue_reason"] = str(exc)
-        best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
-        (rescue / "best.json").write_text(best_json)
-        if best_code is not None:
-            (rescue / "best.c").write_text(best_code)
-        store.set_meta("summary", summary)
-        rescue_store(store.db, rescue / "run.db")
-    finally:
-        store.close()
-    return summary
 
 
 def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,

@@ -6,7 +6,7 @@ import pytest
 
 from agents.failures import FailureTally, reason_of
 from agents.runconfig import ConfigError, RunConfig, max_local_evaluators, resume_config
-from agents.run import model_verdict
+from agents.outcome import model_verdict
 from agents.runstore import RunStore
 
 
