@@ -5,8 +5,6 @@ import inspect
 import json
 import sqlite3
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -118,14 +116,13 @@ def with_config_options(names: tuple[str, ...] | None = None):
     """Add RunConfig's options (all, or `names`) to a command as flags: each option is declared once, in
     RunConfig (name, type, default, help, extra flags), and is the same key in a --config TOML file. The
     command receives them in **options, None where not given."""
-    from agents.runconfig import flag, option_specs, shown_default
+    from agents.runconfig import base_type, flag, option_specs, shown_default
 
     def deco(fn):
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
                if p.kind is not inspect.Parameter.VAR_KEYWORD]
         for name, hint, meta in option_specs(names):
-            optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
-            base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+            base = base_type(hint)
             decls = (f"{flag(name)}/--no-{flag(name)[2:]}",) if base is bool else (flag(name),)
             opt = typer.Option(*decls, *meta["flags"], help=meta["help"], metavar=meta["metavar"] or "",
                                show_default=shown_default(name))

@@ -29,7 +29,7 @@ from agents.progress import Progress
 from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
 from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from agents.runstore import RunStore
-from agents.search import BeamSearch
+from agents.search import BeamSearch, SearchConfig
 from bus.auth import SecretError, load_secret, write_secret
 from bus.curve import create_server_keys, load_keys
 from bus.router import Router
@@ -226,8 +226,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
             lock.release()
 
 
-def _search_config(cfg: RunConfig):
-    from agents.search import SearchConfig
+def _search_config(cfg: RunConfig) -> SearchConfig:
     return SearchConfig(iterations=cfg.iterations, beam=cfg.beam, plans=cfg.plans, codes=cfg.codes,
                         keep_prob=cfg.dropout, seed=cfg.seed, plan_models=tuple(cfg.model),
                         code_models=tuple(cfg.code_model or cfg.model), max_repairs=cfg.max_repairs,

@@ -4,6 +4,7 @@ for what a resumed run may change."""
 from __future__ import annotations
 
 import tomllib
+import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -179,14 +180,20 @@ def resume_config(saved: dict, given: dict) -> RunConfig:
 _FIELD_NAMES = {f.name for f in fields(RunConfig)}
 
 
+def base_type(hint: Any) -> Any:
+    """The type inside an optional hint (int | None -> int); any other hint as it is."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
 def _typed(name: str, value: Any, hint: Any) -> Any:
     """value checked against the field's type hint; ints are accepted where floats are expected."""
-    args = typing.get_args(hint)
     if value is None:
-        if type(None) in args:
+        if type(None) in typing.get_args(hint):
             return None
         raise ConfigError(f"{name} needs a value")
-    base = next((a for a in args if a is not type(None)), hint) if args and type(None) in args else hint
+    base = base_type(hint)
     origin = typing.get_origin(base)
     if origin is list:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
@@ -230,8 +237,11 @@ def shown_default(name: str) -> str:
         return _FIELDS[name].metadata["shown"]
     if isinstance(value, list):
         return ", ".join(value)
-    return {None: "none", True: "on", False: "off"}.get(value, value) if not isinstance(value, (int, float)) \
-        or isinstance(value, bool) else str(value)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def option_specs(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict]]:

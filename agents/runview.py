@@ -152,10 +152,6 @@ class RunRow:
 
 
 # -- opening --------------------------------------------------------------------------------------
-def is_running(run_dir: Path) -> bool:
-    return is_locked(run_dir)
-
-
 def _connect(run_dir: Path) -> sqlite3.Connection:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -188,7 +184,7 @@ def _meta(db: sqlite3.Connection, key: str):
 
 
 def _status(run_dir: Path, summary: dict | None) -> str:
-    if is_running(run_dir):
+    if is_locked(run_dir):
         return "running"
     if summary is None:
         return "incomplete (resume with --resume)"
