@@ -13,9 +13,9 @@ import zmq
 from rich.table import Table
 
 from agents import logsetup
-from agents.console import make_console
+from agents.console import latency_text, make_console
 from hw_runners import get_target, target_names
-from hw_runners.base import UnknownProblemError, UnknownTargetError
+from hw_runners.base import DescriptorError, UnknownProblemError, UnknownTargetError, target_info
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="LLM-driven optimizer for tensor-accelerator kernels.")
@@ -102,7 +102,7 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
 def _print_result(name: str, r) -> None:
     # markup off throughout: errors and feedback quote kernel code, e.g. mvin(&A[i][k], ...)
     if r.correct:
-        console.print(f"correct {name}: {r.cycles:,} {r.latency_unit}, utilization {r.utilization:.1%}, "
+        console.print(f"correct {name}: {r.latency:,} {r.latency_unit}, utilization {r.utilization:.1%}, "
                       f"{r.roofline_fraction:.1%} of roofline ({r.bound}-bound), evaluated in {r.wall_s:.2f} s",
                       style="green", markup=False, highlight=False)
         console.print(r.feedback_text, markup=False, highlight=False)
@@ -180,8 +180,10 @@ def _print_summary(summary: dict) -> None:
         raise typer.Exit(1)
     where = summary.get("rescued_to") or summary["run_dir"]
     console.print(f"Stopped: {summary['stop_reason']} after {summary['evaluations']} evaluations.", markup=False)
-    console.print(f"Best kernel: {summary['best_cycles']:,.0f} cycles vs {summary['baseline_cycles']:,.0f} "
-                  f"for the starting kernel; {summary['best_roofline']:.1%} of roofline. "
+    unit = summary["latency_unit"]
+    roofline = f"; {summary['best_roofline']:.1%} of roofline" if summary.get("best_roofline") is not None else ""
+    console.print(f"Best kernel: {latency_text(summary['best_latency'], unit)} vs "
+                  f"{latency_text(summary['baseline_latency'], unit)} for the starting kernel{roofline}. "
                   f"Written to {where}/best.c", markup=False, highlight=False)
     if summary.get("cost_usd"):
         console.print(f"Model calls cost ${summary['cost_usd']:.2f}.", markup=False)
@@ -217,7 +219,7 @@ def worker(
     import importlib
 
     from agents.runconfig import ConfigError, RunConfig
-    from agents.worker import serve
+    from agents.worker import implementations, serve
     from bus.auth import SecretError, load_secret
     from bus.curve import load_public_key
     from bus.timing import BusTiming
@@ -225,7 +227,7 @@ def worker(
     roles = ("planner", "coder", "repairer", "evaluator")
     if role not in roles:
         _fail(f"unknown role {role!r}; choose from {', '.join(roles)}")
-    impls = importlib.import_module(f"agents.{role}").IMPLEMENTATIONS
+    impls = implementations(role)
     name = impl or next(iter(impls))
     if name not in impls:
         _fail(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
@@ -251,10 +253,26 @@ def worker(
 
 
 @app.command()
-def targets() -> None:
-    """List the available targets."""
+def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False) -> None:
+    """List the available targets with their descriptors."""
+    table = Table(title="targets")
+    for col in ("name", "language", "latency", "evaluators", "entry point", "problems", "offline agent"):
+        table.add_column(col)
     for name in target_names():
-        console.print(name)
+        try:
+            info = target_info(name)
+        except DescriptorError as exc:
+            err.print(f"error: {exc}", markup=False)
+            continue
+        if as_json:
+            print(json.dumps({"name": name, "language": info.language, "latency_unit": info.latency_unit,
+                              "evaluators": info.evaluators, "entry_point": info.entry_point,
+                              "code_fence": info.code_fence, "sandbox": info.sandbox, "problems": str(info.problems),
+                              "heuristic": info.heuristic, "home": str(info.home)}))
+        table.add_row(name, info.language, info.latency_unit, f"one per {info.evaluators[:-1]}", info.entry_point,
+                      str(info.problems), info.heuristic or "-")
+    if not as_json:
+        console.print(table)
 
 
 from agents.inspect_cli import register as _register_inspect  # noqa: E402

@@ -14,3 +14,8 @@ def make_console(stderr: bool = False) -> Console:
     width = None if stream.isatty() else PIPED_WIDTH
     # no emoji codes either: ":x:" in a model spec must stay ":x:"
     return Console(stderr=stderr, soft_wrap=True, width=width, emoji=False, highlight=False)
+
+
+def latency_text(value: float, unit: str) -> str:
+    """A latency as people read it: whole cycles with thousands separators, 4 significant digits otherwise."""
+    return f"{value:,.0f} {unit}" if unit == "cycles" else f"{value:,.4g} {unit}"

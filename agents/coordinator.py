@@ -15,17 +15,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
 import structlog
 
 from agents.failures import FailureTally, reason_of
 from agents.llm.providers import cost_usd
 from agents.llm.specs import SpecError, parse_spec
+from agents.policy import IsSeeded, Job, SearchPolicy
 from agents.runstore import RunStore
-from agents.search import BeamSearch, Job
 from bus.transport import Event, Peer, Transport
-from protocols.envelope import MessageType
-from protocols.jobs import ROLE_OF_KIND, validate_result
-from protocols.schema import ProtocolError
+from protocols import control
+from protocols.envelope import ProtocolError
+from protocols.jobs import ROLE_OF_KIND, Answer, Failure, decode_failure, decode_result, raw
 
 log = structlog.get_logger("agents.coordinator")
 # Evaluations first: they are on the critical path and the expensive resource.
@@ -71,11 +72,12 @@ class Stats:
 
 
 class Coordinator:
-    def __init__(self, router: Transport, store: RunStore, search: BeamSearch, leases: LeasePolicy = LeasePolicy(),
+    def __init__(self, router: Transport, store: RunStore, search: SearchPolicy, leases: LeasePolicy = LeasePolicy(),
                  on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5,
                  cost: CostPolicy = CostPolicy(), replay: RunStore | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, seeded: IsSeeded = lambda model: False) -> None:
         self.router = router
+        self.seeded = seeded                      # offline models: free, answered from a seed, never replayed
         self.clock = clock                        # leases, liveness accounting, warnings: injectable for tests
         self.store = store
         self.search = search
@@ -112,7 +114,7 @@ class Coordinator:
         """Start the search and queue its first jobs (run() does this; tests may drive begin/step)."""
         t0 = time.perf_counter()
         self.search.start()
-        self._enqueue(self.search.take_jobs())
+        self._enqueue(self.search.next_jobs())
         self.stats.handler_s += time.perf_counter() - t0
 
     def step(self) -> None:
@@ -124,7 +126,7 @@ class Coordinator:
         for ev in events:
             self._on_event(ev)
         self._expire_leases(now)
-        self._enqueue(self.search.take_jobs())
+        self._enqueue(self.search.next_jobs())
         self._dispatch(now)
         self.stats.handler_s += time.perf_counter() - t0
         if self.on_progress and now >= self._next_progress:
@@ -139,46 +141,47 @@ class Coordinator:
             log.warning("agent_gone", agent=ev.peer.describe(), how=ev.kind, jobs=len(ev.peer.in_flight))
             for job_id in list(ev.peer.in_flight):
                 self._requeue(job_id, f"agent {ev.peer.describe()} {'died' if ev.kind == 'dead' else 'left'}")
-        elif ev.kind == "message" and ev.message.type is MessageType.RESULT:
+        elif ev.kind == "message" and isinstance(ev.message.body, control.Result):
             self._on_result(ev.peer, ev.message.body)
 
-    def _on_result(self, peer: Peer, body: dict) -> None:
-        job_id = body["job_id"]
+    def _decode(self, peer: Peer, job: Job, body: control.Result) -> tuple[bool, Answer | Failure | None, str | None]:
+        """The result in its type; a malformed one is a failure of the job (a malformed failure keeps its error)."""
+        try:
+            if body.ok:
+                return True, decode_result(job.kind, body.payload), None
+            return False, decode_failure(body.payload), body.error
+        except ProtocolError as exc:
+            return False, None, body.error or f"malformed result from {peer.describe()}: {exc}"
+
+    def _on_result(self, peer: Peer, body: control.Result) -> None:
+        job_id = body.job_id
         flight = self.in_flight.get(job_id)
         peer.in_flight.discard(job_id)
-        if flight is None or job_id not in self.search.outstanding:
+        if flight is None:
             self.stats.duplicates += 1     # late, duplicate or already-settled: ack, count nothing
-            self.router.send(peer, MessageType.ACK, {"job_id": job_id})
+            self.router.send(peer, control.Ack(job_id=job_id))
             return
-        ok, payload, error = bool(body["ok"]), body.get("payload"), body.get("error")
-        if ok:
-            try:
-                validate_result(flight.job.kind, payload or {})
-            except ProtocolError as exc:
-                ok, payload, error = False, None, f"malformed result from {peer.describe()}: {exc}"
+        ok, result, error = self._decode(peer, flight.job, body)
         if flight.peer is not peer:
             flight.peer.in_flight.discard(job_id)
         del self.in_flight[job_id]
         self.reserved.pop(job_id, None)
         with self.store.tx():
-            self.store.end_attempt(job_id, body["attempt"], "ok" if ok else "failed")
-            self.store.finish_job(job_id, ok, payload, error, "done" if ok else "failed")
-            for call in (body.get("payload") or {}).get("calls", []):
-                if isinstance(call, dict):
-                    self.store.add_model_call(job_id, ROLE_OF_KIND[flight.job.kind], call)
-                    price = float(call.get("cost") or 0.0)
-                    self.spent += price
-                    model = str(call.get("model"))
-                    self._max_seen[model] = max(self._max_seen.get(model, 0.0), price)
-            self.search.on_result(job_id, ok, payload, error)
-        self.router.send(peer, MessageType.ACK, {"job_id": job_id})  # only after the commit above
+            self.store.end_attempt(job_id, body.attempt, "ok" if ok else "failed")
+            self.store.finish_job(job_id, ok, result, error, "done" if ok else "failed")
+            for call in result.calls if result is not None else ():
+                self.store.add_model_call(job_id, ROLE_OF_KIND[flight.job.kind], call)
+                self.spent += call.cost
+                self._max_seen[call.model] = max(self._max_seen.get(call.model, 0.0), call.cost)
+            self.search.on_result(job_id, ok, result if ok else None, error)
+        self.router.send(peer, control.Ack(job_id=job_id))  # only after the commit above
         if not ok:
             self.stats.failed[flight.job.kind] = self.stats.failed.get(flight.job.kind, 0) + 1
             self.failures.add(flight.job.kind, flight.job.model, reason_of(error, flight.job.model))
             log.info("job_failed", kind=flight.job.kind, job=job_id, model=flight.job.model,
                      error=(error or "")[:300])
-        elif flight.job.kind == "eval" and not payload.get("correct"):
-            self.failures.add("eval", None, str(payload.get("error_kind") or "incorrect"))
+        elif flight.job.kind == "eval" and not result.correct:
+            self.failures.add("eval", None, str(result.error_kind or "incorrect"))
 
     # -- leases -------------------------------------------------------------------
     def _expire_leases(self, now: float) -> None:
@@ -212,9 +215,9 @@ class Coordinator:
     # -- dispatch -----------------------------------------------------------------
     def _enqueue(self, jobs: list[Job]) -> None:
         for job in jobs:
-            if self.replay is not None and self._is_llm(job):
+            if self.replay is not None and self._paid(job):
                 self._replay(job)
-            elif self.cap_reached and self._is_llm(job):
+            elif self.cap_reached and self._paid(job):
                 with self.store.tx():
                     self.store.finish_job(job.id, False, None, "not run: cost cap reached", "failed")
                     self.search.on_result(job.id, False, None, "not run: cost cap reached")
@@ -222,8 +225,9 @@ class Coordinator:
                 self.queues[ROLE_OF_KIND[job.kind]].append(job)
 
     # -- cost and replay ------------------------------------------------------------
-    def _is_llm(self, job: Job) -> bool:
-        return job.kind != "eval" and job.model not in self.search.cfg.seeded_models
+    def _paid(self, job: Job) -> bool:
+        """A model call that may cost money: subject to the cost cap, answered from the record on replay."""
+        return job.kind != "eval" and not self.seeded(job.model)
 
     def _estimate(self, job: Job) -> float:
         seen = self._max_seen.get(job.model)
@@ -254,13 +258,14 @@ class Coordinator:
     def _replay(self, job: Job) -> None:
         """Answer from the recorded run, never the network; a job it lacks fails clearly."""
         recorded = self.replay.finished_job(job.id)
-        ok, payload, error = recorded if recorded else (False, None, "replay: the recorded run has no answer "
-                                                                     "for this job")
+        ok, result, error = recorded if recorded else (False, None, "replay: the recorded run has no answer "
+                                                                    "for this job")
         with self.store.tx():
-            self.store.finish_job(job.id, ok, payload, error, "done" if ok else "failed")
-            for call in (payload or {}).get("calls", []):
-                self.store.add_model_call(job.id, ROLE_OF_KIND[job.kind], {**call, "cost": 0.0, "outcome": "replayed"})
-            self.search.on_result(job.id, ok, payload, error)
+            self.store.finish_job(job.id, ok, result, error, "done" if ok else "failed")
+            for call in result.calls if result is not None else ():
+                self.store.add_model_call(job.id, ROLE_OF_KIND[job.kind],
+                                          msgspec.structs.replace(call, cost=0.0, outcome="replayed"))
+            self.search.on_result(job.id, ok, result if ok else None, error)
 
     @property
     def queued(self) -> int:
@@ -283,7 +288,7 @@ class Coordinator:
         while queue and peers:
             job = queue.popleft()
             estimate = 0.0
-            if self._is_llm(job):
+            if self._paid(job):
                 estimate = self._estimate(job)
                 if self.cost.max_usd is not None and self.spent + sum(self.reserved.values()) + estimate > self.cost.max_usd:
                     queue.appendleft(job)
@@ -295,8 +300,8 @@ class Coordinator:
                 continue
             attempt = self.attempts.get(job.id, 0) + 1
             lease = self.leases.lease_s[job.kind]
-            body = {"job_id": job.id, "kind": job.kind, "attempt": attempt, "lease_s": lease, "payload": job.payload}
-            if not self.router.send(peer, MessageType.JOB, body):
+            body = control.Job(job_id=job.id, kind=job.kind, attempt=attempt, lease_s=lease, payload=raw(job.payload))
+            if not self.router.send(peer, body):
                 peers.remove(peer)
                 skipped.append(job)
                 continue
@@ -313,7 +318,7 @@ class Coordinator:
 
     def _pick_agent(self, job: Job, peers: list[Peer]) -> Peer | None:
         role = ROLE_OF_KIND[job.kind]
-        target = job.payload["problem"]["target"]
+        target = job.payload.problem.target
         avoid = self.avoid.get(job.id, ())
         best = None
         for peer in peers:

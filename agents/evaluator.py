@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hw_runners import get_target
 from hw_runners.base import UnknownProblemError
+from protocols.jobs import EvalReport, EvalRequest
 
 
 class TargetEvaluator:
@@ -15,16 +16,14 @@ class TargetEvaluator:
         self.name = target
         self.models: list[str] = []
 
-    def handle(self, kind: str, payload: dict) -> dict:
-        problem = payload["problem"]
-        if problem["target"] != self.target_name:
-            raise ValueError(f"this evaluator runs {self.target_name}, not {problem['target']}")
+    def handle(self, kind: str, req: EvalRequest) -> EvalReport:
+        if req.problem.target != self.target_name:
+            raise ValueError(f"this evaluator runs {self.target_name}, not {req.problem.target}")
         try:
-            prob = self.target.problem(problem["name"])
+            prob = self.target.problem(req.problem.name)
         except UnknownProblemError as exc:
             raise ValueError(exc.args[0]) from None
-        result = self.target.evaluate(prob, payload["code"], seed=payload["seed"]).to_dict()
-        return {k: v for k, v in result.items() if v is not None}
+        return self.target.evaluate(prob, req.code, seed=req.seed)
 
 
 IMPLEMENTATIONS = {"target": "agents.evaluator:TargetEvaluator", "synthetic": "agents.synthetic:SyntheticEvaluator"}

@@ -7,28 +7,27 @@ from pathlib import Path
 
 from agents.coordinator import Coordinator
 from agents.failures import KIND_WORDS, reason_of
+from agents.policy import SearchPolicy
 from agents.runconfig import RunConfig
 from agents.rundir import fallback_dir, rescue_store, write_atomic
 from agents.runstore import RunStore
-from agents.search import BeamSearch
 
 
-def summarize(cfg: RunConfig, search: BeamSearch, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
-    base, best = search.baseline, search.best
+def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
+    s = search.summary()
     summary = {"run_dir": str(run_dir), "problem": cfg.problem, "target": cfg.target, "models": cfg.model,
                "code_models": cfg.code_model or cfg.model, "seed": cfg.seed,
-               "stop_reason": "interrupted" if interrupted else search.stop_reason,
-               "iterations": search.iteration, "evaluations": search.evals_done,
-               "replayed_results": search.replayed_results, "requeued_jobs": coord.stats.requeued,
+               "stop_reason": "interrupted" if interrupted else s.stop_reason,
+               "iterations": s.iteration, "evaluations": s.evaluations,
+               "replayed_results": s.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
                "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
-               "cost_usd": round(coord.spent, 6)}
-    if base and best:
-        summary.update(baseline_cycles=base.cycles, best_cycles=best.cycles, speedup=base.cycles / best.cycles,
-                       best_id=best.id, best_utilization=(best.result or {}).get("utilization"),
-                       best_roofline=(best.result or {}).get("roofline_fraction"),
-                       beam=[[c.id, c.cycles] for c in search.beam])
-    verdict = model_verdict(coord.store, produced=len(search.candidates) - 1)
+               "cost_usd": round(coord.spent, 6), "latency_unit": s.latency_unit}
+    if s.baseline and s.best:
+        summary.update(baseline_latency=s.baseline.latency, best_latency=s.best.latency, speedup=s.speedup,
+                       best_id=s.best.id, best_utilization=s.best.utilization,
+                       best_roofline=s.best.roofline_fraction, beam=[[k.id, k.latency] for k in s.frontier])
+    verdict = model_verdict(coord.store, produced=s.produced)
     summary.update(verdict)
     return summary
 

@@ -10,15 +10,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agents.console import make_console
+from agents.console import latency_text, make_console
 
 if TYPE_CHECKING:
     from agents.coordinator import Coordinator
 
 
 class Progress:
-    def __init__(self, cfg, problem: str, live: bool | None = None, plain_every_s: float = 5.0) -> None:
-        self.cfg = cfg
+    def __init__(self, problem: str, live: bool | None = None, plain_every_s: float = 5.0) -> None:
         self.problem = problem
         self.console = make_console(stderr=True)
         self.live_mode = sys.stderr.isatty() if live is None else live
@@ -40,12 +39,10 @@ class Progress:
             self._plain(self._snap)   # the final state, however recently the last line was printed
 
     def snapshot(self, coord: "Coordinator") -> dict:
-        s = coord.search
-        base, best = s.baseline, s.best
-        return {"iteration": s.iteration, "iterations": self.cfg.iterations, "evals": s.evals_done,
-                "beam": [c.cycles for c in s.beam],
-                "speedup": base.cycles / best.cycles if base and best else None,
-                "roofline": (best.result or {}).get("roofline_fraction") if best else None,
+        s = coord.search.summary()
+        return {"iteration": s.iteration, "iterations": s.iterations, "evals": s.evaluations,
+                "beam": [k.latency for k in s.frontier], "unit": s.latency_unit, "speedup": s.speedup,
+                "roofline": s.best.roofline_fraction if s.best else None,
                 "evaluator_busy": coord.busy_fraction("evaluator"), "queued": coord.queued,
                 "in_flight": len(coord.in_flight), "requeued": coord.stats.requeued,
                 "cost": coord.spent, "cost_in_flight": sum(coord.reserved.values()),
@@ -70,7 +67,7 @@ class Progress:
 
     @staticmethod
     def _beam(snap: dict) -> str:
-        return ", ".join(f"{c:,.0f}" for c in snap["beam"][:6]) or "-"
+        return ", ".join(latency_text(c, snap["unit"]).rsplit(" ", 1)[0] for c in snap["beam"][:6]) or "-"
 
     def _table(self, snap: dict) -> Table:
         t = Table(title=Text(f"{self.problem}: beam search"), show_header=False, min_width=60)
@@ -79,7 +76,7 @@ class Progress:
         t.add_row("iteration", f"{snap['iteration']} / {snap['iterations']}")
         t.add_row("best speedup", f"{snap['speedup']:.2f}x" if snap["speedup"] else "-")
         t.add_row("best % of roofline", f"{snap['roofline']:.1%}" if snap["roofline"] else "-")
-        t.add_row("beam (cycles)", self._beam(snap))
+        t.add_row(f"beam ({snap['unit']})", self._beam(snap))
         t.add_row("evaluations", str(snap["evals"]))
         t.add_row("evaluators busy", f"{snap['evaluator_busy']:.0%}")
         t.add_row("jobs queued / running", f"{snap['queued']} / {snap['in_flight']}")

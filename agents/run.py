@@ -17,25 +17,26 @@ import time
 import tomllib
 from pathlib import Path
 
-import psutil
 import structlog
 import zmq
 
 from agents import logsetup
 from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
-from agents.llm.specs import ModelSpec, SpecError, check_keys, parse_spec
+from agents.llm.specs import ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from agents.outcome import save_results, summarize
 from agents.progress import Progress
 from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
 from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from agents.runstore import RunStore
+from agents.policy import SearchPolicy, eval_job
 from agents.search import BeamSearch, SearchConfig
 from bus.auth import SecretError, load_secret, write_secret
 from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
-from hw_runners.base import PROMPTS_DIR, UnknownProblemError, UnknownTargetError
+from hw_runners.base import DescriptorError, Target, UnknownProblemError, UnknownTargetError
+from protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem
 
 log = structlog.get_logger("agents.run")
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -76,13 +77,13 @@ def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
             raise RunError("; ".join(problems) + " (nothing was started; --no-preflight skips this check)")
 
 
-def _menu(target: str) -> list[dict]:
-    path = PROMPTS_DIR / target / "menu.toml"
+def _menu(target: Target) -> list[MenuOption]:
+    path = target.info().menu
     try:
         options = tomllib.loads(path.read_text())["option"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
-        raise RunError(f"target {target} has no usable optimization menu at {path}: {exc}") from None
-    return [{"id": o["id"], "title": o["title"], "description": o["description"]} for o in options]
+        return [MenuOption(id=o["id"], title=o["title"], description=o["description"]) for o in options]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+        raise RunError(f"target {target.name} has no usable optimization menu at {path}: {exc}") from None
 
 
 def _open_store(run_dir: Path, what: str) -> RunStore:
@@ -106,19 +107,19 @@ def _read_kernel(path: str) -> str:
         raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
 
 
-def _evaluate_start(cfg: RunConfig, search: BeamSearch, code: str) -> tuple[str, dict, dict] | None:
+def _evaluate_start(cfg: RunConfig, problem: Problem, code: str) -> tuple[str, EvalRequest, EvalReport] | None:
     """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
     seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
     evaluators are remote (this host may not have the target's hardware)."""
     if cfg.evaluators == 0 or not cfg.check_start:
         return None
     from agents.evaluator import TargetEvaluator
-    job_id, payload = search.eval_job(code)
-    result = TargetEvaluator(cfg.target).handle("eval", payload)
-    if not result.get("correct"):
-        raise RunError(f"the starting kernel is not correct ({result.get('error_kind')}): "
-                       f"{(result.get('error') or '').strip()[:2000]}")
-    return job_id, payload, result
+    job_id, request = eval_job(problem, code, SearchConfig.eval_seed)
+    result = TargetEvaluator(cfg.target).handle("eval", request)
+    if not result.correct:
+        raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
+                       f"{(result.error or '').strip()[:2000]}")
+    return job_id, request, result
 
 
 def _bind(cfg: RunConfig, key: bytes, run_name: str, curve_secret: bytes | None) -> Router:
@@ -162,8 +163,10 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     specs = _model_specs(cfg)
     cfg.model, cfg.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
-        problem = get_target(cfg.target).problem(cfg.problem)
-    except (UnknownTargetError, UnknownProblemError) as exc:
+        target = get_target(cfg.target)
+        problem = target.problem(cfg.problem)
+        info = target.info()
+    except (UnknownTargetError, UnknownProblemError, DescriptorError) as exc:
         raise RunError(exc.args[0]) from None
     replay = _open_store(Path(cfg.replay), "--replay") if cfg.replay else None
     if replay:
@@ -175,10 +178,14 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
         raise RunError(str(exc)) from None
     if not resume:
         code = _read_kernel(cfg.kernel) if cfg.kernel else problem.kernel_source("naive")
-    problem_payload = {"target": cfg.target, "name": problem.name, "family": problem.family,
-                       "dims": problem.dims, "description": problem.description}
-    search = BeamSearch(search_cfg, problem_payload, code, _menu(cfg.target), None)
-    first_eval = None if resume else _evaluate_start(cfg, search, code)
+    wire_problem = Problem(target=cfg.target, name=problem.name, family=problem.family, dims=problem.dims,
+                           description=problem.description, latency_unit=info.latency_unit)
+    menu = _menu(target)
+
+    def make_search(store: RunStore) -> SearchPolicy:
+        return BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed)
+
+    first_eval = None if resume else _evaluate_start(cfg, wire_problem, code)
 
     # the endpoint is bound before anything is written, so a bad or busy --bind leaves nothing behind
     staging = Path(tempfile.mkdtemp(prefix="autocomp-keys-"))
@@ -220,7 +227,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     try:
-        return _search(cfg, run_dir, store, search, router, specs, replay, live, progress_on)
+        return _search(cfg, run_dir, store, make_search(store), router, specs, replay, live, progress_on)
     finally:
         if lock:
             lock.release()
@@ -233,14 +240,13 @@ def _search_config(cfg: RunConfig) -> SearchConfig:
                         patience=cfg.patience, max_evals=cfg.max_evals, stop_roofline=cfg.stop_roofline)
 
 
-def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, router: Router,
+def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy, router: Router,
             specs: dict[str, list[ModelSpec]], replay: RunStore | None, live: bool | None, progress_on: bool) -> dict:
-    search.store = store
     store.set_meta("endpoint", router.endpoints[0])
     store.set_meta("session", {"pid": os.getpid(), "started": time.time(), "endpoint": router.endpoints[0],
                                "curve": cfg.curve, "evaluators": cfg.evaluators, "iterations": cfg.iterations,
                                "max_evals": cfg.max_evals, "max_cost": cfg.max_cost})
-    progress = Progress(cfg, search.problem["name"], live=live, plain_every_s=5.0 if progress_on else float("inf"))
+    progress = Progress(cfg.problem, live=live, plain_every_s=5.0 if progress_on else float("inf"))
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
                                   "repair": cfg.model_lease_s, "eval": cfg.eval_lease_s})
@@ -251,7 +257,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, 
         raise RunError(f"cannot start the local agents: {exc}") from None
     watch = _RunDirWatch(run_dir, progress.update)
     coord = Coordinator(router, store, search, leases, on_progress=watch,
-                        cost=CostPolicy(max_usd=cfg.max_cost), replay=replay)
+                        cost=CostPolicy(max_usd=cfg.max_cost), replay=replay, seeded=answers_from_seed)
     interrupted, failure = False, None
 
     def stop(*_):
@@ -275,7 +281,8 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: BeamSearch, 
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
     summary = summarize(cfg, search, coord, run_dir, interrupted)
-    return save_results(run_dir, store, summary, search.best.code if search.best else None)
+    best = search.summary().best
+    return save_results(run_dir, store, summary, best.code if best else None)
 
 
 class _RunDirWatch:
@@ -315,9 +322,9 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
 
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
                        specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
-    """Evaluators (one per core by default), heuristic agents for roles that use the heuristic, and one
+    """Evaluators (by default one per core or device, as the target declares), heuristic agents for roles that use the heuristic, and one
     LLM agent per role serving that role's hosted models (many calls at once: they mostly wait)."""
-    local_evals = (psutil.cpu_count(logical=True) or 1) if cfg.evaluators is None else cfg.evaluators
+    local_evals = get_target(cfg.target).local_evaluators() if cfg.evaluators is None else cfg.evaluators
     # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
     full_env = dict(os.environ)
     safe_env = {k: v for k, v in full_env.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}

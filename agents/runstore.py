@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result, to_json
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -66,16 +68,19 @@ class RunStore:
         return json.loads(row[0]) if row else default
 
     # -- jobs -----------------------------------------------------------------------------
-    def add_job(self, job_id: str, kind: str, iteration: int, payload: dict) -> None:
+    def add_job(self, job_id: str, kind: str, iteration: int, request: Payload) -> None:
         self.db.execute("INSERT OR IGNORE INTO jobs (id, kind, iteration, payload, state, created) "
-                        "VALUES (?, ?, ?, ?, 'pending', ?)", (job_id, kind, iteration, json.dumps(payload), time.time()))
+                        "VALUES (?, ?, ?, ?, 'pending', ?)", (job_id, kind, iteration, to_json(request), time.time()))
 
-    def finished_job(self, job_id: str) -> tuple[bool, dict | None, str | None] | None:
-        row = self.db.execute("SELECT ok, result, error FROM jobs WHERE id = ? AND state IN ('done', 'failed')",
+    def finished_job(self, job_id: str) -> tuple[bool, Answer | Failure | None, str | None] | None:
+        """(ok, result, error) of a finished job, its result decoded into its type (a Failure, with the
+        calls it paid for, when the job failed); None if the job has not finished."""
+        row = self.db.execute("SELECT kind, ok, result, error FROM jobs WHERE id = ? AND state IN ('done', 'failed')",
                               (job_id,)).fetchone()
         if row is None:
             return None
-        return bool(row[0]), json.loads(row[1]) if row[1] else None, row[2]
+        kind, ok, result, error = row
+        return bool(ok), stored_result(kind, bool(ok), result), error
 
     def start_attempt(self, job_id: str, attempt: int, agent: str) -> None:
         self.db.execute("UPDATE jobs SET state = 'leased', attempts = ? WHERE id = ?", (attempt, job_id))
@@ -86,9 +91,10 @@ class RunStore:
         self.db.execute("UPDATE attempts SET finished = ?, outcome = ? WHERE job_id = ? AND attempt = ?",
                         (time.time(), outcome, job_id, attempt))
 
-    def finish_job(self, job_id: str, ok: bool, result: dict | None, error: str | None, state: str = "done") -> None:
+    def finish_job(self, job_id: str, ok: bool, result: Payload | None, error: str | None,
+                   state: str = "done") -> None:
         self.db.execute("UPDATE jobs SET state = ?, ok = ?, result = ?, error = ?, finished = ? WHERE id = ?",
-                        (state, int(ok), json.dumps(result) if result is not None else None, error, time.time(), job_id))
+                        (state, int(ok), to_json(result) if result is not None else None, error, time.time(), job_id))
 
     def requeue_job(self, job_id: str) -> None:
         self.db.execute("UPDATE jobs SET state = 'pending' WHERE id = ?", (job_id,))
@@ -99,22 +105,22 @@ class RunStore:
         self.db.execute("INSERT OR IGNORE INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (cid, parent_id, iteration, plan_job, origin, model, code, time.time()))
 
-    def add_eval(self, cid: str, job_id: str, r: dict) -> None:
+    def add_eval(self, cid: str, job_id: str, r: EvalReport) -> None:
+        # the column named cycles holds the latency in the problem's unit (cycles or us)
         self.db.execute("INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (cid, int(r["correct"]), r.get("cycles"), r.get("utilization"), r.get("roofline_fraction"),
-                         r.get("error_kind"), r.get("error"), json.dumps(r.get("feedback") or {}), job_id))
+                        (cid, int(r.correct), r.latency, r.utilization, r.roofline_fraction,
+                         r.error_kind, r.error, json.dumps(r.feedback), job_id))
 
-    def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: dict, menu: list[str]) -> None:
+    def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: Plan, menu: list[str]) -> None:
         self.db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (job_id, parent_id, iteration, model, plan.get("option_id"), plan.get("text"),
-                         json.dumps(plan.get("params") or {}), json.dumps(menu)))
+                        (job_id, parent_id, iteration, model, plan.option_id, plan.text,
+                         json.dumps(plan.params), json.dumps(menu)))
 
-    def add_model_call(self, job_id: str, role: str, call: dict) -> None:
+    def add_model_call(self, job_id: str, role: str, call: ModelCall) -> None:
         self.db.execute("INSERT INTO model_calls (job_id, role, model, prompt_hash, tokens_in, tokens_out, cost, "
                         "latency, outcome, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (job_id, role, call.get("model"), call.get("prompt_hash"), call.get("tokens_in", 0),
-                         call.get("tokens_out", 0), call.get("cost", 0.0), call.get("latency", 0.0),
-                         call.get("outcome", "ok"), time.time()))
+                        (job_id, role, call.model, call.prompt_hash, call.tokens_in, call.tokens_out, call.cost,
+                         call.latency, call.outcome, time.time()))
 
     def total_cost(self) -> float:
         return self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM model_calls").fetchone()[0]

@@ -1,4 +1,4 @@
-"""Beam search policy: which jobs to run next, given the results so far.
+"""Beam search, one SearchPolicy (agents/policy.py): which jobs to run next, given the results so far.
 
 Pure logic, no sockets: the coordinator feeds results in and dispatches the
 jobs that come out. Within an iteration nothing waits for a stage: a plan
@@ -14,29 +14,17 @@ run that replays stored results reaches exactly the same beam.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.policy import IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, seed_of
 from agents.runstore import RunStore
-
+from protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
+                            PlanResult, Problem, RepairRequest)
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
-
-
-def content_id(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
-
-
-def _code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()
-
-
-def seed_of(*parts: Any) -> int:
-    return int(content_id(*parts)[:12], 16)
 
 
 @dataclass(frozen=True)
@@ -55,7 +43,6 @@ class SearchConfig:
     stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
     eval_seed: int = 0
     stage_barriers: bool = False   # emulate the original's stage-serial schedule (for benchmarks)
-    seeded_models: tuple[str, ...] = ("heuristic", "synthetic")   # answers depend on the seed, not only the prompt
 
     def __post_init__(self) -> None:
         for name in ("iterations", "beam", "plans", "codes"):
@@ -74,43 +61,44 @@ class Candidate:
     parent_id: str | None
     iteration: int
     origin: str                     # initial | code | repair
-    plan: dict | None = None
+    plan: Plan | None = None
     plan_job: str | None = None
     model: str | None = None
     repairs: int = 0
-    result: dict | None = None
+    result: EvalReport | None = None
 
     @property
     def correct(self) -> bool:
-        return bool(self.result and self.result.get("correct"))
+        return self.result is not None and self.result.correct and self.result.latency is not None
 
     @property
-    def cycles(self) -> float:
-        return float(self.result["cycles"]) if self.correct else float("inf")
+    def latency(self) -> float:
+        return float(self.result.latency) if self.correct else float("inf")
 
-    def as_parent(self) -> dict:
-        r = self.result or {}
-        return {"id": self.id, "code": self.code, "cycles": r.get("cycles"),
-                "feedback_text": r.get("feedback_text", ""), "metrics": r.get("feedback") or {}}
+    def as_parent(self) -> Parent:
+        r = self.result
+        return Parent(id=self.id, code=self.code, latency=r.latency if r else None,
+                      feedback_text=r.feedback_text if r else "", metrics=r.feedback if r else {})
+
+    def as_kernel(self) -> Kernel:
+        r = self.result
+        return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction)
 
 
-@dataclass
-class Job:
-    id: str
-    kind: str                       # plan | code | repair | eval
-    iteration: int
-    payload: dict
-    model: str | None = None        # which model must serve it (None: any agent of the role)
-    ctx: dict = field(default_factory=dict)
+def _never_seeded(model: str | None) -> bool:
+    return False
 
 
 class BeamSearch:
-    def __init__(self, cfg: SearchConfig, problem: dict, initial_code: str, menu: list[dict],
-                 store: RunStore | None = None) -> None:
+    """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs."""
+
+    def __init__(self, cfg: SearchConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
+                 store: RunStore | None = None, seeded: IsSeeded = _never_seeded) -> None:
         self.cfg = cfg
         self.problem = problem
         self.menu = menu
         self.store = store
+        self.seeded = seeded
         self.initial_code = initial_code
         self.candidates: dict[str, Candidate] = {}
         self.beam: list[Candidate] = []
@@ -119,7 +107,7 @@ class BeamSearch:
         self.jobs: dict[str, Job] = {}
         self.outstanding: set[str] = set()
         self.queue: deque[Job] = deque()
-        self._replayed: deque[tuple[str, bool, dict | None, str | None]] = deque()
+        self._replayed: deque[tuple[str, bool, Answer | None, str | None]] = deque()
         self.evals_emitted = 0
         self.evals_done = 0
         self.replayed_results = 0
@@ -131,13 +119,13 @@ class BeamSearch:
         self.halted = ""                # set by halt(): finish the current jobs, start no new iteration
         self.plans_emitted = 0          # run-wide: models rotate across iterations, none left idle
 
-    # -- public API ---------------------------------------------------------------------
+    # -- SearchPolicy -------------------------------------------------------------------
     def start(self) -> None:
         cand = self._candidate(self.initial_code, None, 0, "initial")
         self._emit_eval(cand)
         self._drain()
 
-    def take_jobs(self) -> list[Job]:
+    def next_jobs(self) -> list[Job]:
         if self._held:
             held_ids = {j.id for j in self._held}
             busy = {_STAGE[self.jobs[i].kind] for i in self.outstanding if i not in held_ids}
@@ -148,8 +136,8 @@ class BeamSearch:
         self.queue.clear()
         return jobs
 
-    def on_result(self, job_id: str, ok: bool, payload: dict | None, error: str | None) -> None:
-        self._resolve(job_id, ok, payload, error)
+    def on_result(self, job_id: str, ok: bool, result: Answer | None, error: str | None) -> None:
+        self._resolve(job_id, ok, result, error)
         self._drain()
 
     def halt(self, reason: str) -> None:
@@ -158,8 +146,14 @@ class BeamSearch:
         if not self.outstanding and not self.done:
             self._drain()
 
-    def _seeded(self, model: str | None) -> bool:
-        return model in self.cfg.seeded_models
+    def summary(self) -> SearchSummary:
+        return SearchSummary(
+            iteration=self.iteration, iterations=self.cfg.iterations, evaluations=self.evals_done,
+            produced=len(self.candidates) - 1, replayed_results=self.replayed_results,
+            latency_unit=self.problem.latency_unit,
+            baseline=self.baseline.as_kernel() if self.baseline else None,
+            best=self.best.as_kernel() if self.best else None,
+            frontier=tuple(c.as_kernel() for c in self.beam), done=self.done, stop_reason=self.stop_reason)
 
     @property
     def best(self) -> Candidate | None:
@@ -174,13 +168,13 @@ class BeamSearch:
             if self._replayed:
                 self._drain()
 
-    def _resolve(self, job_id: str, ok: bool, payload: dict | None, error: str | None) -> None:
+    def _resolve(self, job_id: str, ok: bool, result: Answer | None, error: str | None) -> None:
         job = self.jobs.get(job_id)
         if job is None or job_id not in self.outstanding:
             return  # duplicate or late result: counted once
         self.outstanding.discard(job_id)
         {"plan": self._on_plan, "code": self._on_code, "repair": self._on_code, "eval": self._on_eval}[job.kind](
-            job, ok, payload or {}, error)
+            job, result if ok else None, error)
 
     def _emit(self, job: Job) -> None:
         if job.id in self.jobs:
@@ -205,18 +199,12 @@ class BeamSearch:
                                          origin, extra.get("model"), code)
         return self.candidates[cid]
 
-    def eval_job(self, code: str) -> tuple[str, dict]:
-        """The id and payload of the evaluation of code (the same code is evaluated once per run)."""
-        code_hash = hashlib.sha256(code.encode()).hexdigest()
-        jid = content_id("eval", self.problem["target"], self.problem["name"], code_hash, self.cfg.eval_seed)
-        return jid, {"problem": self.problem, "code": code, "seed": self.cfg.eval_seed}
-
     def _emit_eval(self, cand: Candidate) -> None:
         if self.cfg.max_evals is not None and self.evals_emitted >= self.cfg.max_evals:
             return
         self.evals_emitted += 1
-        jid, payload = self.eval_job(cand.code)
-        job = Job(jid, "eval", self.iteration, payload, ctx={"cids": [cand.id]})
+        jid, request = eval_job(self.problem, cand.code, self.cfg.eval_seed)
+        job = Job(jid, "eval", self.iteration, request, ctx={"cids": [cand.id]})
         if jid in self.jobs:  # same code already being evaluated for another parent: share the result
             other = self.jobs[jid]
             other.ctx["cids"].append(cand.id)
@@ -228,8 +216,9 @@ class BeamSearch:
             return
         self._emit(job)
 
-    def _on_eval(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
-        result = payload if ok else {"correct": False, "error": error or "evaluation failed", "error_kind": "lost"}
+    def _on_eval(self, job: Job, result: EvalReport | None, error: str | None) -> None:
+        if result is None:
+            result = EvalReport.failure("lost", error or "evaluation failed")
         self.evals_done += 1
         for cid in job.ctx["cids"]:
             cand = self.candidates[cid]
@@ -237,48 +226,48 @@ class BeamSearch:
             if self.store:
                 self.store.add_eval(cid, job.id, result)
             if not cand.correct and cand.iteration > 0 and cand.repairs < self.cfg.max_repairs \
-                    and result.get("error_kind") != "lost" and cand.plan is not None:
+                    and result.error_kind != "lost" and cand.plan is not None:
                 self._emit_repair(cand)
 
     def _emit_repair(self, cand: Candidate) -> None:
         models = self.cfg.code_models
         model = models[(seed_of("repair-model", cand.id)) % len(models)]
-        r = cand.result or {}
-        payload = {"problem": self.problem, "plan": cand.plan, "code": cand.code,
-                   "error": (r.get("error") or "unknown failure")[:60000], "stdout": (r.get("stdout") or "")[:60000],
-                   "model": model, "seed": seed_of(self.cfg.seed, "repair", cand.id)}
-        jid = content_id("repair", cand.id, model, cand.repairs) if self._seeded(model) else \
-            content_id("repair", cand.code, payload["error"], (cand.plan or {}).get("text"), model)
-        self._emit(Job(jid, "repair", self.iteration, payload, model,
+        r = cand.result
+        request = RepairRequest(problem=self.problem, plan=cand.plan, code=cand.code,
+                                error=(r.error or "unknown failure")[:60000], stdout=r.stdout[:60000],
+                                model=model, seed=seed_of(self.cfg.seed, "repair", cand.id))
+        jid = content_id("repair", cand.id, model, cand.repairs) if self.seeded(model) else \
+            content_id("repair", cand.code, request.error, cand.plan.text, model)
+        self._emit(Job(jid, "repair", self.iteration, request, model,
                        ctx={"parent_id": cand.parent_id, "plan": cand.plan, "plan_job": cand.plan_job,
                             "repairs": cand.repairs + 1}))
 
-    def _on_plan(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
-        if not ok:
+    def _on_plan(self, job: Job, result: PlanResult | None, error: str | None) -> None:
+        if result is None:
             return
-        plan = payload["plan"]
+        plan = result.plan
         if self.store:
-            self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, payload.get("model", job.model), plan,
-                                [o["id"] for o in job.payload["menu"]])
+            self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, result.model or job.model, plan,
+                                [o.id for o in job.payload.menu])
         parent = self.candidates[job.ctx["parent_id"]]
         models = self.cfg.code_models
         for c in range(self.cfg.codes):
             model = models[(job.ctx["index"] * self.cfg.codes + c) % len(models)]
-            code_payload = {"problem": self.problem, "parent": parent.as_parent(), "plan": plan, "model": model,
-                            "seed": seed_of(self.cfg.seed, "code", job.id, c)}
+            request = CodeRequest(problem=self.problem, parent=parent.as_parent(), plan=plan, model=model,
+                                  seed=seed_of(self.cfg.seed, "code", job.id, c))
             # a model's answer depends only on its prompt: identical prompts are one job, one paid call
-            jid = content_id("code", job.id, c, model) if self._seeded(model) else \
-                content_id("code", _code_hash(parent.code), plan.get("text"), plan.get("option_id"), model)
-            self._emit(Job(jid, "code", job.iteration, code_payload, model,
+            jid = content_id("code", job.id, c, model) if self.seeded(model) else \
+                content_id("code", code_hash(parent.code), plan.text, plan.option_id, model)
+            self._emit(Job(jid, "code", job.iteration, request, model,
                            ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
 
-    def _on_code(self, job: Job, ok: bool, payload: dict, error: str | None) -> None:
-        if not ok:
+    def _on_code(self, job: Job, result: CodeResult | None, error: str | None) -> None:
+        if result is None:
             return
         parent = self.candidates[job.ctx["parent_id"]]
-        fresh = content_id("candidate", parent.id, payload["code"]) not in self.candidates
-        cand = self._candidate(payload["code"], parent, job.iteration, job.kind, plan=job.ctx["plan"],
-                               plan_job=job.ctx["plan_job"], model=payload.get("model", job.model),
+        fresh = content_id("candidate", parent.id, result.code) not in self.candidates
+        cand = self._candidate(result.code, parent, job.iteration, job.kind, plan=job.ctx["plan"],
+                               plan_job=job.ctx["plan_job"], model=result.model or job.model,
                                repairs=job.ctx.get("repairs", 0))
         if fresh:
             self._emit_eval(cand)
@@ -289,22 +278,22 @@ class BeamSearch:
             base = next(iter(self.candidates.values()))
             if not base.correct:
                 self.done = True
-                self.stop_reason = f"the initial kernel is not correct: {(base.result or {}).get('error')}"
+                self.stop_reason = f"the initial kernel is not correct: {base.result.error if base.result else None}"
                 return
             self.baseline = base
             self.beam = [base]
         else:
-            old_best = self.best.cycles
+            old_best = self.best.latency
             new = [c for c in self.candidates.values()
-                   if c.iteration == it and c.correct and c.cycles < self.candidates[c.parent_id].cycles]
+                   if c.iteration == it and c.correct and c.latency < self.candidates[c.parent_id].latency]
             pool: dict[str, Candidate] = {}
-            for c in sorted(self.beam + new, key=lambda c: (c.cycles, c.id)):
-                pool.setdefault(hashlib.sha256(c.code.encode()).hexdigest(), c)  # one entry per distinct code
+            for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
+                pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
             self.beam = list(pool.values())[:self.cfg.beam]
-            self.stale_iterations = 0 if self.best.cycles < old_best else self.stale_iterations + 1
+            self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
         if self.store:
-            self.store.set_beam(it, [(c.id, c.cycles) for c in self.beam])
-        self.history.append({"iteration": it, "beam": [c.cycles for c in self.beam], "evals": self.evals_done})
+            self.store.set_beam(it, [(c.id, c.latency) for c in self.beam])
+        self.history.append({"iteration": it, "beam": [c.latency for c in self.beam], "evals": self.evals_done})
         self.stop_reason = self._stop_reason()
         if self.stop_reason:
             self.done = True
@@ -322,14 +311,14 @@ class BeamSearch:
         rng = random.Random(seed)
         kept = [o for o in self.menu if rng.random() < self.cfg.keep_prob] or [rng.choice(self.menu)]
         model = self.cfg.plan_models[index % len(self.cfg.plan_models)]
-        payload = {"problem": self.problem, "parent": parent.as_parent(), "menu": kept, "model": model,
-                   "iteration": self.iteration, "iterations": self.cfg.iterations, "seed": seed}
-        menu_ids = [o["id"] for o in kept]
+        request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
+                              iteration=self.iteration, iterations=self.cfg.iterations, seed=seed)
+        menu_ids = [o.id for o in kept]
         # a model's answer depends only on its prompt, which the parent's code determines (its feedback too);
         # the run's length is left out so that a run extended on resume reuses the answers it already has
-        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self._seeded(model) else \
-            content_id("plan", _code_hash(parent.code), self.iteration, model, menu_ids)
-        self._emit(Job(jid, "plan", self.iteration, payload, model, ctx={"parent_id": parent.id, "index": index}))
+        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self.seeded(model) else \
+            content_id("plan", code_hash(parent.code), self.iteration, model, menu_ids)
+        self._emit(Job(jid, "plan", self.iteration, request, model, ctx={"parent_id": parent.id, "index": index}))
 
     def _stop_reason(self) -> str:
         cfg = self.cfg
@@ -341,7 +330,7 @@ class BeamSearch:
             return f"no improvement for {cfg.patience} iterations"
         if cfg.max_evals is not None and self.evals_emitted >= cfg.max_evals:
             return f"evaluation budget of {cfg.max_evals} spent"
-        best = self.best.result or {}
-        if cfg.stop_roofline is not None and (best.get("roofline_fraction") or 0) >= cfg.stop_roofline:
-            return f"reached {best['roofline_fraction']:.1%} of roofline"
+        roofline = self.best.result.roofline_fraction
+        if cfg.stop_roofline is not None and (roofline or 0) >= cfg.stop_roofline:
+            return f"reached {roofline:.1%} of roofline"
         return ""

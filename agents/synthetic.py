@@ -11,17 +11,19 @@ the long right tail of LLM response times.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 import time
 
+from protocols.envelope import encode
+from protocols.jobs import CodeResult, EvalReport, Plan, PlanResult, Request
 
-def digest(payload: dict) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+def digest(request: Request) -> str:
+    return hashlib.sha256(encode(request)).hexdigest()
 
 
-def synthetic_latency(mean_s: float, jitter: float, payload: dict, dist: str = "uniform") -> float:
+def synthetic_latency(mean_s: float, jitter: float, payload: Request, dist: str = "uniform") -> float:
     u = (int(digest(payload)[:8], 16) + 0.5) / 2**32
     if dist == "lognormal":
         return mean_s * math.exp(jitter * statistics.NormalDist().inv_cdf(u) - jitter * jitter / 2)
@@ -40,28 +42,27 @@ class _Sleeper:
         self.jitter = jitter
         self.dist = latency_dist
 
-    def _sleep(self, payload: dict) -> None:
+    def _sleep(self, payload: Request) -> None:
         time.sleep(synthetic_latency(self.latency_s, self.jitter, payload, self.dist))
 
 
 class SyntheticPlanner(_Sleeper):
-    def handle(self, kind: str, payload: dict) -> dict:
-        self._sleep(payload)
-        return {"plan": {"text": f"synthetic plan {payload['seed']}", "option_id": payload["menu"][0]["id"]},
-                "model": "synthetic"}
+    def handle(self, kind: str, req: Request) -> PlanResult:
+        self._sleep(req)
+        return PlanResult(plan=Plan(text=f"synthetic plan {req.seed}", option_id=req.menu[0].id), model="synthetic")
 
 
 class SyntheticCoder(_Sleeper):
-    def handle(self, kind: str, payload: dict) -> dict:
-        self._sleep(payload)
-        return {"code": f"// synthetic candidate {digest(payload)}\n", "model": "synthetic"}
+    def handle(self, kind: str, req: Request) -> CodeResult:
+        self._sleep(req)
+        return CodeResult(code=f"// synthetic candidate {digest(req)}\n", model="synthetic")
 
 
 class SyntheticEvaluator(_Sleeper):
-    """Always correct; cycles are a deterministic function of the code."""
+    """Always correct; the latency (cycles) is a deterministic function of the code."""
     models: list[str] = []
 
-    def handle(self, kind: str, payload: dict) -> dict:
-        self._sleep(payload)
-        h = int(hashlib.sha256(payload["code"].encode()).hexdigest()[:8], 16)
-        return {"correct": True, "cycles": 1_000_000 - (h % 900_000), "utilization": 0.5, "roofline_fraction": 0.5}
+    def handle(self, kind: str, req: Request) -> EvalReport:
+        self._sleep(req)
+        h = int(hashlib.sha256(req.code.encode()).hexdigest()[:8], 16)
+        return EvalReport(correct=True, latency=1_000_000 - (h % 900_000), utilization=0.5, roofline_fraction=0.5)

@@ -9,19 +9,21 @@ with parent_pid exits when that process (the coordinator) is gone.
 from __future__ import annotations
 
 import hashlib
-import json
+import importlib
 import os
+import socket
 import threading
 import time
-from typing import Any, Protocol
+from importlib.metadata import entry_points
+from typing import Protocol
 
 import structlog
 
 from bus.dealer import Dealer
 from bus.timing import BusTiming
-from protocols.envelope import MessageType
-from protocols.jobs import validate_request, validate_result
-from protocols.schema import ProtocolError
+from protocols.control import NO_PAYLOAD, Hello, Job, Result
+from protocols.envelope import ProtocolError, encode
+from protocols.jobs import RESULTS, Answer, Failure, ModelCall, Request, decode_request, decode_result, raw
 
 log = structlog.get_logger("agents.worker")
 
@@ -29,7 +31,7 @@ log = structlog.get_logger("agents.worker")
 class JobFailed(Exception):
     """A job that failed after doing billable work: the calls are still reported."""
 
-    def __init__(self, message: str, calls: list[dict] | None = None) -> None:
+    def __init__(self, message: str, calls: list[ModelCall] | None = None) -> None:
         super().__init__(message)
         self.calls = calls or []
 
@@ -38,22 +40,32 @@ class Implementation(Protocol):
     name: str
     models: list[str]
 
-    def handle(self, kind: str, payload: dict) -> dict: ...
+    def handle(self, kind: str, request: Request) -> Answer: ...
 
 
-def call_record(model: str, payload: dict, started: float, outcome: str = "ok", **extra: Any) -> dict:
-    """What a model call costs, for the run store (offline implementations cost nothing)."""
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-    return {"model": model, "prompt_hash": digest, "tokens_in": 0, "tokens_out": 0, "cost": 0.0,
-            "latency": time.monotonic() - started, "outcome": outcome, **extra}
+def implementations(role: str) -> dict[str, str]:
+    """name -> "module:Class" of every implementation of a role: the built-in ones (the role module's
+    IMPLEMENTATIONS) and those other packages register in the `autocomp_zmq.agents` entry-point group
+    under "ROLE.NAME" (e.g. `planner.mine = "my_pkg.agents:MyPlanner"`). Nothing is imported here."""
+    impls = dict(importlib.import_module(f"agents.{role}").IMPLEMENTATIONS)
+    for ep in entry_points(group="autocomp_zmq.agents"):
+        ep_role, _, name = ep.name.partition(".")
+        if ep_role == role and name:
+            impls[name] = ep.value
+    return impls
+
+
+def call_record(model: str, request: Request, started: float, outcome: str = "ok") -> ModelCall:
+    """What an offline model call costs, for the run store: nothing, but it is counted."""
+    return ModelCall(model=model, prompt_hash=hashlib.sha256(encode(request)).hexdigest(),
+                     latency=time.monotonic() - started, outcome=outcome)
 
 
 def serve(role: str, impl: Implementation, connect: str, key: bytes, *, capacity: int = 1,
           target: str | None = None, timing: BusTiming = BusTiming(), curve_server_key: bytes | None = None,
           parent_pid: int | None = None) -> int:
-    hello = {"role": role, "impl": impl.name, "models": list(impl.models), "capacity": capacity}
-    if target:
-        hello["target"] = target
+    hello = Hello(role=role, impl=impl.name, models=list(impl.models), capacity=capacity,
+                  host=socket.gethostname(), pid=os.getpid(), target=target or None)
     dealer = Dealer(connect, key, hello, timing, curve_server_key=curve_server_key).start()
     stop = threading.Event()
     threads = [threading.Thread(target=_job_loop, args=(dealer, impl, stop), daemon=True, name=f"{role}-{i}")
@@ -94,21 +106,26 @@ def _job_loop(dealer: Dealer, impl: Implementation, stop: threading.Event) -> No
                 dealer.jobs.put(None)  # let sibling threads see the end too
                 return
             continue
-        if msg.type is not MessageType.JOB:
-            continue
-        body = msg.body
-        reply: dict[str, Any] = {"job_id": body["job_id"], "kind": body["kind"], "attempt": body["attempt"]}
-        started = time.monotonic()
-        try:
-            validate_request(body["kind"], body["payload"])
-            payload = impl.handle(body["kind"], body["payload"])
-            validate_result(body["kind"], payload)
-            reply.update(ok=True, payload=payload)
-        except ProtocolError as exc:
-            reply.update(ok=False, error=f"malformed job or result: {exc}")
-        except JobFailed as exc:
-            reply.update(ok=False, error=str(exc)[:60000], payload={"calls": exc.calls})
-        except Exception as exc:  # noqa: BLE001 - an implementation failure is a result, not a crash
-            reply.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:60000])
-        reply["elapsed_s"] = time.monotonic() - started
-        dealer.send_result(reply)
+        if isinstance(msg.body, Job):
+            dealer.send_result(run_job(impl, msg.body))
+
+
+def run_job(impl: Implementation, job: Job) -> Result:
+    """Decode the request into its type, run it, check the answer's type; every failure is a result."""
+    started = time.monotonic()
+    ok, payload, error = False, NO_PAYLOAD, None
+    try:
+        answer = impl.handle(job.kind, decode_request(job.kind, job.payload))
+        if not isinstance(answer, RESULTS[job.kind]):
+            raise ProtocolError(f"{impl.name} answered a {job.kind} job with a {type(answer).__name__}")
+        payload = raw(answer)
+        decode_result(job.kind, payload)     # the limits a Struct's constructor does not check
+        ok = True
+    except ProtocolError as exc:
+        error, payload = f"malformed job or result: {exc}", NO_PAYLOAD
+    except JobFailed as exc:
+        error, payload = str(exc)[:60000], raw(Failure(calls=exc.calls))
+    except Exception as exc:  # noqa: BLE001 - an implementation failure is a result, not a crash
+        error = f"{type(exc).__name__}: {exc}"[:60000]
+    return Result(job_id=job.job_id, kind=job.kind, attempt=job.attempt, ok=ok, payload=payload, error=error,
+                  elapsed_s=time.monotonic() - started)

@@ -51,7 +51,7 @@ def run_roles(tgt, problem, roles=ROLES) -> dict:
     for role in roles:
         t0 = time.perf_counter()
         r = tgt.evaluate(problem, source(problem, role))
-        row[role] = {"correct": r.correct, "cycles": r.cycles, "utilization": r.utilization,
+        row[role] = {"correct": r.correct, "cycles": r.latency, "utilization": r.utilization,
                      "eval_s": time.perf_counter() - t0, "error": r.error}
     utils = [row[r]["utilization"] or 0 for r in ORDERED if r in row]
     row["order_ok"] = all(row[r]["correct"] for r in row) and all(a < b for a, b in zip(utils, utils[1:]))
@@ -127,7 +127,7 @@ def evaluation_time(console, tgt) -> dict:
         t0 = time.perf_counter()
         tgt.evaluate(big, big.kernel_source("naive"))
         warm.append(time.perf_counter() - t0)
-    console.print(f"Full evaluation of {big.name} naive ({r.cycles:,} cycles, correct={r.correct}, "
+    console.print(f"Full evaluation of {big.name} naive ({r.latency:,} cycles, correct={r.correct}, "
                   f"{sum(r.feedback['instructions'].values()):,} instructions, 3 public + 1 hidden input sets): "
                   f"{cold:.2f} s cold, {min(warm):.2f} s warm (best of 3) on one core (goal <= 1 s warm)")
     return {"problem": big.name, "cold_s": cold, "warm_s": min(warm)}

@@ -28,16 +28,19 @@ from rich.table import Table  # noqa: E402
 
 from agents import logsetup  # noqa: E402
 from agents.coordinator import Coordinator  # noqa: E402
+from agents.llm.specs import answers_from_seed  # noqa: E402
 from agents.runstore import RunStore  # noqa: E402
 from agents.search import BeamSearch, SearchConfig  # noqa: E402
 from agents.synthetic import synthetic_latency  # noqa: E402
 from bus.auth import create_secret  # noqa: E402
 from bus.router import Router  # noqa: E402
 from bus.timing import BusTiming  # noqa: E402
+from protocols.control import Ack, Job  # noqa: E402
 from protocols.envelope import MessageType  # noqa: E402
+from protocols.jobs import EvalRequest, MenuOption, Problem, raw  # noqa: E402
 
-PROBLEM = {"target": "gemmini-sim", "name": "synthetic", "family": "gemm", "dims": {}, "description": "synthetic"}
-MENU = [{"id": f"opt-{i}", "title": f"option {i}", "description": "synthetic"} for i in range(10)]
+PROBLEM = Problem(target="gemmini-sim", name="synthetic", family="gemm", description="synthetic")
+MENU = [MenuOption(id=f"opt-{i}", title=f"option {i}", description="synthetic") for i in range(10)]
 
 
 class Agents:
@@ -83,8 +86,8 @@ def search_run(cfg: SearchConfig, evaluators: int, lat: dict[str, tuple]) -> dic
         agents.spawn("evaluator", evaluators, lat["eval"])
         agents.wait_joined()
         store = RunStore(Path(tmp) / "run.db")
-        search = BeamSearch(cfg, PROBLEM, "// synthetic starting kernel\n", MENU, store)
-        coord = Coordinator(agents.router, store, search)
+        search = BeamSearch(cfg, PROBLEM, "// synthetic starting kernel\n", MENU, store, seeded=answers_from_seed)
+        coord = Coordinator(agents.router, store, search, seeded=answers_from_seed)
         t0 = time.perf_counter()
         coord.run()
         wall = time.perf_counter() - t0
@@ -104,7 +107,7 @@ def critical_path_bound(search: BeamSearch, evaluators: int, lat: dict[str, tupl
         return synthetic_latency(mean, jitter, job.payload, dist)
 
     L = {j.id: latency(j) for j in search.jobs.values()}
-    evals_by_code = {j.payload["code"]: j for j in search.jobs.values() if j.kind == "eval"}
+    evals_by_code = {j.payload.code: j for j in search.jobs.values() if j.kind == "eval"}
     total = sum(L[j.id] for j in search.jobs.values() if j.kind == "eval" and j.iteration == 0)
     for it in range(1, search.iteration + 1):
         chains, work = [], 0.0
@@ -127,17 +130,16 @@ def bus_numbers(n_rtt: int, n_flood: int) -> dict:
         agents.wait_joined()
         router = agents.router
         peer = router.alive()[0]
-        payload = {"problem": PROBLEM, "code": "x", "seed": 0}
+        payload = raw(EvalRequest(problem=PROBLEM, code="x", seed=0))
 
         def send(i: int) -> None:
-            router.send(peer, MessageType.JOB, {"job_id": f"j{i}", "kind": "eval", "attempt": 1, "lease_s": 60,
-                                                "payload": payload})
+            router.send(peer, Job(job_id=f"j{i}", kind="eval", attempt=1, lease_s=60, payload=payload))
 
         def collect(n: int) -> int:
             got = 0
             for ev in router.poll(1.0):
                 if ev.kind == "message" and ev.message.type is MessageType.RESULT:
-                    router.send(ev.peer, MessageType.ACK, {"job_id": ev.message.body["job_id"]})
+                    router.send(ev.peer, Ack(job_id=ev.message.body.job_id))
                     got += 1
             return got
 

@@ -57,7 +57,7 @@ def main() -> int:
             wall = time.perf_counter() - t0
         util = naive.utilization * s["speedup"]
         roofs.append(s["best_roofline"])
-        over_tuned.append(tuned.cycles / s["best_cycles"])
+        over_tuned.append(tuned.latency / s["best_latency"])
         table.add_row(name, f"{naive.utilization:.1%}", f"{tuned.utilization:.1%}", f"{util:.1%}",
                       f"{s['best_roofline']:.1%}", f"{s['speedup']:.2f}x", f"{over_tuned[-1]:.2f}x",
                       str(s["evaluations"]), f"{wall:.1f}")

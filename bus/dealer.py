@@ -13,13 +13,10 @@ since the coordinator's gate refuses the connection without a word.
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import random
-import socket
 import threading
 import time
-from typing import Any
 
 import structlog
 import zmq
@@ -29,23 +26,24 @@ from bus.auth import Signer
 from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
 from bus.wire import Codec, Message
-from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, pack
-from protocols.schema import ProtocolError
+from protocols.control import Control, Disconnect, Error, Heartbeat, Hello, Result, Welcome
+from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType,
+                                ProtocolError, encode)
 
 log = structlog.get_logger("bus.dealer")
 _ids = itertools.count()
 
 
 class Dealer:
-    def __init__(self, connect: str, key: bytes, hello: dict[str, Any], timing: BusTiming = BusTiming(),
+    def __init__(self, connect: str, key: bytes, hello: Hello, timing: BusTiming = BusTiming(),
                  curve_server_key: bytes | None = None, ctx: zmq.Context | None = None) -> None:
         self.ctx = ctx or zmq.Context.instance()
         self.connect_to = connect
         self.timing = timing
         self.curve_server_key = curve_server_key
         self._key = key
-        self.hello = {"host": socket.gethostname(), "pid": os.getpid(), **hello}
-        name = f"{self.hello['role']}-{self.hello['host']}-{self.hello['pid']}-{next(_ids)}"
+        self.hello = hello
+        name = f"{hello.role}-{hello.host}-{hello.pid}-{next(_ids)}"
         self.codec = Codec(Signer(key), name)
         self.identity = f"{name}-{self.codec.incarnation:x}".encode()
         self.jobs: queue.Queue[Message | None] = queue.Queue()
@@ -56,8 +54,9 @@ class Dealer:
         self.last_problem: str | None = None       # why this agent cannot join, while it cannot
         self._last_warned = float("-inf")
         self._rejects = RejectLog(log, timing.warn_interval_s)
-        self._outbox: queue.Queue[tuple[MessageType, dict]] = queue.Queue()
-        self._unacked: dict[str, dict] = {}        # job_id -> RESULT body
+        self._outbox: queue.Queue[Control] = queue.Queue()
+        self.welcome: Welcome | None = None
+        self._unacked: dict[str, Result] = {}      # job_id -> RESULT not acknowledged yet
         self._stop = threading.Event()
         self._wake_addr = f"inproc://dealer-wake-{id(self)}"
         self._wake_pull = self.ctx.socket(zmq.PULL)
@@ -79,8 +78,8 @@ class Dealer:
         except queue.Empty:
             return None
 
-    def send_result(self, body: dict[str, Any]) -> None:
-        self._outbox.put((MessageType.RESULT, body))
+    def send_result(self, body: Result) -> None:
+        self._outbox.put(body)
         self._wake()
 
     @property
@@ -90,7 +89,7 @@ class Dealer:
 
     def close(self, reason: str = "agent stopping") -> None:
         if self._thread.is_alive():
-            self._outbox.put((MessageType.DISCONNECT, {"reason": reason}))
+            self._outbox.put(Disconnect(reason=reason))
             self._wake()
             self._stop.set()
             self._thread.join(timeout=2)
@@ -155,32 +154,32 @@ class Dealer:
         sock.connect(self.connect_to)
         return sock
 
-    def _send(self, sock: zmq.Socket, mtype: MessageType, body: dict) -> bool:
+    def _send(self, sock: zmq.Socket, body: Control) -> bool:
         try:
-            sock.send_multipart(self.codec.encode(mtype, body), zmq.NOBLOCK)
+            sock.send_multipart(self.codec.encode(body), zmq.NOBLOCK)
             return True
         except ProtocolError as exc:
-            log.error("unsendable", type=mtype.value, error=str(exc)[:200])
+            log.error("unsendable", type=body.type.value, error=str(exc)[:200])
             return False
         except zmq.ZMQError:
             return False
 
     @staticmethod
-    def _fit(body: dict) -> dict:
+    def _fit(body: Result) -> Result:
         """A result too large for one message becomes a failed result: sent as it is, it would be
         refused (or the link dropped) and re-sent on every reconnect, forever."""
-        size = len(pack(body))
+        size = len(encode(body))
         if size <= MAX_BODY_BYTES:
             return body
-        log.error("result_too_large", job_id=body["job_id"], bytes=size, limit=MAX_BODY_BYTES)
-        return {"job_id": body["job_id"], "kind": body["kind"], "attempt": body["attempt"], "ok": False,
-                "error": f"result too large to send: {size} bytes packed, the limit is {MAX_BODY_BYTES}"}
+        log.error("result_too_large", job_id=body.job_id, bytes=size, limit=MAX_BODY_BYTES)
+        return Result(job_id=body.job_id, kind=body.kind, attempt=body.attempt, ok=False,
+                      error=f"result too large to send: {size} bytes packed, the limit is {MAX_BODY_BYTES}")
 
     def _recv(self, sock: zmq.Socket) -> Message | None:
         got = recv_bounded(sock, MAX_FRAMES, MAX_MESSAGE_BYTES)
         if got is None:
             return None
-        rejected = Message(MessageType.ERROR, "", {"code": "rejected", "message": ""})
+        rejected = Message(MessageType.ERROR, "", Error(code="rejected"))
         if got.reason:
             self._rejects.add(got.reason, got.peer)
             return rejected
@@ -199,7 +198,7 @@ class Dealer:
         sent = False
         while not self._stop.is_set() and time.monotonic() < deadline:
             if not sent:
-                sent = self._send(sock, MessageType.HELLO, self.hello)
+                sent = self._send(sock, self.hello)
             if sock.poll(50):
                 while (msg := self._recv(sock)) is not None:
                     if msg.type is MessageType.WELCOME:
@@ -208,15 +207,15 @@ class Dealer:
         return False
 
     def _serve(self, sock: zmq.Socket) -> str:
-        hb = float(self.welcome["heartbeat_s"])
-        dead_s = hb * int(self.welcome["dead_after"])
+        hb = self.welcome.heartbeat_s
+        dead_s = hb * self.welcome.dead_after
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_pull, zmq.POLLIN)
         last_heard = now = time.monotonic()
         next_hb = now + hb
         for body in list(self._unacked.values()):   # results the previous coordinator link lost
-            self._send(sock, MessageType.RESULT, body)
+            self._send(sock, body)
         while True:
             ready = dict(poller.poll(max(0.0, next_hb - time.monotonic()) * 1000))
             now = time.monotonic()
@@ -227,12 +226,12 @@ class Dealer:
                     if msg.type in (MessageType.JOB, MessageType.CANCEL):
                         self.jobs.put(msg)
                     elif msg.type is MessageType.ACK:
-                        self._unacked.pop(msg.body["job_id"], None)
+                        self._unacked.pop(msg.body.job_id, None)
                     elif msg.type is MessageType.DISCONNECT:
                         self.finished.set()
-                        self._send(sock, MessageType.DISCONNECT, {"reason": "acknowledged"})  # close handshake
+                        self._send(sock, Disconnect(reason="acknowledged"))  # close handshake
                         return "disconnect"
-                    elif msg.type is MessageType.ERROR and msg.body["code"] == "unknown_peer":
+                    elif msg.type is MessageType.ERROR and msg.body.code == "unknown_peer":
                         return "unknown to coordinator"
             if self._wake_pull in ready:
                 while True:
@@ -242,19 +241,19 @@ class Dealer:
                         break
             while True:
                 try:
-                    mtype, body = self._outbox.get_nowait()
+                    body = self._outbox.get_nowait()
                 except queue.Empty:
                     break
-                if mtype is MessageType.RESULT:
+                if isinstance(body, Result):
                     body = self._fit(body)
-                    self._unacked[body["job_id"]] = body
-                self._send(sock, mtype, body)
-                if mtype is MessageType.DISCONNECT:
+                    self._unacked[body.job_id] = body
+                self._send(sock, body)
+                if isinstance(body, Disconnect):
                     return "stop"
             if self._stop.is_set():
                 return "stop"
             if now >= next_hb:
-                self._send(sock, MessageType.HEARTBEAT, {})
+                self._send(sock, Heartbeat())
                 next_hb = now + hb
             if now - last_heard > dead_s:
                 return "coordinator silent"

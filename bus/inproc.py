@@ -4,37 +4,37 @@ an embedding program) plays the agents explicitly:
     t = InProcTransport(clock=fake_clock)
     a = t.join("evaluator", "fake", target="gemmini-sim", capacity=2)
     coordinator.step()                 # polls t: sees the join, dispatches
-    for job in t.jobs_for(a):          # what the coordinator sent to a
-        t.reply(a, {"job_id": job["job_id"], "kind": job["kind"], "attempt": job["attempt"],
-                    "ok": True, "payload": {...}})
+    for job in t.jobs_for(a):          # the Job messages the coordinator sent to a
+        t.reply(a, Result(job_id=job.job_id, kind=job.kind, attempt=job.attempt, ok=True, payload=...))
 
 Liveness follows the injected clock, as the real Router's does its own: a
 joined agent heartbeats implicitly until freeze() (then it turns suspect and
 dead as the clock passes timing.suspect_s and timing.dead_s), kill() makes the
 next poll() report it dead at once, leave() is a DISCONNECT. It knows nothing
-of jobs or kernels: messages are (MessageType, body) pairs."""
+of jobs or kernels: messages are the typed control messages of protocols/control.py."""
 from __future__ import annotations
 
 import itertools
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from bus.timing import BusTiming
 from bus.transport import Event, Peer
 from bus.wire import Message
+from protocols.control import Control, Disconnect, Job
 from protocols.envelope import MessageType
 
 
 class InProcTransport:
     def __init__(self, timing: BusTiming = BusTiming(), clock: Callable[[], float] = time.monotonic,
-                 on_send: Callable[[Peer, MessageType, dict], None] | None = None) -> None:
+                 on_send: Callable[[Peer, Control], None] | None = None) -> None:
         self.timing = timing
         self.clock = clock
         self.on_send = on_send                       # a hook: sees every message as it is sent
         self.endpoints = ["inproc://coordinator"]
         self.peers: dict[bytes, Peer] = {}
-        self.sent: dict[bytes, list[tuple[MessageType, dict]]] = {}   # everything ever sent, per identity
+        self.sent: dict[bytes, list[Control]] = {}   # everything ever sent, per identity
         self.closed: str | None = None               # the reason given to close()
         self._read: dict[bytes, int] = {}            # how far jobs_for() has read each identity's messages
         self._pending: deque[Event] = deque()        # events poll() reports next
@@ -68,14 +68,14 @@ class InProcTransport:
                 events.append(Event("suspect", peer))
         return events
 
-    def send(self, peer: Peer, mtype: MessageType, body: dict[str, Any]) -> bool:
+    def send(self, peer: Peer, body: Control) -> bool:
         if peer.identity in self._killed or peer.identity in self._unreachable or peer.state == "dead":
             if peer.state != "dead":
                 self._killed.add(peer.identity)      # as the Router does: unreachable means dead at the next poll
             return False
-        self.sent.setdefault(peer.identity, []).append((mtype, body))
+        self.sent.setdefault(peer.identity, []).append(body)
         if self.on_send:
-            self.on_send(peer, mtype, body)
+            self.on_send(peer, body)
         return True
 
     def alive(self, role: str | None = None) -> list[Peer]:
@@ -83,7 +83,7 @@ class InProcTransport:
 
     def close(self, reason: str = "run finished") -> None:
         for peer in self.alive():
-            self.send(peer, MessageType.DISCONNECT, {"reason": reason})
+            self.send(peer, Disconnect(reason=reason))
         self.closed = reason
 
     # -- the agents' side (used by test code) -------------------------------------------
@@ -98,16 +98,16 @@ class InProcTransport:
         self._pending.append(Event("joined", peer))
         return identity
 
-    def reply(self, identity: bytes, body: dict, mtype: MessageType = MessageType.RESULT) -> None:
-        """The agent sends a message (a RESULT by default); the next poll() delivers it."""
+    def reply(self, identity: bytes, body: Control) -> None:
+        """The agent sends a message (a Result, usually); the next poll() delivers it."""
         peer = self.peers[identity]
-        self._pending.append(Event("message", peer, Message(mtype, peer.sender, body, identity)))
+        self._pending.append(Event("message", peer, Message(body.type, peer.sender, body, identity)))
 
     def leave(self, identity: bytes) -> None:
         """The agent says DISCONNECT."""
         peer = self.peers[identity]
         peer.state = "dead"
-        self._pending.append(Event("left", peer, Message(MessageType.DISCONNECT, peer.sender, {}, identity)))
+        self._pending.append(Event("left", peer, Message(MessageType.DISCONNECT, peer.sender, Disconnect(), identity)))
 
     def kill(self, identity: bytes) -> None:
         """The agent's process dies: sends to it fail and the next poll() reports it dead."""
@@ -121,12 +121,12 @@ class InProcTransport:
         """Sends to the agent fail (its queue is full); the first failed send gets it reported dead."""
         self._unreachable.add(identity)
 
-    def messages_for(self, identity: bytes, mtype: MessageType | None = None) -> list[dict]:
-        """Bodies of every message sent to identity so far (of one type, if given)."""
-        return [b for t, b in self.sent.get(identity, []) if mtype is None or t is mtype]
+    def messages_for(self, identity: bytes, mtype: MessageType | None = None) -> list[Control]:
+        """Every message sent to identity so far (of one type, if given)."""
+        return [b for b in self.sent.get(identity, []) if mtype is None or b.type is mtype]
 
-    def jobs_for(self, identity: bytes) -> list[dict]:
-        """JOB bodies sent to identity since the last call."""
+    def jobs_for(self, identity: bytes) -> list[Job]:
+        """Job messages sent to identity since the last call."""
         msgs = self.sent.get(identity, [])
         start, self._read[identity] = self._read.get(identity, 0), len(msgs)
-        return [b for t, b in msgs[start:] if t is MessageType.JOB]
+        return [b for b in msgs[start:] if isinstance(b, Job)]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
-
 import structlog
 import zmq
 
@@ -22,8 +20,8 @@ from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
 from bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
 from bus.wire import Codec, Message
-from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType
-from protocols.schema import ProtocolError
+from protocols.control import Control, Disconnect, Error, Heartbeat, Welcome
+from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, ProtocolError
 
 log = structlog.get_logger("bus.router")
 
@@ -96,17 +94,17 @@ class Router:
             old = self.peers.get(identity)
             if old and old.state != "dead":
                 events.append(Event("dead", old))  # same identity re-introduced itself: its jobs are lost
-            peer = Peer(identity, msg.sender, b["role"], b["impl"], list(b["models"]), b.get("target"),
-                        b["capacity"], b["host"], b["pid"], now, now)
+            peer = Peer(identity, msg.sender, b.role, b.impl, list(b.models), b.target, b.capacity, b.host, b.pid,
+                        now, now)
             self.peers[identity] = peer
-            self.send(peer, MessageType.WELCOME, {"run_id": self.run_id, "heartbeat_s": self.timing.heartbeat_s,
-                                                  "dead_after": self.timing.dead_after})
+            self.send(peer, Welcome(run_id=self.run_id, heartbeat_s=self.timing.heartbeat_s,
+                                    dead_after=self.timing.dead_after))
             events.append(Event("joined", peer))
             return
         peer = self.peers.get(identity)
         if peer is None or peer.state == "dead" or peer.sender != msg.sender:
             self._rejects.add("unknown_peer", address, msg.type.value)
-            self._send_raw(identity, MessageType.ERROR, {"code": "unknown_peer", "message": "say hello first"})
+            self._send_raw(identity, Error(code="unknown_peer", message="say hello first"))
             return
         peer.last_seen = now
         if peer.state == "suspect":
@@ -125,7 +123,7 @@ class Router:
             self._next_heartbeat = now + self.timing.heartbeat_s
             for peer in self.peers.values():
                 if peer.state != "dead":
-                    self.send(peer, MessageType.HEARTBEAT, {})
+                    self.send(peer, Heartbeat())
         for peer in self.peers.values():
             silent = now - peer.last_seen
             if peer.state != "dead" and silent > self.timing.dead_s:
@@ -136,19 +134,19 @@ class Router:
                 events.append(Event("suspect", peer))
 
     # -- sending -----------------------------------------------------------------
-    def send(self, peer: Peer, mtype: MessageType, body: dict[str, Any]) -> bool:
-        ok = self._send_raw(peer.identity, mtype, body)
+    def send(self, peer: Peer, body: Control) -> bool:
+        ok = self._send_raw(peer.identity, body)
         if not ok and peer.state != "dead":
             peer.last_seen = min(peer.last_seen, time.monotonic() - self.timing.dead_s - 1)
         return ok
 
-    def _send_raw(self, identity: bytes, mtype: MessageType, body: dict[str, Any]) -> bool:
+    def _send_raw(self, identity: bytes, body: Control) -> bool:
         try:
-            frames = self.codec.encode(mtype, body)
+            frames = self.codec.encode(body)
         except ProtocolError as exc:
             # the agent would refuse it (or its libzmq drop the link): the message is lost, as before,
             # but the peer is not at fault, so it is not reported unreachable; the job's lease expires
-            log.error("unsendable", type=mtype.value, error=str(exc)[:200])
+            log.error("unsendable", type=body.type.value, error=str(exc)[:200])
             return True
         try:
             self.sock.send_multipart([identity, *frames], zmq.NOBLOCK)
@@ -166,7 +164,7 @@ class Router:
         answer: libzmq drops messages a peer has not read yet when the connection closes, so closing
         right after sending could lose the DISCONNECT."""
         waiting = {identity for identity in self.peers
-                   if self._send_raw(identity, MessageType.DISCONNECT, {"reason": reason})}
+                   if self._send_raw(identity, Disconnect(reason=reason))}
         deadline = time.monotonic() + grace_s
         while waiting and time.monotonic() < deadline:
             for ev in self.poll(0.02):

@@ -6,10 +6,10 @@ them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from bus.timing import BusTiming
-from protocols.envelope import MessageType
+from protocols.control import Control
 
 if TYPE_CHECKING:
     from bus.wire import Message
@@ -57,7 +57,7 @@ class Transport(Protocol):
         """Wait at most timeout_s for traffic; return what happened (joins, messages, liveness changes)."""
         ...
 
-    def send(self, peer: Peer, mtype: MessageType, body: dict[str, Any]) -> bool:
+    def send(self, peer: Peer, body: Control) -> bool:
         """Queue a message for peer; False if it cannot be delivered (the peer is then soon reported dead)."""
         ...
 

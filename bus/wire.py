@@ -7,17 +7,16 @@ from dataclasses import dataclass
 
 from bus.auth import ReplayGuard, Signer
 from bus.limits import Rejected
-from protocols.control import validate_control
-from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, PROTOCOL, MessageType,
-                                MINOR_VERSION, pack, parse_header, unpack)
-from protocols.schema import ProtocolError
+from protocols.control import CONTROL, Control
+from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, PROTOCOL, Header, MessageType,
+                                MINOR_VERSION, ProtocolError, decode, encode, parse_header)
 
 
 @dataclass
 class Message:
     type: MessageType
     sender: str
-    body: dict
+    body: Control                  # the typed message of `type` (protocols/control.py)
     identity: bytes | None = None  # ROUTER side: the peer it came from
 
 
@@ -33,14 +32,13 @@ class Codec:
         self._seq = itertools.count(1)
         self.guard = ReplayGuard()
 
-    def encode(self, mtype: MessageType, body: dict) -> list[bytes]:
+    def encode(self, body: Control) -> list[bytes]:
         """Raises Rejected("oversized") for a body the receiver would refuse: sending it anyway
         would only make the receiving libzmq drop the connection (ZMQ_MAXMSGSIZE)."""
-        payload = pack(body)
+        payload = encode(body)
         if len(payload) > MAX_BODY_BYTES:
-            raise Rejected("oversized", f"{mtype.value} body of {len(payload)} bytes exceeds {MAX_BODY_BYTES}")
-        header = pack({"type": mtype.value, "sender": self.sender, "inc": self.incarnation,
-                       "seq": next(self._seq), "minor": MINOR_VERSION})
+            raise Rejected("oversized", f"{body.type.value} body of {len(payload)} bytes exceeds {MAX_BODY_BYTES}")
+        header = encode(Header(body.type, self.sender, self.incarnation, next(self._seq), MINOR_VERSION))
         return [PROTOCOL, self.signer.sign([header, payload]), header, payload]
 
     def decode(self, frames: list[bytes]) -> Message:
@@ -58,13 +56,13 @@ class Codec:
             header = parse_header(frames[2])
         except ProtocolError as exc:
             raise Rejected("bad_header", str(exc)) from None
-        mtype = MessageType(header["type"])   # parse_header allowed only known types
+        mtype = header.type                   # the header's decoder allowed only known types
         try:
-            body = validate_control(mtype, unpack(frames[3]))
+            body = decode(frames[3], CONTROL[mtype])
         except ProtocolError as exc:
             raise Rejected("bad_body", f"{mtype.value}: {exc}") from None
         try:
-            self.guard.check(header["sender"], header["inc"], header["seq"])
+            self.guard.check(header.sender, header.inc, header.seq)
         except ProtocolError:
-            raise Rejected("replayed", header["sender"][:80]) from None
-        return Message(mtype, header["sender"], body)
+            raise Rejected("replayed", header.sender[:80]) from None
+        return Message(mtype, header.sender, body)

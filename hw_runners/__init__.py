@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 @functools.cache
 def load_builtin_targets() -> None:
     for mod in pkgutil.iter_modules(__path__):
-        if mod.ispkg and mod.name != "sandbox":
+        if mod.ispkg:
             importlib.import_module(f"{__name__}.{mod.name}")
     for ep in entry_points(group="autocomp_zmq.targets"):
         ep.load()

@@ -1,15 +1,30 @@
-"""The one small interface every target implements, and the target registry.
+"""The one small interface every target implements, its descriptor, and the
+target registry.
 
-A target knows its problems, evaluates a candidate kernel for one of them and
-points at its prompt pack (prompts/<target>/). Targets register themselves
-with @register("name"); nothing else in the product names a target.
+A target knows its problems and evaluates a candidate kernel for one of them.
+What the rest of the product needs to know about it is declared as data, in
+the target.toml of its home directory (prompts/<target>/ for the built-in
+ones; a plugin target points `home` at its own package data): its prompt
+pack, optimization menu, problems directory, kernel language, code fence,
+entry point, latency unit, how many evaluators a host runs, its sandbox
+profile and its offline heuristic agent. Targets register themselves with
+@register("name") (third-party ones through the `autocomp_zmq.targets` entry
+point group); nothing else in the product names a target.
 """
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import functools
+import os
+import tomllib
+
+import psutil
+
+from protocols.jobs import EvalReport
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"   # prompts/<target>/ holds each target's pack
 
@@ -20,6 +35,60 @@ class UnknownTargetError(KeyError):
 
 class UnknownProblemError(KeyError):
     pass
+
+
+class DescriptorError(ValueError):
+    """A target.toml that is missing or does not say what the product needs."""
+
+
+EVALUATOR_UNITS = ("cores", "devices")
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """A target's descriptor (its target.toml), with paths resolved against its home directory."""
+    name: str
+    home: Path
+    description: str
+    language: str
+    code_fence: str                 # the fence of code blocks in prompts and answers (c, python, ...)
+    entry_point: str                # the function every kernel defines
+    latency_unit: str               # what results' latency counts: cycles, us, ...
+    evaluators: str                 # one evaluator per "cores" or per "devices" of a host
+    sandbox: str                    # how candidate code is confined, in words (shown by `targets`)
+    problems: Path                  # the target's problem files
+    menu: Path                      # the optimization menu (menu.toml)
+    isa: Path
+    rules: Path
+    examples: tuple[Path, ...] = ()
+    heuristic: str | None = None    # "module:Class" of the offline planner/coder, if the target has one
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, home: Path, name: str) -> "TargetInfo":
+        path = home / "target.toml"
+        try:
+            meta = tomllib.loads(path.read_text())
+            pack = meta.get("pack", {})
+            info = cls(name=name, home=home, description=meta.get("description", ""), language=meta["language"],
+                       code_fence=meta["code_fence"], entry_point=meta.get("entry_point", "solution"),
+                       latency_unit=meta["latency_unit"], evaluators=meta.get("evaluators", "cores"),
+                       sandbox=meta["sandbox"], problems=(home / meta["problems"]).resolve(),
+                       menu=home / pack["menu"], isa=home / pack["isa"], rules=home / pack["rules"],
+                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"),
+                       extra={k: v for k, v in meta.items() if k not in _KNOWN})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise DescriptorError(f"target {name!r} has no usable descriptor {path}: {exc}") from None
+        except KeyError as exc:
+            raise DescriptorError(f"target {name!r}: {path} does not declare {exc.args[0]!r}") from None
+        if info.evaluators not in EVALUATOR_UNITS:
+            raise DescriptorError(f"target {name!r}: evaluators must be one of {', '.join(EVALUATOR_UNITS)}, "
+                                  f"not {info.evaluators!r} ({path})")
+        return info
+
+
+_KNOWN = {"target", "description", "language", "code_fence", "entry_point", "latency_unit", "evaluators", "sandbox",
+          "problems", "pack", "heuristic"}
 
 
 @dataclass(frozen=True)
@@ -37,36 +106,28 @@ class Problem:
         return self.kernels[role].read_text()
 
 
-@dataclass
-class EvalResult:
-    """Outcome of evaluating one candidate. `correct` is False whenever anything failed;
-    `error` then says why in words fit for a repair prompt."""
-    correct: bool
-    cycles: int | None = None
-    latency_unit: str = "cycles"
-    utilization: float | None = None
-    roofline_fraction: float | None = None
-    bound: str | None = None
-    error: str | None = None
-    error_kind: str | None = None   # policy | compile | crash | timeout | limit | wrong_result | sandbox
-    feedback: dict[str, Any] = field(default_factory=dict)
-    feedback_text: str = ""
-    stdout: str = ""
-    stderr: str = ""
-    wall_s: float = 0.0
-    sandbox: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def failure(cls, kind: str, message: str, **extra: Any) -> "EvalResult":
-        return cls(correct=False, error=message, error_kind=kind, **extra)
+# A target's verdict is the evaluator's answer on the wire, one type for both (protocols/jobs.py).
+EvalResult = EvalReport
 
 
 class Target(abc.ABC):
     """A hardware target: a simulator or a device runner."""
     name: ClassVar[str]
+    home: ClassVar[Path | None] = None        # the directory of target.toml; None: prompts/<name>/
+
+    @classmethod
+    def info(cls) -> TargetInfo:
+        return _info(cls)
+
+    def local_evaluators(self) -> int:
+        """How many evaluators this host runs by default: one per core, or one per device."""
+        if self.info().evaluators == "devices":
+            return len(self.devices())
+        return psutil.cpu_count(logical=True) or os.cpu_count() or 1
+
+    def devices(self) -> list[str]:
+        """The accelerator devices of this host (targets whose evaluators are per device override this)."""
+        return []
 
     @abc.abstractmethod
     def problems(self) -> list[Problem]: ...
@@ -83,6 +144,11 @@ class Target(abc.ABC):
                  time_limit_s: float | None = None) -> EvalResult:
         """Compile, run, check and measure `code` for `problem` in a sandbox; time_limit_s replaces the
         target's own limit on the kernel's run time."""
+
+
+@functools.cache
+def _info(cls: type[Target]) -> TargetInfo:
+    return TargetInfo.load(Path(cls.home) if cls.home else PROMPTS_DIR / cls.name, cls.name)
 
 
 _REGISTRY: dict[str, type[Target]] = {}
@@ -102,11 +168,19 @@ def target_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_target(name: str, **options: Any) -> Target:
+def target_class(name: str) -> type[Target]:
     from hw_runners import load_builtin_targets
     load_builtin_targets()
     try:
-        cls = _REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         raise UnknownTargetError(f"unknown target {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
-    return cls(**options)
+
+
+def target_info(name: str) -> TargetInfo:
+    """The descriptor of a registered target, without instantiating it."""
+    return target_class(name).info()
+
+
+def get_target(name: str, **options: Any) -> Target:
+    return target_class(name)(**options)

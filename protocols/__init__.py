@@ -1,7 +1,7 @@
-"""The only vocabulary shared between processes: the envelope (framing,
-control messages) and the job payloads. Everything on the wire is a msgpack
-map validated here; nothing else is ever unpacked."""
-from protocols.envelope import PROTOCOL, ProtocolError, MessageType, pack, unpack
-from protocols.schema import Field, Schema, validate
+"""The only vocabulary shared between processes: the envelope (framing and
+limits), the control messages of the transport and the job payloads, each a
+typed msgspec Struct decoded straight from the wire; nothing else is ever
+unpacked."""
+from protocols.envelope import PROTOCOL, MessageType, ProtocolError, decode, encode
 
-__all__ = ["PROTOCOL", "ProtocolError", "MessageType", "pack", "unpack", "Field", "Schema", "validate"]
+__all__ = ["PROTOCOL", "MessageType", "ProtocolError", "decode", "encode"]

@@ -1,57 +1,87 @@
 """Control messages of the transport: handshake, liveness, job envelopes.
-Generic: a job here is an id, a kind and an opaque payload map; what the
-payload means is in protocols/jobs.py."""
+
+Generic: a job here is an id, a kind and an opaque payload (msgpack bytes,
+carried untouched by the bus); what a payload means, and its decoding into a
+typed request or result, is in protocols/jobs.py."""
 from __future__ import annotations
 
-from protocols.envelope import MessageType
-from protocols.schema import Field, Schema, validate
+from typing import Annotated, ClassVar
 
-MAX_TEXT = 64 * 1024
-NAME = 200
+import msgspec
 
+from protocols.envelope import Name, MessageType, Text
 
-HELLO = Schema("hello", (
-    Field("role", str, max_len=NAME),
-    Field("impl", str, max_len=NAME),
-    Field("models", list, max_len=64, items=str),
-    Field("target", str, required=False, max_len=NAME),
-    Field("capacity", int, min_value=1, max_value=256),
-    Field("host", str, max_len=NAME),
-    Field("pid", int, min_value=0),
-))
-WELCOME = Schema("welcome", (
-    Field("run_id", str, max_len=NAME),
-    Field("heartbeat_s", (int, float), min_value=0.001, max_value=3600),
-    Field("dead_after", int, min_value=1, max_value=1000),
-))
-HEARTBEAT = Schema("heartbeat", ())
-JOB = Schema("job", (
-    Field("job_id", str, max_len=NAME),
-    Field("kind", str, max_len=NAME),
-    Field("attempt", int, min_value=1, max_value=1000),
-    Field("lease_s", (int, float), min_value=0, max_value=86400),
-    Field("payload", dict),
-))
-RESULT = Schema("result", (
-    Field("job_id", str, max_len=NAME),
-    Field("kind", str, max_len=NAME),
-    Field("attempt", int, min_value=1, max_value=1000),
-    Field("ok", bool),
-    Field("payload", dict, required=False),
-    Field("error", str, required=False, max_len=MAX_TEXT),
-    Field("elapsed_s", (int, float), required=False, min_value=0),
-))
-ACK = Schema("ack", (Field("job_id", str, max_len=NAME),))
-CANCEL = Schema("cancel", (Field("job_id", str, max_len=NAME),))
-DISCONNECT = Schema("disconnect", (Field("reason", str, max_len=MAX_TEXT),))
-ERROR = Schema("error", (Field("code", str, max_len=NAME), Field("message", str, max_len=MAX_TEXT)))
-
-CONTROL = {
-    MessageType.HELLO: HELLO, MessageType.WELCOME: WELCOME, MessageType.HEARTBEAT: HEARTBEAT,
-    MessageType.JOB: JOB, MessageType.RESULT: RESULT, MessageType.ACK: ACK,
-    MessageType.CANCEL: CANCEL, MessageType.DISCONNECT: DISCONNECT, MessageType.ERROR: ERROR,
-}
+Attempt = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+NO_PAYLOAD = msgspec.Raw(b"\xc0")   # msgpack nil: a result with nothing attached (Raw cannot be optional)
 
 
-def validate_control(mtype: MessageType, body: dict) -> dict:
-    return validate(CONTROL[mtype], body)
+class Control(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base of every control message; `type` is the header's message type."""
+    type: ClassVar[MessageType]
+
+
+class Hello(Control):
+    type = MessageType.HELLO
+    role: Name
+    impl: Name
+    models: Annotated[list[Name], msgspec.Meta(max_length=64)]
+    capacity: Annotated[int, msgspec.Meta(ge=1, le=256)]
+    host: Name
+    pid: Annotated[int, msgspec.Meta(ge=0)]
+    target: Name | None = None
+
+
+class Welcome(Control):
+    type = MessageType.WELCOME
+    run_id: Name
+    heartbeat_s: Annotated[float, msgspec.Meta(ge=0.001, le=3600)]
+    dead_after: Annotated[int, msgspec.Meta(ge=1, le=1000)]
+
+
+class Heartbeat(Control):
+    type = MessageType.HEARTBEAT
+
+
+class Job(Control):
+    type = MessageType.JOB
+    job_id: Name
+    kind: Name
+    attempt: Attempt
+    lease_s: Annotated[float, msgspec.Meta(ge=0, le=86400)]
+    payload: msgspec.Raw
+
+
+class Result(Control):
+    type = MessageType.RESULT
+    job_id: Name
+    kind: Name
+    attempt: Attempt
+    ok: bool
+    payload: msgspec.Raw = NO_PAYLOAD
+    error: Text | None = None
+    elapsed_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
+class Ack(Control):
+    type = MessageType.ACK
+    job_id: Name
+
+
+class Cancel(Control):
+    type = MessageType.CANCEL
+    job_id: Name
+
+
+class Disconnect(Control):
+    type = MessageType.DISCONNECT
+    reason: Text = ""
+
+
+class Error(Control):
+    type = MessageType.ERROR
+    code: Name
+    message: Text = ""
+
+
+CONTROL: dict[MessageType, type[Control]] = {cls.type: cls for cls in (
+    Hello, Welcome, Heartbeat, Job, Result, Ack, Cancel, Disconnect, Error)}

@@ -2,19 +2,20 @@
 
 A message is the frame list [PROTOCOL, signature, header, body], exactly four
 frames (a ROUTER sees the peer identity before it). Header and body are msgpack
-maps; the signature is HMAC-SHA256 over every frame after it. The header names the
+maps decoded straight into the typed messages of protocols/control.py; the
+signature is HMAC-SHA256 over every frame after it. The header names the
 message type and the sender's (incarnation, sequence) pair used against
-replays. Minor protocol versions only add fields; a major change changes
-PROTOCOL, and peers with another PROTOCOL are rejected.
+replays. Minor protocol versions only add fields (decoders ignore fields they
+do not know); a major change changes PROTOCOL, and peers with another PROTOCOL
+are rejected.
 """
 from __future__ import annotations
 
 import enum
-from typing import Any
+import threading
+from typing import Annotated, Any, TypeVar
 
-import msgpack
-
-from protocols.schema import Field, ProtocolError, Schema, validate
+import msgspec
 
 PROTOCOL = b"AC1"
 MINOR_VERSION = 0
@@ -29,6 +30,15 @@ MAX_FRAMES = 4
 MAX_FRAME_BYTES = MAX_BODY_BYTES
 MAX_MESSAGE_BYTES = len(PROTOCOL) + 32 + MAX_HEADER_BYTES + MAX_BODY_BYTES
 
+# Field types with their limits, declared once and used by every message.
+Name = Annotated[str, msgspec.Meta(max_length=200)]
+Text = Annotated[str, msgspec.Meta(max_length=64 * 1024)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class ProtocolError(ValueError):
+    """A message that is malformed, oversized, unsigned or otherwise unacceptable."""
+
 
 class MessageType(str, enum.Enum):
     HELLO = "hello"
@@ -42,33 +52,52 @@ class MessageType(str, enum.Enum):
     ERROR = "error"
 
 
-HEADER = Schema("header", (
-    Field("type", str, choices=tuple(t.value for t in MessageType)),
-    Field("sender", str, max_len=200),
-    Field("inc", int, min_value=0, max_value=2**63),
-    Field("seq", int, min_value=0, max_value=2**63),
-    Field("minor", int, required=False, min_value=0, max_value=1000),
-))
+class Header(msgspec.Struct, frozen=True):
+    type: MessageType
+    sender: Name
+    inc: Count
+    seq: Count
+    minor: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 0
 
 
-def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+T = TypeVar("T")
 
 
-def unpack(data: bytes, limit: int = MAX_BODY_BYTES) -> dict:
-    """Decode one msgpack map with hard limits; never anything but plain data."""
+def encode(obj: Any) -> bytes:
+    return msgspec.msgpack.encode(obj)
+
+
+def _no_extensions(code: int, data: memoryview) -> Any:
+    # plain data only: an extension value in a free-form field (feedback, params) would reach the run
+    # store and the displays as an object nothing can encode
+    raise msgspec.ValidationError(f"msgpack extension type {code} is not accepted")
+
+
+_decoders: dict[Any, msgspec.msgpack.Decoder] = {}
+_decoders_lock = threading.Lock()
+
+
+def decoder(type: Any) -> msgspec.msgpack.Decoder:
+    """The decoder of a type, built once. msgspec completes a Struct's type information lazily, on the
+    type's first decode, and two threads doing that at once can crash the process (a worker's job threads
+    decode their first requests together): building every decoder under one lock makes it safe."""
+    found = _decoders.get(type)
+    if found is None:
+        with _decoders_lock:
+            found = _decoders.get(type) or _decoders.setdefault(type, msgspec.msgpack.Decoder(type, ext_hook=_no_extensions))
+    return found
+
+
+def decode(data: bytes | memoryview, type: type[T], limit: int = MAX_BODY_BYTES) -> T:
+    """Decode one msgpack frame straight into `type`, within a size limit; any fault is a ProtocolError
+    that names the offending field (e.g. "Expected `str` of length <= 200 - at `$.problem.name`")."""
     if len(data) > limit:
         raise ProtocolError(f"frame of {len(data)} bytes exceeds the limit of {limit}")
     try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
-                              max_str_len=limit, max_bin_len=limit,
-                              max_array_len=100_000, max_map_len=10_000, max_ext_len=0)
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError, TypeError) as exc:
-        raise ProtocolError(f"undecodable frame: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"expected a map, got {type(obj).__name__}")
-    return obj
+        return decoder(type).decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ProtocolError(str(exc)) from None
 
 
-def parse_header(data: bytes) -> dict:
-    return validate(HEADER, unpack(data, MAX_HEADER_BYTES))
+def parse_header(data: bytes) -> Header:
+    return decode(data, Header, MAX_HEADER_BYTES)

@@ -1,104 +1,199 @@
-"""Bodies of every message type and of every job payload.
+"""Job payloads and results: one typed definition each, with its limits.
 
 Roles and job kinds:
-    planner   takes "plan"   jobs (PlanRequest  -> Plan)
-    coder     takes "code"   jobs (CodeRequest  -> Code)
-    repairer  takes "repair" jobs (RepairRequest -> Code)
-    evaluator takes "eval"   jobs (EvalJob      -> EvalReport)
-A Candidate is a piece of code plus what is known about it.
-"""
+    planner   takes "plan"   jobs (PlanRequest   -> PlanResult)
+    coder     takes "code"   jobs (CodeRequest   -> CodeResult)
+    repairer  takes "repair" jobs (RepairRequest -> CodeResult)
+    evaluator takes "eval"   jobs (EvalRequest   -> EvalReport)
+A failed job may still carry a Failure (the model calls it paid for).
+
+Payloads travel as msgpack inside a Job/Result control message and are
+decoded straight into these types; the run store keeps them as JSON and
+converts them back the same way on resume."""
 from __future__ import annotations
 
-from protocols.schema import Field, ProtocolError, Schema, validate
+from typing import Annotated, Any, Union
+
+import msgspec
+
+from protocols.envelope import Name, ProtocolError, Text, decode, encode
 
 ROLES = ("planner", "coder", "repairer", "evaluator")
 JOB_KINDS = ("plan", "code", "repair", "eval")
 ROLE_OF_KIND = {"plan": "planner", "code": "coder", "repair": "repairer", "eval": "evaluator"}
 
-MAX_CODE = 512 * 1024
-MAX_TEXT = 64 * 1024
-NAME = 200
-
-# -- job payloads ---------------------------------------------------------------
-PROBLEM = Schema("problem", (
-    Field("target", str, max_len=NAME),
-    Field("name", str, max_len=NAME),
-    Field("family", str, max_len=NAME),
-    Field("dims", dict, max_len=16),
-    Field("description", str, max_len=MAX_TEXT),
-))
-MENU_OPTION = Schema("menu_option", (
-    Field("id", str, max_len=NAME),
-    Field("title", str, max_len=NAME * 2),
-    Field("description", str, max_len=MAX_TEXT),
-))
-CANDIDATE = Schema("candidate", (
-    Field("id", str, max_len=NAME),
-    Field("code", str, max_len=MAX_CODE),
-    Field("cycles", (int, float), required=False),
-    Field("feedback_text", str, required=False, max_len=MAX_TEXT),
-    Field("metrics", dict, required=False),
-))
-PLAN = Schema("plan", (
-    Field("text", str, max_len=MAX_TEXT),
-    Field("option_id", str, max_len=NAME),
-    Field("params", dict, required=False),
-))
-PLAN_REQUEST = Schema("plan_request", (
-    Field("problem", dict, schema=PROBLEM),
-    Field("parent", dict, schema=CANDIDATE),
-    Field("menu", list, max_len=256, items=MENU_OPTION),
-    Field("model", str, max_len=NAME),
-    Field("iteration", int, min_value=0),
-    Field("iterations", int, min_value=1),
-    Field("seed", int, min_value=0),
-))
-CODE_REQUEST = Schema("code_request", (
-    Field("problem", dict, schema=PROBLEM),
-    Field("parent", dict, schema=CANDIDATE),
-    Field("plan", dict, schema=PLAN),
-    Field("model", str, max_len=NAME),
-    Field("seed", int, min_value=0),
-))
-REPAIR_REQUEST = Schema("repair_request", (
-    Field("problem", dict, schema=PROBLEM),
-    Field("plan", dict, schema=PLAN),
-    Field("code", str, max_len=MAX_CODE),
-    Field("error", str, max_len=MAX_TEXT),
-    Field("stdout", str, required=False, max_len=MAX_TEXT),
-    Field("model", str, max_len=NAME),
-    Field("seed", int, min_value=0),
-))
-EVAL_JOB = Schema("eval_job", (
-    Field("problem", dict, schema=PROBLEM),
-    Field("code", str, max_len=MAX_CODE),
-    Field("seed", int, min_value=0),
-))
-PLAN_RESULT = Schema("plan_result", (Field("plan", dict, schema=PLAN), Field("model", str, max_len=NAME)))
-CODE_RESULT = Schema("code_result", (Field("code", str, max_len=MAX_CODE), Field("model", str, max_len=NAME)))
-EVAL_RESULT = Schema("eval_result", (
-    Field("correct", bool),
-    Field("cycles", (int, float), required=False),
-    Field("utilization", (int, float), required=False),
-    Field("roofline_fraction", (int, float), required=False),
-    Field("error", str, required=False, max_len=MAX_TEXT),
-    Field("error_kind", str, required=False, max_len=NAME),
-    Field("feedback", dict, required=False),
-    Field("feedback_text", str, required=False, max_len=MAX_TEXT),
-    Field("stdout", str, required=False, max_len=MAX_TEXT),
-))
-
-REQUESTS = {"plan": PLAN_REQUEST, "code": CODE_REQUEST, "repair": REPAIR_REQUEST, "eval": EVAL_JOB}
-RESULTS = {"plan": PLAN_RESULT, "code": CODE_RESULT, "repair": CODE_RESULT, "eval": EVAL_RESULT}
+Code = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
+Seed = Annotated[int, msgspec.Meta(ge=0)]
+Latency = Annotated[float, msgspec.Meta(ge=0)]
 
 
-def validate_request(kind: str, payload: dict) -> dict:
-    if kind not in REQUESTS:
-        raise ProtocolError(f"unknown job kind {kind!r}")
-    return validate(REQUESTS[kind], payload)
+class Payload(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base of every payload: unknown fields are ignored (minor versions add fields)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (fields left at their defaults omitted), for JSON files and displays."""
+        return msgspec.to_builtins(self)
 
 
-def validate_result(kind: str, payload: dict) -> dict:
-    if kind not in RESULTS:
-        raise ProtocolError(f"unknown job kind {kind!r}")
-    return validate(RESULTS[kind], payload)
+class Problem(Payload, frozen=True):
+    target: Name
+    name: Name
+    family: Name
+    dims: Annotated[dict[Name, int], msgspec.Meta(max_length=16)] = {}
+    description: Text = ""
+    latency_unit: Name = "cycles"      # what the target's latencies count: cycles, us, ...
+
+
+class MenuOption(Payload, frozen=True):
+    id: Name
+    title: Annotated[str, msgspec.Meta(max_length=400)]
+    description: Text = ""
+
+
+class Parent(Payload, frozen=True):
+    """A kernel to improve, with what is known about it."""
+    id: Name
+    code: Code
+    latency: Latency | None = None
+    feedback_text: Text = ""
+    metrics: dict[str, Any] = {}
+
+
+class Plan(Payload, frozen=True):
+    text: Text
+    option_id: Name
+    params: dict[str, Any] = {}
+
+
+class ModelCall(Payload):
+    """One model call, billed or not: what the run store's model_calls table records."""
+    model: Name
+    prompt_hash: Name = ""
+    tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+    cost: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    latency: Latency = 0.0
+    outcome: Name = "ok"
+
+
+Calls = Annotated[list[ModelCall], msgspec.Meta(max_length=64)]
+
+
+class PlanRequest(Payload):
+    problem: Problem
+    parent: Parent
+    menu: Annotated[list[MenuOption], msgspec.Meta(max_length=256)]
+    model: Name
+    iteration: Annotated[int, msgspec.Meta(ge=0)]
+    iterations: Annotated[int, msgspec.Meta(ge=1)]
+    seed: Seed
+
+
+class CodeRequest(Payload):
+    problem: Problem
+    parent: Parent
+    plan: Plan
+    model: Name
+    seed: Seed
+
+
+class RepairRequest(Payload):
+    problem: Problem
+    plan: Plan
+    code: Code
+    error: Text
+    model: Name
+    seed: Seed
+    stdout: Text = ""
+
+
+class EvalRequest(Payload):
+    problem: Problem
+    code: Code
+    seed: Seed
+
+
+class PlanResult(Payload):
+    plan: Plan
+    model: Name
+    calls: Calls = []
+
+
+class CodeResult(Payload):
+    code: Code
+    model: Name
+    calls: Calls = []
+
+
+class EvalReport(Payload):
+    """Outcome of evaluating one candidate. `correct` is False whenever anything failed; `error` then
+    says why in words fit for a repair prompt. `latency` is in `latency_unit` (cycles, us, ...)."""
+    correct: bool
+    latency: Latency | None = None
+    latency_unit: Name = "cycles"
+    utilization: float | None = None
+    roofline_fraction: float | None = None
+    bound: Name | None = None
+    error: Text | None = None
+    error_kind: Name | None = None   # policy | compile | crash | timeout | limit | wrong_result | sandbox | lost
+    feedback: dict[str, Any] = {}
+    feedback_text: Text = ""
+    stdout: Text = ""
+    stderr: Text = ""
+    wall_s: float = 0.0
+    sandbox: Annotated[list[Text], msgspec.Meta(max_length=64)] = []
+    calls: Calls = []
+
+    @classmethod
+    def failure(cls, kind: str, message: str, **extra: Any) -> "EvalReport":
+        return cls(correct=False, error=message, error_kind=kind, **extra)
+
+
+class Failure(Payload):
+    """The payload of a failed job: the calls it paid for before failing."""
+    calls: Calls = []
+
+
+Request = Union[PlanRequest, CodeRequest, RepairRequest, EvalRequest]
+Answer = Union[PlanResult, CodeResult, EvalReport]
+REQUESTS: dict[str, type] = {"plan": PlanRequest, "code": CodeRequest, "repair": RepairRequest, "eval": EvalRequest}
+RESULTS: dict[str, type] = {"plan": PlanResult, "code": CodeResult, "repair": CodeResult, "eval": EvalReport}
+
+
+def _of(table: dict[str, type], kind: str) -> type:
+    try:
+        return table[kind]
+    except KeyError:
+        raise ProtocolError(f"unknown job kind {kind!r}") from None
+
+
+def raw(payload: Payload) -> msgspec.Raw:
+    """A payload as the opaque bytes a Job or Result carries."""
+    return msgspec.Raw(encode(payload))
+
+
+def decode_request(kind: str, data: bytes | msgspec.Raw) -> Request:
+    return decode(bytes(data), _of(REQUESTS, kind))
+
+
+def decode_result(kind: str, data: bytes | msgspec.Raw) -> Answer:
+    return decode(bytes(data), _of(RESULTS, kind))
+
+
+def decode_failure(data: bytes | msgspec.Raw | None) -> Failure:
+    data = bytes(data or b"")
+    return decode(data, Failure) if data not in (b"", b"\xc0") else Failure()
+
+
+def to_json(payload: Payload) -> str:
+    return msgspec.json.encode(payload).decode()
+
+
+def stored_result(kind: str, ok: bool, text: str | None) -> Answer | Failure | None:
+    """A result the run store kept as JSON, back in its type (a Failure when the job failed)."""
+    if text is None:
+        return None
+    try:
+        return msgspec.convert(msgspec.json.decode(text), _of(RESULTS, kind) if ok else Failure)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ProtocolError(f"stored {kind} result: {exc}") from None

@@ -1,4 +1,4 @@
-"""hw_runners.sandbox: run() with small real programs, Outcome.describe and read_tail."""
+"""sandbox: run() with small real programs, Outcome.describe and read_tail."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hw_runners import sandbox
-from hw_runners.sandbox import Limits, Outcome
+import sandbox
+from sandbox import Limits, Outcome
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 

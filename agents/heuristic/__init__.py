@@ -1,38 +1,52 @@
-"""Offline implementations of the LLM roles, one per target that has one."""
+"""The offline 'heuristic' model behind the planner, coder and repairer roles.
+
+The knowledge of each target lives in a class that the target's descriptor names (`heuristic =
+"module:Class"` in its target.toml), with plan(PlanRequest) -> Plan, code(CodeRequest) -> str and
+repair(RepairRequest) -> str; this agent only loads the one a job's target asks for."""
 from __future__ import annotations
 
+import functools
+import importlib
 import time
 
-from agents.heuristic.gemmini import GemminiHeuristic, HeuristicError
+from agents.heuristic.errors import HeuristicError
+from hw_runners.base import DescriptorError, UnknownTargetError, target_info
+from protocols.jobs import Answer, CodeResult, PlanResult, Request
 
-_BY_TARGET = {"gemmini-sim": GemminiHeuristic}
+
+@functools.cache
+def _heuristic_class(target: str) -> type:
+    try:
+        spec = target_info(target).heuristic
+    except (UnknownTargetError, DescriptorError) as exc:
+        raise HeuristicError(f"the heuristic agent cannot serve target {target!r}: {exc.args[0]}") from None
+    if not spec:
+        raise HeuristicError(f"target {target!r} declares no offline heuristic (heuristic = \"module:Class\" in "
+                             f"its target.toml): use an LLM model")
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def for_target(target: str):
-    try:
-        return _BY_TARGET[target]()
-    except KeyError:
-        raise HeuristicError(f"the heuristic agent has no knowledge of target {target!r}; "
-                             f"it supports: {', '.join(sorted(_BY_TARGET))}") from None
+    return _heuristic_class(target)()
 
 
 class HeuristicAgent:
-    """The offline 'heuristic' model behind the planner, coder and repairer roles."""
+    """The offline 'heuristic' model: the same agent for every role and target."""
     name = "heuristic"
     models = ["heuristic"]
 
     def __init__(self, **options) -> None:
         pass  # no options
 
-    def handle(self, kind: str, payload: dict) -> dict:
+    def handle(self, kind: str, req: Request) -> Answer:
         from agents.worker import call_record
         started = time.monotonic()
-        agent = for_target(payload["problem"]["target"])
+        agent = for_target(req.problem.target)
         if kind == "plan":
-            answer = {"plan": agent.plan(payload)}
-        else:
-            answer = {"code": {"code": agent.code, "repair": agent.repair}[kind](payload)}
-        return {**answer, "model": "heuristic", "calls": [call_record("heuristic", payload, started)]}
+            return PlanResult(plan=agent.plan(req), model="heuristic", calls=[call_record("heuristic", req, started)])
+        code = {"code": agent.code, "repair": agent.repair}[kind](req)
+        return CodeResult(code=code, model="heuristic", calls=[call_record("heuristic", req, started)])
 
 
 __all__ = ["HeuristicAgent", "HeuristicError", "for_target"]

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from hw_runners.gemmini_sim.problems import PROBLEM_DIR
+from hw_runners.base import target_info
 
 DIM = 16
 SPAD_ROWS, BANK_ROWS, ACC_ROWS = 16384, 4096, 1024
@@ -302,5 +302,5 @@ void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_
 
 def _conv_naive(s: ConvSchedule) -> str:
     """The problem's own naive kernel: per-tap reloads of input and weight tiles."""
-    source = (PROBLEM_DIR / "conv_naive.c").read_text()
+    source = (target_info("gemmini-sim").problems / "conv_naive.c").read_text()
     return source[source.index("void solution("):]

@@ -14,6 +14,7 @@ from agents.llm.prompts import code_prompt, pack, plan_prompt, repair_prompt
 from agents.llm.providers import CallOptions, Client, cost_usd, root_cause
 from agents.llm.specs import parse_spec
 from agents.worker import JobFailed
+from protocols.jobs import Answer, CodeResult, ModelCall, PlanResult, Request
 
 PROMPTS = {"plan": plan_prompt, "code": code_prompt, "repair": repair_prompt}
 
@@ -36,30 +37,29 @@ class LLMAgent:
         async with self._limits[model]:
             return await self._clients[model].complete(prompt)
 
-    def handle(self, kind: str, payload: dict) -> dict:
-        model = payload["model"]
+    def handle(self, kind: str, req: Request) -> Answer:
+        model = req.model
         if model not in self._clients:
             raise ValueError(f"this agent serves {', '.join(self.models)}, not {model}")
         client = self._clients[model]
-        prompt = PROMPTS[kind](payload)
-        call = {"model": model, "prompt_hash": hashlib.sha256(prompt.encode()).hexdigest(), "tokens_in": 0,
-                "tokens_out": 0, "cost": 0.0}
+        prompt = PROMPTS[kind](req)
+        call = ModelCall(model=model, prompt_hash=hashlib.sha256(prompt.encode()).hexdigest())
         started = time.monotonic()
         try:
             done = asyncio.run_coroutine_threadsafe(self._call(model, prompt), self._loop).result()
         except Exception as exc:  # noqa: BLE001 - the SDK's errors after its retries: a failed call
-            call.update(latency=time.monotonic() - started, outcome=f"error: {type(exc).__name__}")
+            call.latency, call.outcome = time.monotonic() - started, f"error: {type(exc).__name__}"
             raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc} ({root_cause(exc)})"[:2000],
                             calls=[call]) from None
         cost = cost_usd(client.spec, done.tokens_in, done.tokens_out)
-        call.update(tokens_in=done.tokens_in, tokens_out=done.tokens_out, cost=cost or 0.0,
-                    latency=time.monotonic() - started, outcome="ok" if cost is not None else "ok (price unknown)")
+        call.tokens_in, call.tokens_out, call.cost = done.tokens_in, done.tokens_out, cost or 0.0
+        call.latency, call.outcome = time.monotonic() - started, "ok" if cost is not None else "ok (price unknown)"
         try:
             if kind == "plan":
-                answer = {"plan": parse_plan(done.text, [o["id"] for o in payload["menu"]])}
-            else:
-                answer = {"code": parse_code(done.text, pack(payload["problem"]["target"])["fence"])}
+                return PlanResult(plan=parse_plan(done.text, [o.id for o in req.menu]), model=model, calls=[call])
+            target = pack(req.problem.target)
+            return CodeResult(code=parse_code(done.text, target["fence"], target["entry_point"]), model=model,
+                              calls=[call])
         except AnswerError as exc:
-            call["outcome"] = "unusable answer"
+            call.outcome = "unusable answer"
             raise JobFailed(f"unusable answer from {model}: {exc}", calls=[call]) from None
-        return {**answer, "model": model, "calls": [call]}

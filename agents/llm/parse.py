@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from protocols.jobs import Plan
+
 
 class AnswerError(ValueError):
     """The model's answer does not have the required form."""
@@ -12,7 +14,7 @@ class AnswerError(ValueError):
 _FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
-def parse_plan(answer: str, menu_ids: list[str]) -> dict:
+def parse_plan(answer: str, menu_ids: list[str]) -> Plan:
     m = re.search(r"^\s*\**OPTION\**\s*:\s*\**\s*`?([\w.-]+)`?", answer, re.M | re.I)
     if not m:
         raise AnswerError("the plan names no option (expected a line 'OPTION: <id>')")
@@ -24,10 +26,10 @@ def parse_plan(answer: str, menu_ids: list[str]) -> dict:
     text = (p.group(1) if p else "").strip()
     if len(text) < 20:
         raise AnswerError("the plan has no description after 'PLAN:'")
-    return {"text": text, "option_id": option}
+    return Plan(text=text, option_id=option)
 
 
-def parse_code(answer: str, fence: str) -> str:
+def parse_code(answer: str, fence: str, entry_point: str = "solution") -> str:
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(answer or "")]
     blocks = [body for lang, body in blocks if lang in ("", fence, fence.lower())]
     if not blocks:
@@ -35,6 +37,6 @@ def parse_code(answer: str, fence: str) -> str:
     if len(blocks) > 1:
         raise AnswerError(f"the answer contains {len(blocks)} code blocks; exactly one complete kernel was asked for")
     code = blocks[0]
-    if "solution" not in code:
-        raise AnswerError("the code block does not define the kernel's solution() entry point")
+    if entry_point not in code:
+        raise AnswerError(f"the code block does not define the kernel's {entry_point}() entry point")
     return code

@@ -4,26 +4,25 @@ examples, code fence). string.Template ($name) because code is full of braces.""
 from __future__ import annotations
 
 import functools
-import tomllib
-from pathlib import Path
 from string import Template
 
+from agents.console import latency_text
 from hw_runners.base import PROMPTS_DIR as PROMPTS
+from hw_runners.base import DescriptorError, UnknownTargetError, target_info
+from protocols.jobs import CodeRequest, Parent, PlanRequest, Problem, RepairRequest
 
 
 @functools.cache
 def pack(target: str) -> dict:
-    root = PROMPTS / target
+    """The target's prompt pack, from its descriptor (hw_runners/base.py TargetInfo)."""
     try:
-        meta = tomllib.loads((root / "target.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"target {target!r} has no usable prompt pack in {root}: {exc}") from None
-    files = meta["pack"]
-    examples = "".join(f"\n## Example: {Path(e).name}\n```{meta['code_fence']}\n{(root / e).read_text()}```\n"
-                       for e in files.get("examples", []))
-    return {"target_name": meta.get("target", target), "fence": meta["code_fence"],
-            "isa": (root / files["isa"]).read_text(), "rules": (root / files["rules"]).read_text(),
-            "examples": ("\n# Examples of correct kernels for this target\n" + examples) if examples else ""}
+        info = target_info(target)
+        examples = "".join(f"\n## Example: {e.name}\n```{info.code_fence}\n{e.read_text()}```\n" for e in info.examples)
+        isa, rules = info.isa.read_text(), info.rules.read_text()
+    except (UnknownTargetError, DescriptorError, OSError) as exc:
+        raise ValueError(f"target {target!r} has no usable prompt pack: {exc}") from None
+    return {"target_name": info.name, "fence": info.code_fence, "entry_point": info.entry_point, "isa": isa,
+            "rules": rules, "examples": ("\n# Examples of correct kernels for this target\n" + examples) if examples else ""}
 
 
 @functools.cache
@@ -31,31 +30,34 @@ def template(kind: str) -> Template:
     return Template((PROMPTS / "common" / f"{kind}.md").read_text())
 
 
-def _cycles(parent: dict) -> str:
-    cycles = parent.get("cycles")
-    return f"{cycles:,.0f} cycles" if isinstance(cycles, (int, float)) else "latency not measured"
+def _latency(parent: Parent, unit: str) -> str:
+    if parent.latency is None:
+        return "latency not measured"
+    return latency_text(parent.latency, unit)
 
 
-def _problem(problem: dict) -> str:
-    return f"{problem['name']}: {problem['description']}"
+def _problem(problem: Problem) -> str:
+    return f"{problem.name}: {problem.description}"
 
 
-def plan_prompt(req: dict) -> str:
-    p, parent = pack(req["problem"]["target"]), req["parent"]
-    menu = "\n".join(f"- {o['id']}: {o['title']}. {o['description']}" for o in req["menu"])
-    return template("plan").substitute(p, problem=_problem(req["problem"]), code=parent["code"],
-                                       cycles=_cycles(parent), feedback=parent.get("feedback_text") or "none",
-                                       menu=menu, iteration=req["iteration"], iterations=req["iterations"])
+def plan_prompt(req: PlanRequest) -> str:
+    p, parent = pack(req.problem.target), req.parent
+    menu = "\n".join(f"- {o.id}: {o.title}. {o.description}" for o in req.menu)
+    return template("plan").substitute(p, problem=_problem(req.problem), code=parent.code,
+                                       latency=_latency(parent, req.problem.latency_unit),
+                                       feedback=parent.feedback_text or "none",
+                                       menu=menu, iteration=req.iteration, iterations=req.iterations)
 
 
-def code_prompt(req: dict) -> str:
-    p, parent, plan = pack(req["problem"]["target"]), req["parent"], req["plan"]
-    return template("code").substitute(p, problem=_problem(req["problem"]), code=parent["code"],
-                                       cycles=_cycles(parent), plan=plan["text"], option=plan["option_id"])
+def code_prompt(req: CodeRequest) -> str:
+    p, parent, plan = pack(req.problem.target), req.parent, req.plan
+    return template("code").substitute(p, problem=_problem(req.problem), code=parent.code,
+                                       latency=_latency(parent, req.problem.latency_unit), plan=plan.text,
+                                       option=plan.option_id)
 
 
-def repair_prompt(req: dict) -> str:
-    p, plan = pack(req["problem"]["target"]), req["plan"]
-    stdout = f"\nThe kernel printed:\n```\n{req['stdout'][-4000:]}\n```\n" if req.get("stdout") else ""
-    return template("repair").substitute(p, problem=_problem(req["problem"]), code=req["code"], plan=plan["text"],
-                                         option=plan["option_id"], error=req["error"], stdout=stdout)
+def repair_prompt(req: RepairRequest) -> str:
+    p, plan = pack(req.problem.target), req.plan
+    stdout = f"\nThe kernel printed:\n```\n{req.stdout[-4000:]}\n```\n" if req.stdout else ""
+    return template("repair").substitute(p, problem=_problem(req.problem), code=req.code, plan=plan.text,
+                                         option=plan.option_id, error=req.error, stdout=stdout)

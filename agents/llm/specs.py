@@ -51,6 +51,15 @@ class ModelSpec:
         return env.get(self.key_variable) if self.key_variable else None
 
 
+# Offline implementations whose answers follow the job's seed (the heuristic, and the synthetic agents of the
+# benchmarks): two jobs that differ only in their seed are different jobs, and calling them costs nothing.
+SEEDED_MODELS = frozenset({"heuristic", "synthetic"})
+
+
+def answers_from_seed(model: str | None) -> bool:
+    return model in SEEDED_MODELS
+
+
 def parse_spec(text: str) -> ModelSpec:
     text = text.strip()
     if text == "heuristic":

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from hw_runners.base import Problem
-
-PROBLEM_DIR = Path(__file__).resolve().parents[2] / "problems" / "gemmini-sim"
 INPUT_SETS = ("full-range", "sparse", "small-values")
 
 
@@ -129,12 +127,13 @@ FAMILIES: dict[str, Family] = {f.key: f for f in (Gemm(), Conv3x3())}
 
 
 @functools.cache
-def load_problems(target: str = "gemmini-sim") -> tuple[Problem, ...]:
-    spec = tomllib.loads((PROBLEM_DIR / "problems.toml").read_text())
+def load_problems(target: str, directory: Path) -> tuple[Problem, ...]:
+    """The problems of problems.toml in directory (the target descriptor's problems directory)."""
+    spec = tomllib.loads((directory / "problems.toml").read_text())
     problems = []
     for key, fam in FAMILIES.items():
         meta = spec["families"][key]
-        kernels = {role: PROBLEM_DIR / meta[role] for role in ("naive", "tuned", "hwloop")}
+        kernels = {role: directory / meta[role] for role in ("naive", "tuned", "hwloop")}
         for entry in spec.get(key, []):
             dims = dict(zip(fam.dim_names, entry["dims"], strict=True))
             desc = meta["description"] + " Entry point: " + meta["signature"] + ". Sizes: " + \

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hw_runners import sandbox
+import sandbox
 from hw_runners.base import EvalResult, Problem, Target, register
-from hw_runners.buildcache import cached_build, run_build
 from hw_runners.gemmini_sim import feedback
 from hw_runners.gemmini_sim.policy import PolicyError, check_source
 from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
+from sandbox.buildcache import cached_build, run_build
 
 CSRC = Path(__file__).with_name("csrc")
 # linked with the candidate: the instructions record themselves, Gemmini's software library, the harness
@@ -60,10 +60,12 @@ def shim_library() -> Path:
             objs = []
             for src in _KERNEL_SIDE:
                 obj = Path(tmp) / (src[:-2] + ".o")
-                run_build(["gcc", *CFLAGS, "-c", str(CSRC / src), "-o", str(obj)])
+                # the harness's seccomp filter is built from the sandbox's seccomp_filter.h
+                run_build(["gcc", *CFLAGS, "-I", str(sandbox.HEADER_DIR), "-c", str(CSRC / src), "-o", str(obj)])
                 objs.append(str(obj))
             run_build(["ar", "rcs", str(out), *objs])
-    return cached_build("libgemminisim.a", [CSRC / s for s in _KERNEL_SIDE] + _headers(), CFLAGS, build)
+    sources = [CSRC / s for s in _KERNEL_SIDE] + _headers() + [sandbox.SECCOMP_HEADER]
+    return cached_build("libgemminisim.a", sources, CFLAGS, build)
 
 
 def replayer() -> Path:
@@ -126,7 +128,7 @@ class GemminiSim(Target):
         self.options = Options(**options)
 
     def problems(self) -> list[Problem]:
-        return list(load_problems(self.name))
+        return list(load_problems(self.name, self.info().problems))
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:
@@ -216,7 +218,7 @@ class GemminiSim(Target):
 
         m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing,
                              replay_verdict.get("warnings", [])[:8])
-        result = EvalResult(correct=True, cycles=m["cycles"], utilization=m["utilization"],
+        result = EvalResult(correct=True, latency=m["cycles"], utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["bound"], feedback=m,
                             feedback_text=feedback.text(m), **common)
         produced = np.fromfile(judge / "out.bin", dtype=out_spec.dtype)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.base import EvalResult, Problem
-from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, PROBLEM_DIR
+from hw_runners.base import EvalResult, Problem, target_info
+from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS
+
+PROBLEM_DIR = target_info("gemmini-sim").problems
 
 TARGET = "gemmini-sim"
 GEMM_KERNELS = {role: PROBLEM_DIR / f"gemm_{role}.c" for role in ("naive", "tuned", "hwloop")}
@@ -139,14 +141,14 @@ def mismatch_summary(got: np.ndarray, want: np.ndarray, name: str = "C") -> str:
 
 def describe(r: EvalResult) -> str:
     """Everything useful for an assertion message."""
-    return (f"correct={r.correct} kind={r.error_kind} error={r.error!r} cycles={r.cycles} "
+    return (f"correct={r.correct} kind={r.error_kind} error={r.error!r} latency={r.latency} "
             f"stdout={r.stdout[-500:]!r} sandbox={r.sandbox}")
 
 
 def assert_correct(r: EvalResult) -> None:
     assert r.correct, describe(r)
     assert r.error is None and r.error_kind is None, describe(r)
-    assert r.cycles and r.cycles > 0, describe(r)
+    assert r.latency and r.latency > 0, describe(r)
 
 
 def assert_fails(r: EvalResult, kind: str | tuple[str, ...], *substrings: str) -> None:

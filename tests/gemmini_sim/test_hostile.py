@@ -25,7 +25,7 @@ import pytest
 
 from hw_runners import get_target
 from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
-from hw_runners.sandbox import Limits
+from sandbox import Limits
 from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
                      forged, mismatch_summary, naive_with, reference, sat8, stream_rule)
 
@@ -172,7 +172,7 @@ def test_hostile_kernel_fails_cleanly(hostile, code, kinds, substrings):
     started = time.monotonic()
     r = hostile.evaluate(PROBLEM, code)
     assert_fails(r, kinds, *substrings)
-    assert r.cycles is None, describe(r)
+    assert r.latency is None, describe(r)
     assert time.monotonic() - started < 30
     if r.error_kind not in ("policy", "compile"):
         assert "seccomp on" in r.sandbox and "net isolated" in r.sandbox, describe(r)
@@ -258,7 +258,7 @@ def test_cpu_stores_into_the_output_have_no_effect(hostile):
     assert_correct(honest)
     r = hostile.evaluate(PROBLEM, evil(after="  for (int i = 0; i < I; i++) C[i][i] ^= 0x5a;\n"))
     assert_correct(r)
-    assert r.cycles == honest.cycles
+    assert r.latency == honest.latency
     # ... and "repairing" a wrong result on the CPU does not make it right.
     repair = """
   for (int i = 0; i < I; i++)
@@ -280,7 +280,7 @@ def test_kernel_cannot_forge_cycles_through_stats_fd(hostile):
     assert_correct(honest)
     r = hostile.evaluate(PROBLEM, evil(after='  static int calls; if (calls++ == 1) write(5, "cycles 7\\n", 9);\n'))
     assert_correct(r)
-    assert r.cycles == honest.cycles, describe(r)
+    assert r.latency == honest.latency, describe(r)
 
 
 FORGED_VERDICT = """
@@ -316,7 +316,7 @@ def test_kernel_cannot_forge_the_whole_verdict(hostile):
     # the current public input set.)
     r = hostile.evaluate(PROBLEM, gemm_kernel(FORGED_VERDICT, DECLS))
     assert_fails(r, "limit", "the trace ended early")
-    assert r.cycles is None
+    assert r.latency is None
 
 
 G_CFG = "{ extern long long g_cfg[]; %s }\n"   # simcfg_t: 17 int64 fields in timing.py order
@@ -328,7 +328,7 @@ def test_kernel_cannot_retune_the_timing_model(hostile):
     # cpu_issue_cycles (9), unfused_preload_cycles (11), dma_latency (4) of the kernel's own copy
     r = hostile.evaluate(PROBLEM, naive_with(G_CFG % "g_cfg[9] = 0; g_cfg[11] = 0; g_cfg[4] = 1;"))
     assert_correct(r)
-    assert r.cycles == honest.cycles, describe(r)
+    assert r.latency == honest.latency, describe(r)
 
 
 def test_kernel_cannot_lift_the_instruction_budget():
@@ -371,7 +371,7 @@ def test_cpu_result_routed_through_scratchpad_is_rejected(hostile):
                  "values: tensor data must come from the problem's arrays (or from results an mvout wrote); the CPU "
                  "may not prepare it")
     assert r.error.startswith("instruction #20 "), r.error
-    assert r.cycles is None
+    assert r.latency is None
 
 
 LUT_ROUTED = """
@@ -402,7 +402,7 @@ def test_cpu_result_selected_through_a_constant_table_is_rejected(hostile):
     # The table is constant (accepted), but the mvout source rows depend on the inputs: the stream rule.
     r = hostile.evaluate(PROBLEM, gemm_kernel(LUT_ROUTED, LUT))
     assert_fails(r, "gemmini", stream_rule(2))
-    assert r.cycles is None
+    assert r.latency is None
 
 
 def test_data_dependent_extra_instruction_is_rejected(hostile):
@@ -414,7 +414,7 @@ def test_data_dependent_extra_instruction_is_rejected(hostile):
     r = hostile.evaluate(PROBLEM, naive_with(after="  if (A[0][1] % 2 != 0) fence();\n"))
     assert_fails(r, "gemmini", stream_rule(first_different))
     assert stream_rule(first_different) in r.error
-    assert r.cycles is None
+    assert r.latency is None
 
 
 def test_data_dependent_dram_address_is_rejected(hostile):
@@ -526,7 +526,7 @@ def test_kernel_cannot_claim_loop_fsm_timing_for_its_own_schedule(hostile):
     assert cpu.feedback["fsm_instructions"] == 0
     claimed = hostile.evaluate(p, gemm_kernel(OP_SCHEDULE.replace("FSM", "1"), REC_DECLS))
     assert_fails(claimed, "gemmini", "malformed trace: only the replayer's loop FSM issues loop instructions")
-    assert claimed.cycles is None
+    assert claimed.latency is None
 
 
 def test_kernel_cannot_mark_a_single_instruction_as_fsm_issued(hostile):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from hw_runners.base import target_info
 from hw_runners.gemmini_sim.policy import ALLOWED_HEADERS, MAX_SOURCE_BYTES, PolicyError, check_source
-from hw_runners.gemmini_sim.problems import PROBLEM_DIR
+
+PROBLEM_DIR = target_info("gemmini-sim").problems
 
 ENTRY = "void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) { }\n"
 

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from hw_runners import get_target, target_names
-from hw_runners.base import UnknownProblemError, UnknownTargetError
-from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, PROBLEM_DIR, load_problems
+from hw_runners.base import UnknownProblemError, UnknownTargetError, target_info
+from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
+
+PROBLEM_DIR = target_info("gemmini-sim").problems
 
 SPEC = tomllib.loads((PROBLEM_DIR / "problems.toml").read_text())
-PROBLEMS = load_problems("gemmini-sim")
+PROBLEMS = load_problems("gemmini-sim", PROBLEM_DIR)
 
 
 def test_every_toml_entry_is_a_problem(sim):

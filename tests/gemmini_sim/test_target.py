@@ -11,7 +11,7 @@ from hw_runners import get_target
 from hw_runners.gemmini_sim.problems import FAMILIES
 from hw_runners.gemmini_sim.target import CSRC, GemminiSim, Options
 from hw_runners.gemmini_sim.timing import TimingConfig
-from hw_runners.sandbox import Limits
+from sandbox import Limits
 
 from .simkit import (DOUBLED_BODY, NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel, sat8,
                      seed_where_doubled_fails_first_on)

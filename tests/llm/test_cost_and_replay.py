@@ -47,6 +47,6 @@ def test_replay_reproduces_a_run_without_network(tmp_path):
                         str(tmp_path / "recorded"), "--out", str(tmp_path / "replayed")))
     replayed = summary(tmp_path / "replayed")
     assert len(fake.requests) == calls_made       # not one request: the server is even closed
-    assert replayed["beam"] == recorded["beam"] and replayed["best_cycles"] == recorded["best_cycles"], out
+    assert replayed["beam"] == recorded["beam"] and replayed["best_latency"] == recorded["best_latency"], out
     outcomes = {row[0] for row in query(tmp_path / "replayed", "SELECT outcome FROM model_calls")}
     assert outcomes == {"replayed"} and replayed["cost_usd"] == 0

@@ -4,30 +4,33 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from agents.llm.agent import LLMAgent
 from agents.llm.providers import CallOptions, price_table
 from agents.llm.specs import SpecError, check_keys, parse_spec
 from agents.worker import JobFailed
+from protocols.jobs import CodeRequest, PlanRequest
 from tests.llm.fake_servers import HWLOOP, FakeLLM
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 PROBLEM = {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm", "dims": {"I": 256, "J": 256, "K": 256},
            "description": "int8 GEMM"}
-PARENT = {"id": "p", "code": "void solution() {}", "cycles": 606328, "feedback_text": "Latency: 606,328 cycles."}
+PARENT = {"id": "p", "code": "void solution() {}", "latency": 606328, "feedback_text": "Latency: 606,328 cycles."}
 MENU = [{"id": "loop-ws", "title": "Use the hardware loop", "description": "d"},
         {"id": "tile-sizes", "title": "Change tile sizes", "description": "d"}]
 FAST = CallOptions(timeout_s=5, max_retries=2)
 
 
 def plan_job(model):
-    return {"problem": PROBLEM, "parent": PARENT, "menu": MENU, "model": model, "iteration": 1, "iterations": 3, "seed": 1}
+    return msgspec.convert({"problem": PROBLEM, "parent": PARENT, "menu": MENU, "model": model, "iteration": 1,
+                            "iterations": 3, "seed": 1}, PlanRequest)
 
 
 def code_job(model):
-    return {"problem": PROBLEM, "parent": PARENT, "model": model, "seed": 1,
-            "plan": {"text": "use the loop", "option_id": "loop-ws"}}
+    return msgspec.convert({"problem": PROBLEM, "parent": PARENT, "model": model, "seed": 1,
+                            "plan": {"text": "use the loop", "option_id": "loop-ws"}}, CodeRequest)
 
 
 @pytest.fixture
@@ -44,11 +47,11 @@ def compat(fake, name="m"):
 def test_plan_and_code_through_the_openai_wire_format(fake):
     agent = LLMAgent([compat(fake)], call_options=FAST)
     plan = agent.handle("plan", plan_job(compat(fake)))
-    assert plan["plan"]["option_id"] == "loop-ws" and "gemmini_loop_ws" in plan["plan"]["text"]
+    assert plan.plan.option_id == "loop-ws" and "gemmini_loop_ws" in plan.plan.text
     code = agent.handle("code", code_job(compat(fake)))
-    assert code["code"] == HWLOOP
-    call = code["calls"][0]
-    assert call["tokens_in"] == 1000 and call["tokens_out"] == 200 and len(call["prompt_hash"]) == 64
+    assert code.code == HWLOOP
+    call = code.calls[0]
+    assert call.tokens_in == 1000 and call.tokens_out == 200 and len(call.prompt_hash) == 64
     prompt = fake.requests[0]["body"]["messages"][0]["content"]
     for part in ("# Accelerator ISA", "606,328 cycles", "- loop-ws: Use the hardware loop", "step 1 of 3"):
         assert part in prompt
@@ -64,11 +67,11 @@ def test_anthropic_wire_format_and_user_price_table(fake, monkeypatch, tmp_path)
     price_table.cache_clear()
     spec = "anthropic:claude-test"
     out = LLMAgent([spec], call_options=FAST).handle("code", code_job(spec))
-    assert out["code"] == HWLOOP
+    assert out.code == HWLOOP
     assert fake.requests[0]["path"].endswith("/v1/messages")
     headers = fake.requests[0]["headers"]   # the key travels as x-api-key or as a bearer token, by SDK version
     assert headers.get("x-api-key") == "test-key" or headers.get("authorization") == "Bearer test-key"
-    assert out["calls"][0]["cost"] == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
+    assert out.calls[0].cost == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
     price_table.cache_clear()
 
 
@@ -77,7 +80,7 @@ def test_429_with_retry_after_is_retried(fake):
         else (200, {}, "OPTION: tile-sizes\nPLAN:\nDouble the I tile and keep the B panel resident in bank 2.")
     t0 = time.monotonic()
     out = LLMAgent([compat(fake)], call_options=FAST).handle("plan", plan_job(compat(fake)))
-    assert out["plan"]["option_id"] == "tile-sizes" and len(fake.requests) == 2
+    assert out.plan.option_id == "tile-sizes" and len(fake.requests) == 2
     assert time.monotonic() - t0 >= 0.9   # waited as the server asked
 
 
@@ -86,7 +89,7 @@ def test_500_is_retried_then_gives_up_with_a_recorded_failure(fake):
     with pytest.raises(JobFailed, match="model .* failed: InternalServerError") as info:
         LLMAgent([compat(fake)], call_options=FAST).handle("plan", plan_job(compat(fake)))
     assert len(fake.requests) == 3   # first try + 2 retries
-    assert info.value.calls[0]["outcome"].startswith("error")
+    assert info.value.calls[0].outcome.startswith("error")
 
 
 def test_timeout_is_a_recorded_failure(fake):

@@ -6,6 +6,7 @@ a wrong secret or CURVE server key that say so instead of retrying silently."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import secrets
 import subprocess
@@ -14,6 +15,7 @@ import threading
 import time
 
 import msgpack
+import msgspec
 import psutil
 import pytest
 import structlog
@@ -25,13 +27,14 @@ from bus.dealer import Dealer
 from bus.router import Router
 from bus.timing import BusTiming
 from bus.wire import Codec
-from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, MessageType
+from protocols.control import Heartbeat, Hello, Job, Result
+from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, encode
 from tests.system.runkit import ROOT, kill_tree, launch, wait_for
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
 FAST = BusTiming(heartbeat_s=0.05, suspect_after=3, dead_after=6, reconnect_min_s=0.05, reconnect_max_s=0.2,
                  handshake_timeout_s=0.5)
-HELLO = {"role": "evaluator", "impl": "test", "models": [], "target": "t", "capacity": 2}
+HELLO = Hello(role="evaluator", impl="test", models=[], target="t", capacity=2, host="test-host", pid=os.getpid())
 MB, MiB = 1000 * 1000, 1024 * 1024
 WRONG = "wrong secret or CURVE server key"
 
@@ -154,16 +157,16 @@ def test_hostile_flood_is_counted_by_fixed_reasons_and_warned_about_rarely():
     attacker.connect(router.endpoints[0])
     rng = random.Random(99)
     good, forger = Codec(Signer(key), "buggy"), Codec(Signer(b"x" * 32), "forger")
-    recorded = good.encode(MessageType.HEARTBEAT, {})
+    recorded = good.encode(Heartbeat())
 
     def signed(header: bytes, body: bytes) -> list[bytes]:
         return [PROTOCOL, Signer(key).sign([header, body]), header, body]
 
     makers = [
         lambda: [rng.randbytes(rng.randint(0, 40)) for _ in range(rng.randint(1, 4))],
-        lambda: [rng.randbytes(3), *good.encode(MessageType.HEARTBEAT, {})[1:]],
+        lambda: [rng.randbytes(3), *good.encode(Heartbeat())[1:]],
         lambda: [b"x"] * rng.randint(5, 40),
-        lambda: forger.encode(MessageType.HELLO, {**HELLO, "host": "h", "pid": 1}),
+        lambda: forger.encode(msgspec.structs.replace(HELLO, host="h", pid=1)),
         lambda: signed(rng.randbytes(20), msgpack.packb({})),
         lambda: signed(msgpack.packb({"type": "result", "sender": "b", "inc": 1, "seq": rng.randint(1, 1 << 40)}),
                        msgpack.packb({"job_id": rng.randint(0, 9)})),
@@ -189,8 +192,7 @@ def test_hostile_flood_is_counted_by_fixed_reasons_and_warned_about_rarely():
         assert all(w["peer"] == "127.0.0.1" for w in warnings), warnings
         # the genuine agent is still served
         peer = router.alive()[0]
-        router.send(peer, MessageType.JOB, {"job_id": "j", "kind": "eval", "attempt": 1, "lease_s": 5,
-                                            "payload": {}})
+        router.send(peer, Job(job_id="j", kind="eval", attempt=1, lease_s=5, payload=msgspec.Raw(encode({}))))
         assert wait_for(lambda: dealer.next_job(timeout=0.05), timeout=10, what="a job after the flood")
     finally:
         attacker.close()
@@ -223,16 +225,16 @@ def test_agent_side_rejects_a_message_with_too_many_frames_and_oversized_results
     try:
         peer = wait_for(lambda: [e.peer for e in router.poll(0.02) if e.kind == "joined"], timeout=20,
                         what="the agent")[0]
-        router.sock.send_multipart([peer.identity, *router.codec.encode(MessageType.HEARTBEAT, {}), b"x", b"y"])
+        router.sock.send_multipart([peer.identity, *router.codec.encode(Heartbeat()), b"x", b"y"])
         wait_for(polled(router, lambda: dealer.rejected), timeout=10, what="the agent to reject it")
         # a result larger than any message may be: the coordinator gets a failed result, not a dropped link
-        dealer.send_result({"job_id": "j1", "kind": "eval", "attempt": 1, "ok": True,
-                            "payload": {"blob": b"x" * (MAX_BODY_BYTES + 1)}})
+        dealer.send_result(Result(job_id="j1", kind="eval", attempt=1, ok=True,
+                                  payload=msgspec.Raw(encode({"blob": b"x" * (MAX_BODY_BYTES + 1)}))))
 
         def result():
             return [e.message for e in router.poll(0.02) if e.kind == "message"]
         got = wait_for(result, timeout=20, what="the substituted result")[0]
-        assert got.body["job_id"] == "j1" and got.body["ok"] is False and "too large" in got.body["error"]
+        assert got.body.job_id == "j1" and got.body.ok is False and "too large" in got.body.error
         assert dealer.connected.is_set() and dealer.reconnects == 0
     finally:
         dealer.close()

@@ -89,7 +89,7 @@ def test_resume_keeps_curve_and_extends_the_run(tmp_path):
     session = json.loads(query(run, "SELECT value FROM meta WHERE key = 'session'")[0][0])
     assert session["curve"] is True and session["evaluators"] == 1 and session["iterations"] == 3
     assert resumed["iterations"] == 3 and resumed["replayed_results"] >= first["evaluations"]
-    assert resumed["best_cycles"] <= first["best_cycles"]
+    assert resumed["best_latency"] <= first["best_latency"]
 
 
 def test_one_coordinator_per_run_directory(tmp_path):

@@ -113,7 +113,7 @@ def test_show_prints_lineage_options_failures_and_cost(finished):
     expected = lineage_of(finished)
     assert [(int(r[0]), r[1]) for r in rows] == [(it, opt or "(start)") for _, it, opt in expected]
     assert rows[0][5] == "1.00x" and rows[-1][5] == f"{best['speedup']:.2f}x"
-    assert rows[-1][4] == f"{best['best_cycles']:,.0f}"
+    assert rows[-1][4] == f"{best['best_latency']:,.0f}"
     product = 1.0   # the steps' speedups over their parents multiply up to the total
     for r in rows[1:]:
         product *= float(r[6].rstrip("x"))

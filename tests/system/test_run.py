@@ -3,8 +3,10 @@ coordinator crashes, a remote worker over TCP, and an agent that never
 answers."""
 from __future__ import annotations
 
+import os
 import re
 import signal
+import socket
 import threading
 import time
 
@@ -13,6 +15,7 @@ import pytest
 from bus.auth import load_secret
 from bus.dealer import Dealer
 from bus.timing import BusTiming
+from protocols.control import Hello
 from tests.system.runkit import (SLOW_GEMM, agents_of, endpoint_of, finish, launch, processes_mentioning, query,
                                  summary, wait_for, write_config)
 
@@ -84,7 +87,7 @@ def test_coordinator_kill_and_resume_reaches_the_same_beam(tmp_path):
     resumed = summary(run_b)
     assert resumed["replayed_results"] > 0, out
     assert resumed["best_id"] == expected["best_id"]
-    assert resumed["best_cycles"] == expected["best_cycles"]
+    assert resumed["best_latency"] == expected["best_latency"]
     assert resumed["beam"] == expected["beam"]
 
 
@@ -114,11 +117,12 @@ def test_agent_that_never_answers_loses_its_lease(tmp_path):
                   "--out", str(run))
     endpoint = endpoint_of(run)
     silent = Dealer(endpoint, load_secret(run / "secret"),
-                    {"role": "evaluator", "impl": "silent", "models": [], "target": "gemmini-sim", "capacity": 1},
+                    Hello(role="evaluator", impl="silent", models=[], target="gemmini-sim", capacity=1,
+                          host=socket.gethostname(), pid=os.getpid()),
                     BusTiming(heartbeat_s=0.1)).start()
     try:
         got = wait_for(lambda: silent.next_job(timeout=0.1), timeout=60, what="a job for the silent agent")
-        assert got.body["kind"] == "eval"
+        assert got.body.kind == "eval"
         worker = launch("worker", "--role", "evaluator", "--connect", endpoint,
                         "--secret-file", str(run / "secret"))
         out = finish(proc)

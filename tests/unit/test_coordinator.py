@@ -9,19 +9,24 @@ import hashlib
 import inspect
 import sqlite3
 
+import msgspec
 import pytest
 
 from agents.coordinator import CostPolicy, Coordinator, LeasePolicy
 from agents.llm import providers
+from agents.llm.specs import answers_from_seed
 from agents.runstore import RunStore
 from agents.search import BeamSearch, SearchConfig
 from bus.inproc import InProcTransport
 from bus.router import Router
 from bus.transport import Transport
-from protocols.envelope import MessageType
+from protocols.control import NO_PAYLOAD, Ack, Job, Result
+from protocols.envelope import MessageType, encode
+from protocols.jobs import (Answer, CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem,
+                            decode_request)
 
-PROBLEM = {"target": "t", "name": "p", "family": "gemm", "dims": {}, "description": ""}
-MENU = [{"id": f"opt-{i}", "title": f"Option {i}", "description": "d"} for i in range(6)]
+PROBLEM = Problem(target="t", name="p", family="gemm")
+MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(6)]
 SMALL = SearchConfig(iterations=2, beam=2, plans=2, codes=1, seed=3, patience=10,
                      plan_models=("synthetic",), code_models=("synthetic",))
 LLM = "openai:fake-model"          # not seeded: subject to the cost cap and to replay
@@ -39,20 +44,22 @@ class Clock:
         self.now += seconds
 
 
-def answer(job: dict) -> dict:
-    """A deterministic agent: plans and code from the request's seed, cycles from the code."""
-    p = job["payload"]
-    if job["kind"] == "plan":
-        return {"plan": {"text": f"plan {p['seed']}", "option_id": p["menu"][0]["id"]}, "model": p["model"]}
-    if job["kind"] in ("code", "repair"):
-        return {"code": f"code {p['seed']}", "model": p["model"]}
-    h = int(hashlib.sha256(p["code"].encode()).hexdigest()[:8], 16)
-    return {"correct": True, "cycles": 1000 if p["code"] == "naive" else 400 + h % 500}
+def answer(job: Job) -> Answer:
+    """A deterministic agent: plans and code from the request's seed, latency from the code."""
+    p = decode_request(job.kind, job.payload)
+    if job.kind == "plan":
+        return PlanResult(plan=Plan(text=f"plan {p.seed}", option_id=p.menu[0].id), model=p.model)
+    if job.kind in ("code", "repair"):
+        return CodeResult(code=f"code {p.seed}", model=p.model)
+    h = int(hashlib.sha256(p.code.encode()).hexdigest()[:8], 16)
+    return EvalReport(correct=True, latency=1000 if p.code == "naive" else 400 + h % 500)
 
 
-def result(job: dict, payload: dict | None = None, ok: bool = True, error: str | None = None) -> dict:
-    return {"job_id": job["job_id"], "kind": job["kind"], "attempt": job["attempt"], "ok": ok,
-            "payload": answer(job) if payload is None and ok else payload, "error": error}
+def result(job: Job, payload: object = None, ok: bool = True, error: str | None = None) -> Result:
+    """The agent's Result message; payload: a typed answer or any plain data (malformed on purpose)."""
+    body = answer(job) if payload is None and ok else payload
+    return Result(job_id=job.job_id, kind=job.kind, attempt=job.attempt, ok=ok, error=error,
+                  payload=msgspec.Raw(encode(body)) if body is not None else NO_PAYLOAD)
 
 
 class Rig:
@@ -62,8 +69,9 @@ class Rig:
         self.path = tmp_path / name
         self.store = RunStore(self.path)
         self.t = InProcTransport(clock=self.clock, on_send=on_send)
-        self.search = BeamSearch(cfg, PROBLEM, "naive", MENU, self.store)
-        self.coord = Coordinator(self.t, self.store, self.search, leases, cost=cost, replay=replay, clock=self.clock)
+        self.search = BeamSearch(cfg, PROBLEM, "naive", MENU, self.store, seeded=answers_from_seed)
+        self.coord = Coordinator(self.t, self.store, self.search, leases, cost=cost, replay=replay, clock=self.clock,
+                                 seeded=answers_from_seed)
         self.coord.begin()
 
     def step(self, n: int = 1) -> None:
@@ -109,7 +117,7 @@ def test_a_whole_search_runs_over_the_inproc_transport(tmp_path):
     rig.serve(rig.standard_agents())
     s = rig.coord.stats
     assert rig.search.stop_reason == "finished 2 iterations"
-    assert rig.search.best.cycles < 1000
+    assert rig.search.best.latency < 1000
     assert s.duplicates == s.requeued == s.lost == 0 and not s.failed
     assert s.dispatched == len(rig.search.jobs) == rig.store.count("jobs", "state = 'done'")
     assert not rig.coord.in_flight and rig.coord.queued == 0
@@ -124,7 +132,7 @@ def test_dispatch_respects_credit_role_model_and_target(tmp_path):
     rig.step()
     assert rig.t.jobs_for(wrong_target) == []
     [base] = rig.t.jobs_for(ev)
-    assert base["kind"] == "eval" and base["attempt"] == 1 and base["lease_s"] == 5.0
+    assert base.kind == "eval" and base.attempt == 1 and base.lease_s == 5.0
     rig.t.reply(ev, result(base))
     wrong_model = rig.t.join("planner", models=["other"], capacity=4)
     coder = rig.t.join("coder", models=["synthetic"], capacity=4)      # wrong role for plans
@@ -132,14 +140,14 @@ def test_dispatch_respects_credit_role_model_and_target(tmp_path):
     rig.step()
     assert rig.t.jobs_for(wrong_model) == [] and rig.t.jobs_for(coder) == []
     plans = rig.t.jobs_for(planner)
-    assert [j["kind"] for j in plans] == ["plan", "plan"]               # its capacity, no more
+    assert [j.kind for j in plans] == ["plan", "plan"]               # its capacity, no more
     assert rig.coord.queued == 3 and rig.t.peers[planner].credit == 0
     rig.step()
     assert rig.t.jobs_for(planner) == []                                # no credit: nothing new
     rig.t.reply(planner, result(plans[0]))
     rig.step()
     assert len(rig.t.jobs_for(planner)) == 1                            # one slot freed, one job
-    assert [j["kind"] for j in rig.t.jobs_for(coder)] == ["code"]       # the answered plan's code
+    assert [j.kind for j in rig.t.jobs_for(coder)] == ["code"]       # the answered plan's code
     assert rig.t.jobs_for(wrong_model) == []
 
 
@@ -152,8 +160,8 @@ def test_a_dead_agents_jobs_go_to_another_agent_never_back(tmp_path):
     rig.t.kill(a)
     rig.step()
     [again] = rig.t.jobs_for(b)
-    assert again["job_id"] == job["job_id"] and again["attempt"] == 2
-    assert rig.coord.stats.requeued == 1 and rig.coord.avoid[job["job_id"]] == {a}
+    assert again.job_id == job.job_id and again.attempt == 2
+    assert rig.coord.stats.requeued == 1 and rig.coord.avoid[job.job_id] == {a}
     assert rig.store.count("attempts") == 2
 
 
@@ -167,20 +175,20 @@ def test_an_expired_lease_requeues_and_the_slow_agent_is_avoided(tmp_path):
     assert rig.coord.stats.requeued == 0
     rig.clock.advance(0.2)                                      # past the 5 s lease
     rig.step(3)
-    assert rig.coord.stats.requeued == 1 and job["job_id"] not in rig.coord.in_flight
+    assert rig.coord.stats.requeued == 1 and job.job_id not in rig.coord.in_flight
     assert rig.t.peers[slow].credit == 1 and rig.t.jobs_for(slow) == []   # free, alive, yet not chosen
     assert rig.coord.queued == 1
     other = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
     [again] = rig.t.jobs_for(other)
-    assert again["job_id"] == job["job_id"] and again["attempt"] == 2
+    assert again.job_id == job.job_id and again.attempt == 2
     # the slow agent answers after all: still outstanding, so it counts; the second answer is a duplicate
     rig.t.reply(slow, result(job))
     rig.t.reply(other, result(again))
     rig.step()
     assert rig.coord.stats.duplicates == 1 and rig.search.evals_done == 1
-    assert [b["job_id"] for b in rig.t.messages_for(slow, MessageType.ACK)] == [job["job_id"]]
-    assert [b["job_id"] for b in rig.t.messages_for(other, MessageType.ACK)] == [job["job_id"]]
+    assert [b.job_id for b in rig.t.messages_for(slow, MessageType.ACK)] == [job.job_id]
+    assert [b.job_id for b in rig.t.messages_for(other, MessageType.ACK)] == [job.job_id]
 
 
 def test_a_frozen_agent_turns_dead_by_the_clock_and_loses_its_jobs(tmp_path):
@@ -197,7 +205,7 @@ def test_a_frozen_agent_turns_dead_by_the_clock_and_loses_its_jobs(tmp_path):
     assert rig.t.peers[a].state == "dead" and rig.coord.stats.requeued == 1
     b = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
-    assert [j["job_id"] for j in rig.t.jobs_for(b)] == [job["job_id"]]
+    assert [j.job_id for j in rig.t.jobs_for(b)] == [job.job_id]
 
 
 def test_max_attempts_then_the_job_is_lost_and_counted(tmp_path):
@@ -208,13 +216,13 @@ def test_max_attempts_then_the_job_is_lost_and_counted(tmp_path):
     rig.t.kill(a)
     b = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
-    assert rig.t.jobs_for(b)[0]["attempt"] == 2
+    assert rig.t.jobs_for(b)[0].attempt == 2
     rig.t.kill(b)
     c = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
     assert rig.t.jobs_for(c) == []                              # not a third attempt
     assert rig.coord.stats.lost == 1 and rig.coord.stats.requeued == 1
-    ok, _, error = rig.store.finished_job(job["job_id"])
+    ok, _, error = rig.store.finished_job(job.job_id)
     assert not ok and error.startswith("job lost after 2 attempts")
     assert rig.search.done and "not correct" in rig.search.stop_reason   # the baseline never evaluated
 
@@ -226,10 +234,10 @@ def test_duplicate_and_unknown_results_are_acknowledged_and_counted_once(tmp_pat
     [job] = rig.t.jobs_for(a)
     rig.t.reply(a, result(job))
     rig.t.reply(a, result(job))                                 # re-sent after a reconnect
-    rig.t.reply(a, {**result(job), "job_id": "no-such-job"})
+    rig.t.reply(a, msgspec.structs.replace(result(job), job_id="no-such-job"))
     rig.step()
     assert rig.search.evals_done == 1 and rig.coord.stats.duplicates == 2
-    assert [b["job_id"] for b in rig.t.messages_for(a, MessageType.ACK)] == [job["job_id"], job["job_id"],
+    assert [b.job_id for b in rig.t.messages_for(a, MessageType.ACK)] == [job.job_id, job.job_id,
                                                                              "no-such-job"]
     assert rig.store.count("attempts") == 1
 
@@ -238,9 +246,9 @@ def test_a_result_is_committed_before_it_is_acknowledged(tmp_path):
     seen: dict[str, str | None] = {}
     rig = None
 
-    def on_send(peer, mtype, body):
-        if mtype is MessageType.ACK:
-            seen[body["job_id"]] = rig.committed_state(body["job_id"])
+    def on_send(peer, body):
+        if isinstance(body, Ack):
+            seen[body.job_id] = rig.committed_state(body.job_id)
 
     rig = Rig(tmp_path, on_send=on_send)
     rig.serve(rig.standard_agents())
@@ -271,7 +279,7 @@ def test_the_cost_cap_counts_calls_in_flight_and_stops_new_model_jobs(tmp_path, 
     assert distinct_plans > 2
     assert rig.store.count("jobs", "error = 'not run: cost cap reached'") == distinct_plans - 2
     for job in plans:
-        payload = {**answer(job), "calls": [{"model": LLM, "cost": 0.9, "tokens_in": 1, "tokens_out": 1}]}
+        payload = msgspec.structs.replace(answer(job), calls=[ModelCall(model=LLM, cost=0.9, tokens_in=1, tokens_out=1)])
         rig.t.reply(planner, result(job, payload))
     rig.step()
     assert abs(rig.coord.spent - 1.8) < 1e-9 and not rig.coord.reserved
@@ -306,18 +314,20 @@ def test_replay_without_a_recording_fails_the_job_clearly(tmp_path):
     assert not ok and "recorded run has no answer" in error
 
 
-@pytest.mark.parametrize("payload", [{"cycles": "lots"}, {"correct": "yes"}, None])
+@pytest.mark.parametrize("payload", [{"correct": True, "latency": "lots"}, {"correct": "yes"}, None,
+                                     {"correct": True, "latency": 1.0, "feedback": {"x": msgspec.msgpack.Ext(1, b"e")}}])
 def test_a_malformed_result_becomes_a_failed_job(tmp_path, payload):
     rig = Rig(tmp_path)
     a = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
     [job] = rig.t.jobs_for(a)
-    rig.t.reply(a, {**result(job), "payload": payload})
+    rig.t.reply(a, result(job, payload) if payload is not None else msgspec.structs.replace(result(job),
+                                                                                            payload=NO_PAYLOAD))
     rig.step()
-    ok, _, error = rig.store.finished_job(job["job_id"])
+    ok, _, error = rig.store.finished_job(job.job_id)
     assert not ok and error.startswith("malformed result from evaluator/fake@inproc")
     assert rig.coord.stats.failed == {"eval": 1}
-    assert [b["job_id"] for b in rig.t.messages_for(a, MessageType.ACK)] == [job["job_id"]]
+    assert [b.job_id for b in rig.t.messages_for(a, MessageType.ACK)] == [job.job_id]
 
 
 def test_a_failed_send_tries_another_agent(tmp_path):
@@ -330,4 +340,4 @@ def test_a_failed_send_tries_another_agent(tmp_path):
     rig.step()                                                  # the failed send got it reported dead
     assert rig.t.peers[full].state == "dead"
     [job] = rig.t.jobs_for(other)
-    assert job["attempt"] == 1 and rig.coord.stats.dispatched == 1 and rig.coord.stats.requeued == 0
+    assert job.attempt == 1 and rig.coord.stats.dispatched == 1 and rig.coord.stats.requeued == 0

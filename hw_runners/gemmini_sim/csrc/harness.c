@@ -21,11 +21,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include "seccomp_filter.h"   /* from the sandbox package (sandbox.HEADER_DIR) */
 #include "sim.h"
 
 #define FD_JOB 3
@@ -98,34 +96,12 @@ static void install_crash_handlers(void) {
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
 }
 
-/* ---- seccomp allowlist ---------------------------------------------------- */
-#if defined(__x86_64__)
-#define AUDIT_ARCH_SELF AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define AUDIT_ARCH_SELF AUDIT_ARCH_AARCH64
-#endif
-
-#define LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
-#define ALLOW_NR(n) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
-#define ERRNO_NR(n, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
-/* kill/tgkill only towards ourselves (abort() and raise() need it) */
-#define ALLOW_SELF(n, pid) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 4), \
-  BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])), \
-  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (pid), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), \
-  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP)
-
+/* ---- seccomp allowlist (common parts: sandbox/seccomp_filter.h) ------------ */
 static void install_seccomp(void) {
 #ifdef AUDIT_ARCH_SELF
   uint32_t pid = (uint32_t)getpid();
   struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_SELF, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-    LOAD_NR,
-#if defined(__x86_64__)
-    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 ABI */
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-#endif
+    FILTER_PREAMBLE,
     ALLOW_NR(SYS_read), ALLOW_NR(SYS_write), ALLOW_NR(SYS_readv), ALLOW_NR(SYS_writev),
     ALLOW_NR(SYS_pread64), ALLOW_NR(SYS_pwrite64), ALLOW_NR(SYS_lseek), ALLOW_NR(SYS_fstat),
     ALLOW_NR(SYS_newfstatat), ALLOW_NR(SYS_mmap), ALLOW_NR(SYS_munmap), ALLOW_NR(SYS_mremap),
@@ -136,9 +112,7 @@ static void install_seccomp(void) {
     ALLOW_NR(SYS_getpid), ALLOW_NR(SYS_gettid), ALLOW_NR(SYS_getrandom), ALLOW_NR(SYS_futex),
     ALLOW_NR(SYS_sched_yield), ALLOW_NR(SYS_fcntl), ALLOW_NR(SYS_uname),
     ERRNO_NR(SYS_ioctl, ENOTTY),
-    ALLOW_SELF(SYS_kill, pid),
-    LOAD_NR,
-    ALLOW_SELF(SYS_tgkill, pid),
+    ALLOW_SIGNAL_SELF(pid),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
   };
   struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof *f), f};

@@ -9,33 +9,35 @@ import statistics
 
 import pytest
 
+from agents.llm.specs import answers_from_seed
 from agents.search import BeamSearch, SearchConfig
+from protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
 
-PROBLEM = {"target": "t", "name": "p", "family": "gemm", "dims": {}, "description": ""}
-MENU = [{"id": f"opt-{i}", "title": f"Option {i}", "description": "d"} for i in range(20)]
+PROBLEM = Problem(target="t", name="p", family="gemm")
+MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(20)]
 
 
 def answer(job):
-    """A deterministic stand-in for the agents: code from the request, cycles from the code."""
+    """A deterministic stand-in for the agents: code from the request, latency from the code."""
     p = job.payload
     if job.kind == "plan":
-        return {"plan": {"text": f"plan {p['seed']}", "option_id": p["menu"][0]["id"]}, "model": job.model}
+        return PlanResult(plan=Plan(text=f"plan {p.seed}", option_id=p.menu[0].id), model=job.model)
     if job.kind in ("code", "repair"):
-        return {"code": f"code {p['seed']}", "model": job.model}
-    h = int(hashlib.sha256(p["code"].encode()).hexdigest()[:8], 16)
+        return CodeResult(code=f"code {p.seed}", model=job.model)
+    h = int(hashlib.sha256(p.code.encode()).hexdigest()[:8], 16)
     if h % 7 == 0:
-        return {"correct": False, "error": "wrong", "error_kind": "wrong_result"}
-    return {"correct": True, "cycles": 1000 - h % 600 if p["code"] != "naive" else 1000}
+        return EvalReport(correct=False, error="wrong", error_kind="wrong_result")
+    return EvalReport(correct=True, latency=1000 - h % 600 if p.code != "naive" else 1000)
 
 
 def drive(cfg, order="fifo", seed=0, duplicates=False):
-    search = BeamSearch(cfg, PROBLEM, "naive", MENU)
+    search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=answers_from_seed)
     rng = random.Random(seed)
     search.start()
     pending = []
     seen = []
     while not search.done:
-        pending += search.take_jobs()
+        pending += search.next_jobs()
         assert pending, "search stalled"
         job = pending.pop(rng.randrange(len(pending)) if order == "random" else 0)
         seen.append(job)
@@ -53,7 +55,7 @@ def test_any_arrival_order_gives_the_same_beam():
     for s in range(5):
         other, _ = drive(CFG, order="random", seed=s)
         assert [c.id for c in other.beam] == [c.id for c in ref.beam]
-    assert ref.best.cycles < 1000
+    assert ref.best.latency < 1000
 
 
 def test_duplicate_results_count_once():
@@ -72,7 +74,7 @@ def test_failed_candidates_get_one_repair_each():
 def test_dropout_keeps_the_configured_fraction_on_average():
     cfg = SearchConfig(iterations=6, beam=4, plans=6, codes=1, keep_prob=0.3, seed=11, patience=10)
     _, seen = drive(cfg)
-    kept = [len(j.payload["menu"]) / len(MENU) for j in seen if j.kind == "plan"]
+    kept = [len(j.payload.menu) / len(MENU) for j in seen if j.kind == "plan"]
     assert len(kept) > 60
     mean = statistics.mean(kept)
     # binomial(20, 0.3)/20 has sd 0.102 per draw; 3 standard errors of the mean
@@ -92,28 +94,29 @@ def test_samples_are_divided_over_all_models():
 
 def test_stage_barriers_hold_later_stages():
     cfg = SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1, stage_barriers=True)
-    search = BeamSearch(cfg, PROBLEM, "naive", MENU)
+    search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=answers_from_seed)
     search.start()
-    base = search.take_jobs()
+    base = search.next_jobs()
     search.on_result(base[0].id, True, answer(base[0]), None)
-    plans = search.take_jobs()
+    plans = search.next_jobs()
     assert [j.kind for j in plans] == ["plan"] * 4
     search.on_result(plans[0].id, True, answer(plans[0]), None)
-    assert search.take_jobs() == []                  # codes wait for the other plans
+    assert search.next_jobs() == []                  # codes wait for the other plans
     for j in plans[1:]:
         search.on_result(j.id, True, answer(j), None)
-    codes = search.take_jobs()
+    codes = search.next_jobs()
     assert [j.kind for j in codes] == ["code"] * 8
 
 
 def test_streaming_releases_codes_as_soon_as_a_plan_exists():
-    search = BeamSearch(SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1), PROBLEM, "naive", MENU)
+    search = BeamSearch(SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1), PROBLEM, "naive", MENU,
+                        seeded=answers_from_seed)
     search.start()
-    base = search.take_jobs()[0]
+    base = search.next_jobs()[0]
     search.on_result(base.id, True, answer(base), None)
-    plans = search.take_jobs()
+    plans = search.next_jobs()
     search.on_result(plans[0].id, True, answer(plans[0]), None)
-    assert [j.kind for j in search.take_jobs()] == ["code", "code"]
+    assert [j.kind for j in search.next_jobs()] == ["code", "code"]
 
 
 def test_invalid_configuration_is_refused():

@@ -1,6 +1,6 @@
 /* Sandbox launcher for untrusted programs (compilers on candidate code, and
  * the candidates themselves). It is started with an empty environment in a
- * new session by hw_runners/sandbox/__init__.py and, before exec'ing the
+ * new session by sandbox/__init__.py and, before exec'ing the
  * program:
  *   - opens the files named by --fd onto fixed descriptor numbers,
  *   - sets hard resource limits (CPU, address space, file size, open files,
@@ -22,17 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
 #include "privatefs.h"
+#include "seccomp_filter.h"
 
 static FILE *status;
 
@@ -60,45 +56,28 @@ static void write_file(const char *path, const char *text) {
  * compute, allocate and print; files can only be used through descriptors
  * opened here; no processes, threads, sockets or signals to others. The
  * program may install a stricter filter of its own (the gemmini harness
- * does, forbidding execve too). */
-#if defined(__x86_64__)
-#define ARCH_SELF AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define ARCH_SELF AUDIT_ARCH_AARCH64
-#endif
-#define ALLOW(n) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
-#define DENY(n, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
-#define SELF(n, pid) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (n), 0, 4), \
-  BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])), \
-  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (pid), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), \
-  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP)
-
+ * does, forbidding execve too). The common parts are in seccomp_filter.h. */
 static void apply_seccomp(void) {
-#ifdef ARCH_SELF
+#ifdef AUDIT_ARCH_SELF
   uint32_t pid = (uint32_t)getpid();   /* exec keeps the pid */
   struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH_SELF, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    FILTER_PREAMBLE,
 #if defined(__x86_64__)
-    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-    ALLOW(SYS_arch_prctl), ALLOW(SYS_readlink),
+    ALLOW_NR(SYS_arch_prctl), ALLOW_NR(SYS_readlink),
 #endif
-    ALLOW(SYS_execve), ALLOW(SYS_read), ALLOW(SYS_write), ALLOW(SYS_readv), ALLOW(SYS_writev),
-    ALLOW(SYS_pread64), ALLOW(SYS_pwrite64), ALLOW(SYS_lseek), ALLOW(SYS_fstat), ALLOW(SYS_newfstatat),
-    ALLOW(SYS_readlinkat), ALLOW(SYS_mmap), ALLOW(SYS_munmap), ALLOW(SYS_mremap), ALLOW(SYS_brk),
-    ALLOW(SYS_madvise), ALLOW(SYS_mprotect), ALLOW(SYS_exit), ALLOW(SYS_exit_group), ALLOW(SYS_rt_sigreturn),
-    ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigaction), ALLOW(SYS_sigaltstack), ALLOW(SYS_clock_gettime),
-    ALLOW(SYS_clock_nanosleep), ALLOW(SYS_nanosleep), ALLOW(SYS_gettimeofday), ALLOW(SYS_getpid),
-    ALLOW(SYS_gettid), ALLOW(SYS_getrandom), ALLOW(SYS_futex), ALLOW(SYS_sched_yield), ALLOW(SYS_fcntl),
-    ALLOW(SYS_uname), ALLOW(SYS_set_tid_address), ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq),
-    ALLOW(SYS_prlimit64), ALLOW(SYS_prctl), ALLOW(SYS_seccomp), ALLOW(SYS_close),
-    DENY(SYS_ioctl, ENOTTY),
-    SELF(SYS_kill, pid),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    SELF(SYS_tgkill, pid),
+    ALLOW_NR(SYS_execve), ALLOW_NR(SYS_read), ALLOW_NR(SYS_write), ALLOW_NR(SYS_readv), ALLOW_NR(SYS_writev),
+    ALLOW_NR(SYS_pread64), ALLOW_NR(SYS_pwrite64), ALLOW_NR(SYS_lseek), ALLOW_NR(SYS_fstat),
+    ALLOW_NR(SYS_newfstatat), ALLOW_NR(SYS_readlinkat), ALLOW_NR(SYS_mmap), ALLOW_NR(SYS_munmap),
+    ALLOW_NR(SYS_mremap), ALLOW_NR(SYS_brk), ALLOW_NR(SYS_madvise), ALLOW_NR(SYS_mprotect), ALLOW_NR(SYS_exit),
+    ALLOW_NR(SYS_exit_group), ALLOW_NR(SYS_rt_sigreturn), ALLOW_NR(SYS_rt_sigprocmask),
+    ALLOW_NR(SYS_rt_sigaction), ALLOW_NR(SYS_sigaltstack), ALLOW_NR(SYS_clock_gettime),
+    ALLOW_NR(SYS_clock_nanosleep), ALLOW_NR(SYS_nanosleep), ALLOW_NR(SYS_gettimeofday), ALLOW_NR(SYS_getpid),
+    ALLOW_NR(SYS_gettid), ALLOW_NR(SYS_getrandom), ALLOW_NR(SYS_futex), ALLOW_NR(SYS_sched_yield),
+    ALLOW_NR(SYS_fcntl), ALLOW_NR(SYS_uname), ALLOW_NR(SYS_set_tid_address), ALLOW_NR(SYS_set_robust_list),
+    ALLOW_NR(SYS_rseq), ALLOW_NR(SYS_prlimit64), ALLOW_NR(SYS_prctl), ALLOW_NR(SYS_seccomp),
+    ALLOW_NR(SYS_close),
+    ERRNO_NR(SYS_ioctl, ENOTTY),
+    ALLOW_SIGNAL_SELF(pid),
     /* TRAP, not KILL: SIGSYS kills by default, and a program that handles it can name the call */
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
   };

@@ -1,10 +1,14 @@
 """Run an untrusted program in a sandboxed child process.
 
-The child starts in a new session (so the whole process group can be killed),
-with an empty environment unless told otherwise, inside a private working
-directory, through `launcher.c`, which applies hard rlimits, a private network
-namespace and drops root. A wall-clock timer kills the process group. The
-evaluator that calls this never runs candidate code in its own process.
+Infrastructure shared by the hardware targets (hw_runners/), not a target
+itself. The child starts in a new session (so the whole process group can be
+killed), with an empty environment unless told otherwise, inside a private
+working directory, through `launcher.c`, which applies hard rlimits, a private
+network namespace and drops root. A wall-clock timer kills the process group.
+The evaluator that calls this never runs candidate code in its own process.
+The launcher is built once per machine by `buildcache`; `seccomp_filter.h`
+(in HEADER_DIR) holds what every seccomp allowlist shares, for programs that
+install a stricter filter of their own.
 """
 from __future__ import annotations
 
@@ -18,10 +22,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hw_runners.buildcache import cached_build, run_build
+from sandbox.buildcache import cached_build, run_build
 
 _HERE = Path(__file__).parent
-_LAUNCHER_SRC = [_HERE / "launcher.c", _HERE / "privatefs.c", _HERE / "privatefs.h"]
+# programs that include seccomp_filter.h: compile with -I HEADER_DIR, list SECCOMP_HEADER among the cached sources
+HEADER_DIR = _HERE
+SECCOMP_HEADER = HEADER_DIR / "seccomp_filter.h"
+_LAUNCHER_SRC = [_HERE / "launcher.c", _HERE / "privatefs.c", _HERE / "privatefs.h", SECCOMP_HEADER]
 NOBODY_UID = 65534
 
 

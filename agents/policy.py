@@ -1,0 +1,101 @@
+"""What the coordinator needs from a search policy, and the pieces every
+policy shares.
+
+A policy decides which jobs to run next given the results so far; it owns no
+socket and no clock. The coordinator calls start() once, then repeatedly
+next_jobs() to dispatch and on_result() as results arrive (in any order,
+replayed ones included), until `done`. Displays and the run's summary read
+only summary(). Beam search (agents/search.py) is one implementation.
+
+Job ids are content hashes of what a job is, so that a resumed run finds its
+stored results and identical requests are asked (and paid for) once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from protocols.jobs import Answer, EvalRequest, Problem, Request
+
+
+def content_id(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
+
+
+def seed_of(*parts: Any) -> int:
+    return int(content_id(*parts)[:12], 16)
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def eval_job(problem: Problem, code: str, eval_seed: int) -> tuple[str, EvalRequest]:
+    """The id and request of the evaluation of code (the same code is evaluated once per run)."""
+    jid = content_id("eval", problem.target, problem.name, code_hash(code), eval_seed)
+    return jid, EvalRequest(problem=problem, code=code, seed=eval_seed)
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str                       # plan | code | repair | eval
+    iteration: int
+    payload: Request
+    model: str | None = None        # which model must serve it (None: any agent of the role)
+    ctx: dict = field(default_factory=dict)   # the policy's own bookkeeping; never sent
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A measured kernel, as summaries report it."""
+    id: str
+    code: str
+    latency: float
+    utilization: float | None = None
+    roofline_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    iteration: int                  # the iteration running (or the last one, when done)
+    iterations: int                 # planned
+    evaluations: int                # evaluations finished
+    produced: int                   # candidates the agents wrote (the starting kernel excluded)
+    replayed_results: int           # results taken from the run store instead of an agent
+    latency_unit: str
+    baseline: Kernel | None = None
+    best: Kernel | None = None
+    frontier: tuple[Kernel, ...] = ()   # what the policy keeps (the beam), best first
+    done: bool = False
+    stop_reason: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        return self.baseline.latency / self.best.latency if self.baseline and self.best else None
+
+
+# Which models answer from a seed rather than from their prompt alone: for those, two jobs with the
+# same prompt but different seeds are different jobs. Supplied by whoever knows the models.
+IsSeeded = Callable[[str | None], bool]
+
+
+@runtime_checkable
+class SearchPolicy(Protocol):
+    done: bool
+
+    def start(self) -> None:
+        """Emit the first jobs (the starting kernel's evaluation)."""
+
+    def next_jobs(self) -> list[Job]:
+        """Jobs ready to dispatch now (each returned once)."""
+
+    def on_result(self, job_id: str, ok: bool, result: Answer | None, error: str | None) -> None:
+        """A job's outcome; duplicates and results of unknown jobs are ignored."""
+
+    def halt(self, reason: str) -> None:
+        """Start nothing new (e.g. the cost cap); finish the jobs already running and wrap up."""
+
+    def summary(self) -> SearchSummary: ...
