@@ -1,0 +1,67 @@
+"""Adding a target takes new files only: tests/tiny_target registers itself through the
+`autocomp_zmq.targets` entry point group (a dist-info written here, as `pip install` of a plug-in
+would), brings its own descriptor, prompts, menu, problems and offline heuristic, and runs a search
+end to end with the unchanged product: coordinator, heuristic agents and evaluators in their own
+processes. A plug-in agent implementation registers the same way (`autocomp_zmq.agents`)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.system.runkit import ROOT, query
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def plugin_env(tmp_path):
+    """An environment in which the tiny plug-in is installed (its dist-info on PYTHONPATH)."""
+    site = tmp_path / "site"
+    info = site / "tiny_target_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-target-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[autocomp_zmq.targets]\ntiny = tests.tiny_target\n\n"
+                                           "[autocomp_zmq.agents]\nplanner.tiny = tests.tiny_target.heuristic:TinyHeuristic\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "AUTOCOMP_LOG_LEVEL": "WARNING"}
+
+
+def _launch(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_a_plugin_target_runs_a_search_without_product_changes(plugin_env, tmp_path):
+    listed = _launch(plugin_env, "targets", "--json")
+    tiny = next(json.loads(line) for line in listed.stdout.splitlines() if '"tiny"' in line)
+    assert tiny["latency_unit"] == "us" and tiny["heuristic"] == "tests.tiny_target.heuristic:TinyHeuristic"
+    assert "sum-4096" in _launch(plugin_env, "problems", "--target", "tiny").stdout
+
+    run_dir = tmp_path / "run"
+    proc = _launch(plugin_env, "run", "--target", "tiny", "--problem", "sum-4096", "--out", str(run_dir),
+                   "-T", "6", "-B", "2", "-N", "3", "-K", "1", "--dropout", "1.0", "--evaluators", "2",
+                   "--patience", "6", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best = json.loads((run_dir / "best.json").read_text())
+    assert best["target"] == "tiny" and best["latency_unit"] == "us"
+    # start: tile 1, no unroll, scalar (57.844 us); the best schedule (64, 8, vectorized) is 1.812 us
+    assert best["baseline_latency"] == pytest.approx(57.844) and best["speedup"] > 10, best
+    assert f"Speedup: {best['speedup']:.2f}x" in proc.stdout
+    assert "us vs 57.84 us for the starting kernel" in proc.stdout
+    assert "solution(tile=" in (run_dir / "best.c").read_text()
+    # every candidate was judged by the plug-in's evaluator, in evaluator processes of the product
+    assert best["evaluations"] > 5 and query(run_dir, "SELECT COUNT(*) FROM evals")[0][0] >= best["evaluations"]
+    options = {row[0] for row in query(run_dir, "SELECT option_id FROM plans")}
+    assert options <= {"bigger-tiles", "unroll", "vectorize"} and len(options) >= 2
+
+
+def test_a_plugin_agent_implementation_is_offered_by_the_worker(plugin_env):
+    code = "from agents.worker import implementations; print(implementations('planner')['tiny'])"
+    out = subprocess.run([sys.executable, "-c", code], env=plugin_env, cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "tests.tiny_target.heuristic:TinyHeuristic", out.stderr
+    help_text = _launch(plugin_env, "worker", "--role", "planner", "--impl", "nope", "--connect", "tcp://127.0.0.1:9",
+                        "--secret-file", "/nonexistent")
+    assert help_text.returncode != 0 and "tiny" in help_text.stderr and "heuristic" in help_text.stderr
