@@ -27,7 +27,7 @@ from agents.outcome import save_results, summarize
 from agents.progress import Progress
 from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
 from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
-from agents.runstore import RunStore
+from agents.runstore import STORE_FORMAT, RunStore
 from agents.policy import SearchPolicy, eval_job
 from agents.search import BeamSearch, SearchConfig
 from bus.auth import SecretError, load_secret, write_secret
@@ -142,6 +142,10 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
                 raise RunError(f"--resume {run_dir}: no such directory")
             lock = RunLock(run_dir)
             store = _open_store(run_dir, "--resume")
+            if store.meta("store_format", 1) != STORE_FORMAT:
+                raise RunError(f"--resume {run_dir}: recorded by an older version (run store format "
+                               f"{store.meta('store_format', 1)}, this version resumes format {STORE_FORMAT}); "
+                               f"show and report still read it")
             saved, code = store.meta("config"), store.meta("initial_code")
             if saved is None or code is None:
                 raise RunError(f"{run_dir} holds no saved configuration")
@@ -215,6 +219,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
             except BaseException:
                 router.close(grace_s=0)
                 raise
+            store.set_meta("store_format", STORE_FORMAT)
             store.set_meta("config", cfg.to_dict())
             store.set_meta("initial_code", code)
             write_atomic(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=1))

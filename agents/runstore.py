@@ -16,6 +16,10 @@ from typing import Any
 
 from protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result, to_json
 
+# What resume can read back: 2 = typed payloads, evaluation results with latency + latency_unit. Stores
+# without the mark were written before (format 1); show, report and runs still read them.
+STORE_FORMAT = 2
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (

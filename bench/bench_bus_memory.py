@@ -141,11 +141,11 @@ def load(root: Path, with_gate: bool) -> dict:
     """The frame limit (and the gate, if any) of the checkout under test. The limit comes from a child
     so that a baseline checkout's modules never mix with this one's; only --root's gate is imported."""
     code = (f"import sys, json; sys.path.insert(0, {str(root)!r}); from protocols import envelope as e; "
-            "import importlib.util as u; print(json.dumps({'frame': e.MAX_FRAME_BYTES, "
+            "import importlib.util as u; print(json.dumps({'frame': e.MAX_FRAME_BYTES, 'protocol': e.PROTOCOL.decode(), "
             "'gate': u.find_spec('bus.gate') is not None}))")
     info = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                      cwd=root).stdout)
-    modules = {"frame": info["frame"]}
+    modules = {"frame": info["frame"], "protocol": info["protocol"].encode()}
     if info["gate"] and with_gate:
         sys.path.insert(0, str(root))
         import importlib
@@ -153,16 +153,16 @@ def load(root: Path, with_gate: bool) -> dict:
     return modules
 
 
-def attacks(frame_limit: int, scale: float) -> list[tuple[str, list]]:
+def attacks(frame_limit: int, scale: float, protocol: bytes) -> list[tuple[str, list]]:
     big = memoryview(bytes(50 * MB))
     under = memoryview(bytes(frame_limit - 4096))
     small = memoryview(bytes(4096))
     total = int(scale * 1024 * MiB)
     return [
-        ("21 frames: 20 x 50 MB", [b"AC1", *[big] * max(1, int(20 * scale))]),
-        ("frames just under MAXMSGSIZE", [b"AC1", *[under] * max(2, math.ceil(total / len(under)))]),
-        ("one frame over MAXMSGSIZE", [b"AC1", b"s" * 32, b"h", bytes(frame_limit + MiB)]),
-        ("many 4 KiB frames", [b"AC1", *[small] * int(total / len(small) * 0.75)]),
+        ("21 frames: 20 x 50 MB", [protocol, *[big] * max(1, int(20 * scale))]),
+        ("frames just under MAXMSGSIZE", [protocol, *[under] * max(2, math.ceil(total / len(under)))]),
+        ("one frame over MAXMSGSIZE", [protocol, b"s" * 32, b"h", bytes(frame_limit + MiB)]),
+        ("many 4 KiB frames", [protocol, *[small] * int(total / len(small) * 0.75)]),
     ]
 
 
@@ -181,7 +181,7 @@ def main() -> int:
     rows = []
     for label, root in roots:
         modules = load(root, with_gate=label == "current")
-        for name, frames in attacks(modules["frame"], scale):
+        for name, frames in attacks(modules["frame"], scale, modules["protocol"]):
             for authenticated in ([False, True] if "gate" in modules else [False]):
                 r = run_attack(root, modules, frames, authenticated)
                 rows.append({"code": label, "attack": name, "peer": "knows secret" if authenticated else "no secret",

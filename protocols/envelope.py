@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-PROTOCOL = b"AC1"
+PROTOCOL = b"AC2"   # AC2: typed payloads, results carry latency + latency_unit (AC1 had cycles)
 MINOR_VERSION = 0
 
 MAX_HEADER_BYTES = 4 * 1024

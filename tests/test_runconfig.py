@@ -128,3 +128,15 @@ def test_worker_arguments_use_the_run_option_names():
     args = as_args(cfg, WORKER_OPTIONS)
     assert args == ["--heartbeat-s", "0.2", "--call-timeout-s", "600.0", "--call-retries", "1",
                     "--temperature", "0.5", "--reasoning-effort", "low"]
+
+
+def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
+    from agents.run import RunError, execute
+    store = RunStore(tmp_path / "run.db")       # format 1: no store_format mark, results with "cycles"
+    store.set_meta("config", RunConfig().to_dict())
+    store.set_meta("initial_code", "void solution() {}")
+    store.close()
+    with pytest.raises(RunError, match=r"recorded by an older version \(run store format 1, this version resumes "
+                                       r"format 2\); show and report still read it"):
+        execute(None, resume=tmp_path, given={})
+    assert not (tmp_path / "best.json").exists()
