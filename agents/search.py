@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agents.policy import IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, seed_of

@@ -19,7 +19,7 @@ from bus.auth import Signer
 from bus.limits import RejectLog, recv_bounded
 from bus.timing import BusTiming
 from bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
-from bus.wire import Codec, Message
+from bus.wire import Codec
 from protocols.control import Control, Disconnect, Error, Heartbeat, Welcome
 from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, ProtocolError
 

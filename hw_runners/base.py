@@ -14,7 +14,7 @@ point group); nothing else in the product names a target.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -62,7 +62,6 @@ class TargetInfo:
     rules: Path
     examples: tuple[Path, ...] = ()
     heuristic: str | None = None    # "module:Class" of the offline planner/coder, if the target has one
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, home: Path, name: str) -> "TargetInfo":
@@ -75,8 +74,7 @@ class TargetInfo:
                        latency_unit=meta["latency_unit"], evaluators=meta.get("evaluators", "cores"),
                        sandbox=meta["sandbox"], problems=(home / meta["problems"]).resolve(),
                        menu=home / pack["menu"], isa=home / pack["isa"], rules=home / pack["rules"],
-                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"),
-                       extra={k: v for k, v in meta.items() if k not in _KNOWN})
+                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise DescriptorError(f"target {name!r} has no usable descriptor {path}: {exc}") from None
         except KeyError as exc:
@@ -86,9 +84,6 @@ class TargetInfo:
                                   f"not {info.evaluators!r} ({path})")
         return info
 
-
-_KNOWN = {"target", "description", "language", "code_fence", "entry_point", "latency_unit", "evaluators", "sandbox",
-          "problems", "pack", "heuristic"}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, replace
-from typing import Any, Callable
+from typing import Callable
 
 from agents.heuristic.errors import HeuristicError
 from agents.heuristic.gemmini_codegen import (DIM, ConvSchedule, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
