@@ -21,7 +21,7 @@ import structlog
 from agents.failures import FailureTally, reason_of
 from agents.llm.providers import cost_usd
 from agents.llm.specs import SpecError, parse_spec
-from agents.policy import IsSeeded, Job, SearchPolicy
+from agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
 from agents.runstore import RunStore
 from bus.transport import Event, Peer, Transport
 from protocols import control
@@ -75,7 +75,7 @@ class Coordinator:
     def __init__(self, router: Transport, store: RunStore, search: SearchPolicy, leases: LeasePolicy = LeasePolicy(),
                  on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5,
                  cost: CostPolicy = CostPolicy(), replay: RunStore | None = None,
-                 clock: Callable[[], float] = time.monotonic, seeded: IsSeeded = lambda model: False) -> None:
+                 clock: Callable[[], float] = time.monotonic, seeded: IsSeeded = never_seeded) -> None:
         self.router = router
         self.seeded = seeded                      # offline models: free, answered from a seed, never replayed
         self.clock = clock                        # leases, liveness accounting, warnings: injectable for tests

@@ -82,6 +82,11 @@ class SearchSummary:
 IsSeeded = Callable[[str | None], bool]
 
 
+def never_seeded(model: str | None) -> bool:
+    """The default: every model's answer depends on its prompt alone."""
+    return False
+
+
 @runtime_checkable
 class SearchPolicy(Protocol):
     done: bool

@@ -107,14 +107,15 @@ def _read_kernel(path: str) -> str:
         raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
 
 
-def _evaluate_start(cfg: RunConfig, problem: Problem, code: str) -> tuple[str, EvalRequest, EvalReport] | None:
+def _evaluate_start(cfg: RunConfig, problem: Problem, code: str,
+                    eval_seed: int) -> tuple[str, EvalRequest, EvalReport] | None:
     """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
     seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
     evaluators are remote (this host may not have the target's hardware)."""
     if cfg.evaluators == 0 or not cfg.check_start:
         return None
     from agents.evaluator import TargetEvaluator
-    job_id, request = eval_job(problem, code, SearchConfig.eval_seed)
+    job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
     result = TargetEvaluator(cfg.target).handle("eval", request)
     if not result.correct:
         raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
@@ -189,7 +190,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     def make_search(store: RunStore) -> SearchPolicy:
         return BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed)
 
-    first_eval = None if resume else _evaluate_start(cfg, wire_problem, code)
+    first_eval = None if resume else _evaluate_start(cfg, wire_problem, code, search_cfg.eval_seed)
 
     # the endpoint is bound before anything is written, so a bad or busy --bind leaves nothing behind
     staging = Path(tempfile.mkdtemp(prefix="autocomp-keys-"))

@@ -19,7 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from agents.policy import IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, seed_of
+from agents.policy import (IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, never_seeded,
+                           seed_of)
 from agents.runstore import RunStore
 from protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
                             PlanResult, Problem, RepairRequest)
@@ -85,15 +86,11 @@ class Candidate:
         return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction)
 
 
-def _never_seeded(model: str | None) -> bool:
-    return False
-
-
 class BeamSearch:
     """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs."""
 
     def __init__(self, cfg: SearchConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
-                 store: RunStore | None = None, seeded: IsSeeded = _never_seeded) -> None:
+                 store: RunStore | None = None, seeded: IsSeeded = never_seeded) -> None:
         self.cfg = cfg
         self.problem = problem
         self.menu = menu
