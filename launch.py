@@ -184,7 +184,7 @@ def _print_summary(summary: dict) -> None:
     roofline = f"; {summary['best_roofline']:.1%} of roofline" if summary.get("best_roofline") is not None else ""
     console.print(f"Best kernel: {latency_text(summary['best_latency'], unit)} vs "
                   f"{latency_text(summary['baseline_latency'], unit)} for the starting kernel{roofline}. "
-                  f"Written to {where}/best.c", markup=False, highlight=False)
+                  f"Written to {where}/{summary.get('best_file', 'best.c')}", markup=False, highlight=False)
     if summary.get("cost_usd"):
         console.print(f"Model calls cost ${summary['cost_usd']:.2f}.", markup=False)
     console.print(f"Speedup: {summary['speedup']:.2f}x", markup=False, highlight=False)

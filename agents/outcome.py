@@ -1,5 +1,5 @@
 """The end of a run: its summary, a loud verdict when the models produced nothing, and its results on
-disk (best.c and best.json written atomically, or everything rescued when the run directory vanished)."""
+disk (the best kernel and best.json written atomically, or everything rescued when the run directory vanished)."""
 from __future__ import annotations
 
 import json
@@ -60,9 +60,12 @@ def model_verdict(store: RunStore, produced: int) -> dict:
     return {}
 
 
-def save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str | None) -> dict:
-    """Store the summary and write best.c/best.json atomically; if the run directory is gone or
+def save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str | None,
+                 best_name: str = "best.c") -> dict:
+    """Store the summary and write the best kernel (best_name: best.c, best.py, ...) and best.json atomically; if the run directory is gone or
     unwritable, rescue everything (the store included) to a fallback directory and say where."""
+    if best_code is not None:
+        summary["best_file"] = best_name
     store.set_meta("summary", summary)
     best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
     try:
@@ -70,7 +73,7 @@ def save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str |
             raise FileNotFoundError(f"{run_dir / 'run.db'} was removed during the run")
         write_atomic(run_dir / "best.json", best_json)
         if best_code is not None:
-            write_atomic(run_dir / "best.c", best_code)
+            write_atomic(run_dir / best_name, best_code)
     except OSError as exc:
         rescue = fallback_dir(run_dir)
         summary["rescued_to"] = str(rescue)
@@ -78,7 +81,7 @@ def save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str |
         best_json = json.dumps({k: v for k, v in summary.items() if k != "beam"}, indent=1)
         (rescue / "best.json").write_text(best_json)
         if best_code is not None:
-            (rescue / "best.c").write_text(best_code)
+            (rescue / best_name).write_text(best_code)
         store.set_meta("summary", summary)
         rescue_store(store.db, rescue / "run.db")
     finally:

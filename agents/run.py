@@ -35,7 +35,7 @@ from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
-from hw_runners.base import DescriptorError, Target, UnknownProblemError, UnknownTargetError
+from hw_runners.base import DescriptorError, Target, UnknownProblemError, UnknownTargetError, target_info
 from protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem
 
 log = structlog.get_logger("agents.run")
@@ -288,7 +288,8 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
     summary = summarize(cfg, search, coord, run_dir, interrupted)
     best = search.summary().best
-    return save_results(run_dir, store, summary, best.code if best else None)
+    return save_results(run_dir, store, summary, best.code if best else None,
+                        "best" + target_info(cfg.target).kernel_suffix)
 
 
 class _RunDirWatch:

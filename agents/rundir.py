@@ -5,6 +5,7 @@ Run directory layout:
     run.db      SQLite run store (WAL)          secret   HMAC key, mode 0600
     config.json the configuration, for humans   logs/    coordinator.log and one log per local agent
     best.c      the best kernel found           best.json  its numbers
+                (best.py etc.: the ending is the target's kernel_suffix)
     coordinator.lock  held (flock) by the coordinator running the run; holds its pid
 """
 from __future__ import annotations

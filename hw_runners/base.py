@@ -62,6 +62,7 @@ class TargetInfo:
     rules: Path
     examples: tuple[Path, ...] = ()
     heuristic: str | None = None    # "module:Class" of the offline planner/coder, if the target has one
+    kernel_suffix: str = ".c"       # file name ending of a kernel (a run's best kernel is best<suffix>)
 
     @classmethod
     def load(cls, home: Path, name: str) -> "TargetInfo":
@@ -74,7 +75,8 @@ class TargetInfo:
                        latency_unit=meta["latency_unit"], evaluators=meta.get("evaluators", "cores"),
                        sandbox=meta["sandbox"], problems=(home / meta["problems"]).resolve(),
                        menu=home / pack["menu"], isa=home / pack["isa"], rules=home / pack["rules"],
-                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"))
+                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"),
+                       kernel_suffix=meta.get("kernel_suffix", "." + meta["code_fence"]))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise DescriptorError(f"target {name!r} has no usable descriptor {path}: {exc}") from None
         except KeyError as exc:

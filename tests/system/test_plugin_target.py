@@ -51,7 +51,7 @@ def test_a_plugin_target_runs_a_search_without_product_changes(plugin_env, tmp_p
     assert best["baseline_latency"] == pytest.approx(57.844) and best["speedup"] > 10, best
     assert f"Speedup: {best['speedup']:.2f}x" in proc.stdout
     assert "us vs 57.84 us for the starting kernel" in proc.stdout
-    assert "solution(tile=" in (run_dir / "best.c").read_text()
+    assert "solution(tile=" in (run_dir / "best.txt").read_text()
     # every candidate was judged by the plug-in's evaluator, in evaluator processes of the product
     assert best["evaluations"] > 5 and query(run_dir, "SELECT COUNT(*) FROM evals")[0][0] >= best["evaluations"]
     options = {row[0] for row in query(run_dir, "SELECT option_id FROM plans")}

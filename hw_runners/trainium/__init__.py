@@ -1,0 +1,4 @@
+"""trainium: NKI kernels on real Trainium hosts through the Neuron SDK (registers on import)."""
+from hw_runners.trainium.target import Trainium
+
+__all__ = ["Trainium"]

@@ -1,0 +1,230 @@
+"""What this host has of the Neuron SDK: NeuronCores, the Python that can import the NKI compiler,
+the command-line tools, and which NeuronCore this evaluator process owns.
+
+Nothing here needs Trainium hardware to be tested: discovery takes the `neuron-ls` text and the
+/dev and /sys roots as arguments, and core claiming takes the lock directory and the environment.
+"""
+from __future__ import annotations
+
+import fcntl
+import functools
+import glob
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+NEURON_BIN = Path("/opt/aws/neuron/bin")   # where the aws-neuronx-tools packages install neuron-ls and friends
+DEFAULT_LOCK_DIR = Path("/tmp/autocomp-neuron-cores")
+VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"   # the runtime uses only the NeuronCores this names
+# The Neuron DLAMI ships ready-made virtual environments with the compiler installed (e.g.
+# /opt/aws_neuronx_venv_pytorch_2_5/bin/python); we try them when our own Python lacks neuronxcc.
+DLAMI_PYTHONS = "/opt/aws_neuronx_venv_*/bin/python"
+INSTALL_HINT = (
+    "Install the AWS Neuron SDK on a trn1/trn2 instance (the Neuron DLAMI has it): the driver and runtime "
+    "(apt/dnf packages aws-neuronx-dkms, aws-neuronx-runtime-lib, aws-neuronx-tools from "
+    "https://apt.repos.neuron.amazonaws.com) and the compiler in a Python environment "
+    "(`pip install neuronx-cc --extra-index-url=https://pip.repos.neuron.amazonaws.com`); then point "
+    "AUTOCOMP_NEURON_PYTHON at that environment's python. Setup guide: "
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/setup/index.html")
+
+
+# -- NeuronCores of this host ------------------------------------------------------------------------
+
+def parse_neuron_ls(text: str) -> list[int]:
+    """NeuronCore ids from `neuron-ls --json-output`.
+
+    The output is a JSON list with one object per Neuron device, e.g. on a trn1.2xlarge
+    `[{"neuron_device": 0, "nc_count": 2, "neuroncore_ids": [0, 1], "memory_size": 34359738368, ...}]`
+    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/tools/neuron-sys-tools/neuron-ls.html documents
+    the flag; the field names are from captured output). Neuron 2.34 announces a new JSON layout with
+    instance-level fields on top, so a top-level object holding the device list (under "neuron_devices"
+    or "devices") is read too. Devices without core ids count nc_count cores after the previous device's.
+    Raises ValueError on anything else: the caller then falls back to /dev."""
+    doc = json.loads(text)
+    if isinstance(doc, dict):
+        doc = doc.get("neuron_devices", doc.get("devices"))
+    if not isinstance(doc, list):
+        raise ValueError("neuron-ls JSON is not a list of devices")
+    cores: list[int] = []
+    for dev in doc:
+        if not isinstance(dev, dict):
+            raise ValueError("neuron-ls JSON device entry is not an object")
+        ids = dev.get("neuroncore_ids")
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            cores += ids
+        elif isinstance(dev.get("nc_count"), int):
+            start = max(cores) + 1 if cores else 0
+            cores += range(start, start + dev["nc_count"])
+        else:
+            raise ValueError("neuron-ls JSON device entry has neither neuroncore_ids nor nc_count")
+    return sorted(set(cores))
+
+
+def device_nodes(dev: Path = Path("/dev")) -> list[Path]:
+    """The Neuron driver's device files, /dev/neuron0, /dev/neuron1, ..."""
+    try:
+        return sorted((p for p in dev.iterdir() if re.fullmatch(r"neuron\d+", p.name)),
+                      key=lambda p: int(p.name[6:]))
+    except OSError:
+        return []
+
+
+def cores_per_device(sysfs: Path = Path("/sys/devices/virtual/neuron_device")) -> int:
+    """NeuronCores per device from the driver's sysfs (neuron0/core_count); 2 (trn1, NeuronCore-v2) if unknown."""
+    try:
+        n = int((sysfs / "neuron0" / "core_count").read_text().strip())
+        return n if n > 0 else 2
+    except (OSError, ValueError):
+        return 2
+
+
+def tool(name: str) -> str | None:
+    """A Neuron command-line tool from PATH or its default install directory."""
+    found = shutil.which(name)
+    if found:
+        return found
+    path = NEURON_BIN / name
+    return str(path) if os.access(path, os.X_OK) else None
+
+
+def discover_cores(neuron_ls_text: str | None, dev: Path = Path("/dev"),
+                   sysfs: Path = Path("/sys/devices/virtual/neuron_device")) -> list[int]:
+    """NeuronCore ids: neuron-ls's answer when there is one, else device files x cores per device."""
+    if neuron_ls_text:
+        try:
+            return parse_neuron_ls(neuron_ls_text)
+        except (ValueError, TypeError):
+            pass
+    nodes = device_nodes(dev)
+    return list(range(len(nodes) * cores_per_device(sysfs)))
+
+
+@functools.cache
+def host_cores() -> tuple[int, ...]:
+    """This host's NeuronCores (cached: the hardware does not change under a running process)."""
+    text = None
+    ls = tool("neuron-ls")
+    if ls:
+        try:
+            out = subprocess.run([ls, "--json-output"], capture_output=True, text=True, timeout=30)
+            text = out.stdout if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            text = None
+    return tuple(discover_cores(text))
+
+
+# -- the Python that runs kernels ---------------------------------------------------------------------
+
+def _has_neuronxcc(python: str) -> bool:
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return importlib.util.find_spec("neuronxcc") is not None
+    try:   # find_spec only: importing neuronxcc itself can take a minute the first time
+        probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('neuronxcc') else 3)"
+        return subprocess.run([python, "-c", probe], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@functools.cache
+def find_python(configured: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the first Python that can import neuronxcc or None, every Python tried). A configured one
+    (option or AUTOCOMP_NEURON_PYTHON) is the only candidate; otherwise ours, then the DLAMI's."""
+    tried = (configured,) if configured else (sys.executable, *sorted(glob.glob(DLAMI_PYTHONS)))
+    return next((p for p in tried if _has_neuronxcc(p)), None), tried
+
+
+def missing_sdk(python: str | None, tried: Sequence[str], cores: Sequence[int],
+                visible_cores: str | None, bench: str | None) -> list[str]:
+    """What stops evaluations on this host, one phrase each (empty: nothing)."""
+    missing = []
+    if python is None:
+        missing.append("the Neuron compiler: no neuronxcc package importable by " + ", ".join(tried))
+    if not cores and not visible_cores:
+        missing.append("Neuron devices: no /dev/neuron* and `neuron-ls` lists none (the driver "
+                       "aws-neuronx-dkms, on a trn1/trn2 instance)")
+    if bench is None:
+        missing.append("the Neuron tools: no neuron-bench on PATH or in /opt/aws/neuron/bin "
+                       "(package aws-neuronx-tools; nki.benchmark runs it)")
+    return missing
+
+
+# -- which NeuronCore this evaluator owns ------------------------------------------------------------
+
+@dataclass
+class CoreClaim:
+    """The NeuronCore(s) an evaluator process runs kernels on: a NEURON_RT_VISIBLE_CORES value,
+    held through an open locked file (or given by the environment, e.g. one per Slurm task)."""
+    cores: str
+    source: str                     # "environment" or the lock file's path
+    fd: int | None = None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)       # closing the descriptor drops the flock: the core is free again
+            self.fd = None
+
+
+def parse_core_list(text: str) -> list[int] | None:
+    """The cores a NEURON_RT_VISIBLE_CORES value names ("3", "0-7", "0,2,4-5"); None if it is not such a list."""
+    cores: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        first, dash, last = part.partition("-")
+        if not (first.isdigit() and (not dash or last.isdigit())) or (dash and int(last) < int(first)):
+            return None
+        cores += range(int(first), int(last if dash else first) + 1)
+    return sorted(set(cores))
+
+
+def claim_core(cores: Sequence[int], lock_dir: Path = DEFAULT_LOCK_DIR,
+               environ: Mapping[str, str] | None = None) -> CoreClaim | None:
+    """Claim one NeuronCore for this process: the environment's NEURON_RT_VISIBLE_CORES when it names one
+    core (one per Slurm task), else the first core (of those it names, or of `cores`) whose lock file
+    (lock_dir/core-N.lock) takes an exclusive non-blocking flock. flock locks belong to the open file, so
+    claims conflict even within one process, and the kernel drops them when the process dies however it
+    dies: no stale claims. None when every core is taken."""
+    environ = os.environ if environ is None else environ
+    preset = (environ.get(VISIBLE_CORES) or "").strip()
+    if preset:
+        named = parse_core_list(preset)
+        if named is None or len(named) == 1:   # one core, or a value we do not read: the runtime's business
+            return CoreClaim(preset, "environment")
+        cores = named                          # several: this process takes one of them
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    for core in cores:
+        path = lock_dir / f"core-{core}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:             # e.g. another user's lock file: that user's evaluator owns the core
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)         # the owner's pid, for people looking at the lock directory
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return CoreClaim(str(core), str(path), fd)
+    return None
+
+
+def platform_name(sysfs: Path = Path("/sys/devices/virtual/neuron_device"),
+                  environ: Mapping[str, str] | None = None) -> str:
+    """"trn2" on Trainium2 hosts, else "trn1": from NEURON_PLATFORM_TARGET_OVERRIDE, else the driver's
+    device name in sysfs (neuron0/info/architecture/device_name, e.g. "Trainium1")."""
+    environ = os.environ if environ is None else environ
+    override = environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").lower()
+    if override:
+        return "trn2" if override in ("trn2", "gen3") else "trn1"
+    try:
+        name = (sysfs / "neuron0" / "info" / "architecture" / "device_name").read_text()
+    except OSError:
+        return "trn1"
+    return "trn2" if "trainium2" in name.lower() else "trn1"
+

@@ -1,0 +1,298 @@
+"""trainium: evaluate NKI kernels on real Trainium (trn1/trn2 hosts with the Neuron SDK).
+
+One evaluation: fresh random inputs (a new seed every time; bf16/fp16 inputs rounded first, so the
+reference sees what the kernel sees) -> a private directory holding kernel.py, the inputs and a
+harness generated from the problem's spec (harness.py) -> the harness runs as a sandboxed child of
+the Neuron SDK's Python on the one NeuronCore this evaluator owns (nki.baremetal for the outputs,
+nki.benchmark for P50/P99 latency, neuron-profile for engine utilisation) while the reference is
+computed here -> outputs compared with the problem's tolerance -> feedback.
+
+Trust: the kernel's Python runs in the same process as NKI's tooling, so its result file is only as
+honest as the kernel; correctness is judged here, on inputs it could not have seen before this run.
+On a host without the SDK every evaluation is a "setup" failure that says what to install.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import sandbox
+from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.trainium import harness
+from hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESULT_LIMIT, feedback_text, latencies, max_errors,
+                                         mismatch, performance, profile_metrics, read_json, round_bf16, scaled)
+from hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES, CoreClaim,
+                                        claim_core, find_python, host_cores, missing_sdk, parse_core_list,
+                                        platform_name, tool)
+from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, load_specs
+
+CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
+RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}
+# what each harness stage failing means, for the error kind and the sentence the repair prompt reads
+STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
+          "inputs": ("setup", "the harness could not load the inputs"),
+          "import": ("compile", "kernel.py failed to import"),
+          # nki.baremetal traces, compiles and runs in one call; most failures are tracing/compiling ones
+          "run": ("compile", "compiling or running the kernel (nki.baremetal) failed"),
+          "outputs": ("wrong_result", "solution's return value is not the declared output array(s)"),
+          "benchmark": ("crash", "the kernel ran once, but benchmarking it (nki.benchmark) failed")}
+
+
+def _default_limits() -> sandbox.Limits:
+    # No private network namespace: without root the launcher makes it inside a user namespace, where the
+    # Neuron runtime's access to /dev/neuron* and its pinned (memlock) host buffers are not assured; and
+    # no private filesystem view: the runtime needs /dev/neuron*, /sys, /opt/aws/neuron and the SDK's
+    # Python environment, wherever the site installed them. Candidates still get rlimits, a private
+    # working directory, a minimal environment, and nobody's uid when the evaluator is root.
+    # No address-space limit: the compiler and runtime reserve far more virtual memory than they use.
+    # 540 s of wall clock (compiling twice included): under the coordinator's default eval lease of 600 s,
+    # so a slow kernel comes back as a timeout rather than being handed to another evaluator.
+    return sandbox.Limits(wall_s=540, cpu_s=540 * CPU_PER_WALL, mem_bytes=0, fsize_bytes=4 << 30, nofile=4096,
+                          isolate_net=False, private_fs=False)
+
+
+@dataclass
+class Options:
+    python: str | None = None           # the SDK's Python; None: $AUTOCOMP_NEURON_PYTHON, ours, the DLAMI's venvs
+    lock_dir: Path = DEFAULT_LOCK_DIR   # per-core lock files: one evaluator process per NeuronCore
+    warmup: int = 10                    # nki.benchmark warm-up runs, then measured runs
+    iters: int = 100
+    profile: bool = True                # neuron-profile summary for engine utilisation
+    limits: sandbox.Limits = field(default_factory=_default_limits)
+    pass_env: tuple[str, ...] = ("LD_LIBRARY_PATH", "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_LOGICAL_NC_CONFIG",
+                                 "NEURON_CC_FLAGS", "NEURON_RT_LOG_LEVEL")   # site settings the SDK may need
+    input_seed: int | None = None       # None: fresh inputs every evaluation (a seed from the OS)
+    problems_dir: Path | None = None    # None: the descriptor's (problems/trainium)
+    platform: str | None = None         # "trn1" or "trn2" for the peak rates; None: detected
+    work_root: Path | None = None
+    keep_workdir: bool = False
+
+    def __post_init__(self) -> None:
+        self.lock_dir = Path(self.lock_dir)
+        if self.problems_dir is not None:
+            self.problems_dir = Path(self.problems_dir).resolve()
+        if not (isinstance(self.warmup, int) and self.warmup >= 0 and isinstance(self.iters, int) and self.iters >= 1):
+            raise ValueError("warmup must be an integer >= 0 and iters an integer >= 1")
+
+
+_CLAIMS: dict[Path, CoreClaim] = {}     # this process's core, per lock directory: held until the process exits
+
+
+@register("trainium")
+class Trainium(Target):
+    """Real Trainium through the Neuron SDK: one evaluator per NeuronCore."""
+
+    def __init__(self, **options) -> None:
+        if isinstance(options.get("limits"), dict):
+            options["limits"] = sandbox.Limits(**options["limits"])
+        self.options = Options(**options)
+
+    def problems(self) -> list[Problem]:
+        return list(load_problems(self.name, self._problems_dir()))
+
+    def devices(self) -> list[str]:
+        """The host's NeuronCores, or those NEURON_RT_VISIBLE_CORES names when it names several."""
+        named = parse_core_list(os.environ.get(VISIBLE_CORES, "")) if os.environ.get(VISIBLE_CORES) else None
+        return [f"nc{core}" for core in (named if named and len(named) > 1 else host_cores())]
+
+    def unmet_requirements(self) -> list[str]:
+        """What this host lacks to run evaluations (empty when it has everything)."""
+        python, tried = self._python()
+        return missing_sdk(python, tried, host_cores(), os.environ.get(VISIBLE_CORES), tool("neuron-bench"))
+
+    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
+                 time_limit_s: float | None = None) -> EvalResult:
+        if time_limit_s is not None:   # the same target with the child's limits replaced
+            clone = copy.copy(self)
+            clone.options = dataclasses.replace(self.options, limits=dataclasses.replace(
+                self.options.limits, wall_s=time_limit_s, cpu_s=math.ceil(time_limit_s * CPU_PER_WALL)))
+            return clone.evaluate(problem, code, seed=seed, trace_path=trace_path)
+        started = time.monotonic()
+        missing = self.unmet_requirements()
+        if missing:
+            return EvalResult.failure("setup", "the trainium target cannot run on this host, which lacks "
+                                      + "; and ".join(missing) + ". " + INSTALL_HINT
+                                      + " Without Trainium hardware, use --target trainium-sim.", latency_unit="us")
+        claim = self._claim()
+        if claim is None:
+            return EvalResult.failure("setup", f"every NeuronCore of this host ({len(host_cores())}) is claimed by "
+                                      f"another evaluator (lock files in {self.options.lock_dir}); run at most one "
+                                      "evaluator per NeuronCore, or set NEURON_RT_VISIBLE_CORES", latency_unit="us")
+        spec = load_specs(self._problems_dir())[problem.name]
+        work = Path(tempfile.mkdtemp(prefix="trainium-", dir=self.options.work_root))
+        try:
+            result = self._evaluate_in(work, spec, code, claim, trace_path)
+        finally:
+            if not self.options.keep_workdir:
+                shutil.rmtree(work, ignore_errors=True)
+        result.wall_s = time.monotonic() - started
+        return _bounded(result)
+
+    # -- steps ----------------------------------------------------------------------------------------
+    def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, claim: CoreClaim,
+                     trace_path: Path | None) -> EvalResult:
+        opts = self.options
+        input_seed = opts.input_seed if opts.input_seed is not None else secrets.randbits(63)
+        try:
+            inputs = _device_view(spec, spec.make_inputs(input_seed))
+            script = harness.render(spec, opts.warmup, opts.iters, opts.profile)
+        except Exception as exc:   # a broken problem (its make_inputs, or a call we cannot write), not a kernel
+            return EvalResult.failure("setup", f"problem {spec.name}: {type(exc).__name__}: {exc}", latency_unit="us")
+        (work / "kernel.py").write_text(code)
+        (work / "harness.py").write_text(script)
+        for i, t in enumerate(spec.inputs):
+            np.save(work / f"in_{i}.npy", inputs[t.name])
+        (work / "tmp").mkdir()
+        sandbox.prepare_workdir(work, opts.limits)
+        with ThreadPoolExecutor(1) as pool:   # the reference (numpy, GIL released) overlaps the device run
+            expected = pool.submit(spec.reference, inputs)
+            run = sandbox.run([self._python()[0], "harness.py"], work, opts.limits, env=self._env(work, claim))
+            try:
+                want = expected.result()
+            except Exception as exc:   # a broken problem, not a broken kernel
+                return EvalResult.failure("setup", f"the reference of problem {spec.name} failed: "
+                                          f"{type(exc).__name__}: {exc}", latency_unit="us")
+        if len(want) != len(spec.outputs):
+            return EvalResult.failure("setup", f"problem {spec.name}: its reference returns {len(want)} arrays for "
+                                      f"{len(spec.outputs)} declared outputs", latency_unit="us")
+        strip = str(work) + "/"
+        common = dict(stdout=sandbox.read_tail(work / "stdout.txt").replace(strip, ""),
+                      stderr=sandbox.read_tail(work / "stderr.txt", 6000).replace(strip, ""),
+                      sandbox=run.notes, latency_unit="us")
+        res = read_json(work / "result.json", RESULT_LIMIT)
+        if not isinstance(res, dict):
+            return _no_result(run, opts.limits, common)
+        if not res.get("ok"):
+            kind, what = STAGES.get(str(res.get("stage")), ("crash", "the harness failed"))
+            detail = str(res.get("error") or "")
+            if kind == "setup" and res.get("stage") == "setup":
+                detail += ". " + INSTALL_HINT
+            trace = str(res.get("traceback") or "").replace(strip, "")
+            return EvalResult.failure(kind, f"{what}: {detail}" + (f"\n{trace}" if trace else ""), **common)
+        if trace_path is not None and (work / "kernel.ntff").exists():
+            shutil.copy(work / "kernel.ntff", trace_path)   # the device trace; neuron-profile needs the NEFF too
+            if (work / "kernel.neff").exists():
+                shutil.copy(work / "kernel.neff", Path(trace_path).with_suffix(".neff"))
+        return self._verdict(work, spec, res, want, input_seed, claim, common)
+
+    def _verdict(self, work: Path, spec: ProblemSpec, res: dict, want: tuple[np.ndarray, ...], input_seed: int,
+                 claim: CoreClaim, common: dict) -> EvalResult:
+        outputs = res.get("outputs") if isinstance(res.get("outputs"), list) else []
+        if len(outputs) != len(spec.outputs):
+            names = ", ".join(t.name for t in spec.outputs)
+            return EvalResult.failure("wrong_result", f"solution returned {len(outputs)} arrays; expected "
+                                      f"{len(spec.outputs)} ({names})", **common)
+        got = []
+        for i in range(len(spec.outputs)):
+            try:
+                got.append(np.load(work / f"out_{i}.npy", allow_pickle=False))
+            except (OSError, ValueError) as exc:
+                return EvalResult.failure("crash", f"output {i} could not be read back: {exc}", **common)
+        lat = latencies(res)
+        if not lat:
+            return EvalResult.failure("crash", "nki.benchmark reported no usable P50/P99 latency", **common)
+        opts = self.options
+        platform = opts.platform or platform_name()
+        lnc = int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2")) if platform == "trn2" else 1
+        floats = [t.dtype for t in spec.inputs if t.dtype != "int32"]
+        fp32 = bool(floats) and all(d == "float32" for d in floats)
+        perf = performance(lat["p50"], spec.flops, sum(spec.compulsory_bytes), fp32, scaled(PEAKS[platform], lnc))
+        prof = profile_metrics(read_json(work / "profile.json", PROFILE_LIMIT)) if opts.profile else {}
+        errors = [max_errors(g.astype(np.float64), w) for g, w in zip(got, want) if g.shape == w.shape]
+        m = {**perf, "p50_us": lat["p50"], "p99_us": lat["p99"], "latency_us": lat, "core": claim.cores,
+             "warmup": opts.warmup, "iters": opts.iters, "input_seed": input_seed, "platform": platform,
+             "profile": prof, "seconds": _stage_seconds(res.get("seconds")),
+             "output_dtypes": [str(o.get("dtype"))[:40] if isinstance(o, dict) else "?" for o in outputs],
+             "max_abs_err": max((e[0] for e in errors), default=0.0),
+             "max_rel_err": max((e[1] for e in errors), default=0.0)}
+        if opts.profile and not prof:
+            m["profile_error"] = str(res.get("profile_error") or "neuron-profile's summary had no engine metrics")[:600]
+        result = EvalResult(correct=True, latency=lat["p50"], utilization=perf["utilization"],
+                            roofline_fraction=perf["roofline_fraction"], bound=perf["bound"], feedback=m,
+                            feedback_text=feedback_text(m), **common)
+        for t, g, w in zip(spec.outputs, got, want):
+            wrong = mismatch(t.name, g, w, spec.atol, spec.rtol)
+            if wrong:
+                result.correct, result.error_kind = False, "wrong_result"
+                result.error = f"wrong result on fresh random inputs (seed {input_seed}): {wrong}"
+                break
+        return result
+
+    # -- host -----------------------------------------------------------------------------------------
+    def _problems_dir(self) -> Path:
+        return self.options.problems_dir or self.info().problems
+
+    def _python(self) -> tuple[str | None, tuple[str, ...]]:
+        return find_python(self.options.python or os.environ.get("AUTOCOMP_NEURON_PYTHON") or None)
+
+    def _claim(self) -> CoreClaim | None:
+        key = self.options.lock_dir.resolve()
+        if key not in _CLAIMS:
+            claim = claim_core(host_cores(), self.options.lock_dir)
+            if claim is None:
+                return None
+            _CLAIMS[key] = claim
+        return _CLAIMS[key]
+
+    def _env(self, work: Path, claim: CoreClaim) -> dict[str, str]:
+        """Only what the SDK needs: its Python's and tools' directories on PATH, the core, a private HOME."""
+        python = self._python()[0]
+        path = dict.fromkeys([os.path.dirname(python), str(NEURON_BIN), "/usr/local/bin", "/usr/bin", "/bin"])
+        env = {"PATH": ":".join(path), VISIBLE_CORES: claim.cores, "HOME": str(work), "TMPDIR": str(work / "tmp"),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        env.update({k: os.environ[k] for k in self.options.pass_env if k in os.environ})
+        return env
+
+
+def _device_view(spec: ProblemSpec, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs as the kernel will see them: bf16 and fp16 ones rounded (kept as float32 for the files)."""
+    out = dict(inputs)
+    for t in spec.inputs:
+        if t.dtype == "bfloat16":
+            out[t.name] = round_bf16(inputs[t.name])
+        elif t.dtype == "float16":
+            out[t.name] = inputs[t.name].astype(np.float16).astype(np.float32)
+    return out
+
+
+def _stage_seconds(raw: object) -> dict[str, float]:
+    """How long each harness stage took (compiling is most of it), from the untrusted result file."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: float(v) for k, v in raw.items() if k in ("inputs", "import", "run", "outputs", "benchmark", "profile")
+            and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _no_result(run: sandbox.Outcome, limits: sandbox.Limits, common: dict) -> EvalResult:
+    """The harness wrote no result: it was killed, or the kernel ended the process."""
+    if run.returncode == 125:
+        return EvalResult.failure("sandbox", run.describe(limits), **common)
+    if run.timed_out or run.signal is not None:
+        kind = "timeout" if run.timed_out else "crash"
+        return EvalResult.failure(kind, f"the evaluation {run.describe(limits)}", **common)
+    tail = common.get("stderr", "")[-2000:]
+    return EvalResult.failure("crash", f"the harness exited with status {run.returncode} before writing its result "
+                              "(the kernel must return from solution(), not exit)" + (f":\n{tail}" if tail else ""),
+                              **common)
+
+
+def _bounded(result: EvalResult) -> EvalResult:
+    """Results travel on the bus and into prompts: texts are cut in the middle to their limits."""
+    for name, limit in RESULT_TEXT_LIMITS.items():
+        text = getattr(result, name) or ""
+        if len(text) > limit:
+            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
+                    + text[-limit // 2:])
+    result.sandbox = [note[:200] for note in result.sandbox[:16]]
+    return result

@@ -1,0 +1,189 @@
+"""NeuronCore-v2 timing of a replayed NKI instruction stream.
+
+The engines work in parallel, each executing its own instructions in program order: Tensor (PE),
+Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. An instruction starts when its engine
+is free and every earlier instruction it depends on through memory has finished: read-after-write,
+write-after-read and write-after-write on overlapping bytes of the same physical buffer. On-chip
+tensors are placed as a compiler does: all tiles allocated at one kernel line share that line's
+buffers (two, rotating, when the line allocates repeatedly and SBUF has room; else one), so reusing a
+buffer waits for its previous readers, which is what multi-buffering avoids. Instruction costs follow
+the published NKI ISA cost formulas; every parameter and its source is in params.toml.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hw_runners.trainium_sim.program import StreamError, TensorDecl
+from hw_runners.trainium_sim.replay import Step
+
+ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
+MAX_RECORDS = 48          # per buffer, before old reads are merged (conservatively) into one record
+
+
+@functools.cache
+def params(path: Path = Path(__file__).with_name("params.toml")) -> dict[str, float]:
+    return {k: v["value"] for k, v in tomllib.loads(path.read_text()).items()}
+
+
+@dataclass
+class Layout:
+    slot_of: dict[int, tuple]                 # tid -> physical buffer key
+    sbuf_bytes: int                           # per partition, all SBUF buffers
+    psum_banks: int
+    buffers: dict[tuple, tuple[int, int]] = field(default_factory=dict)   # (buffer, site) -> (slots, bytes)
+
+
+def layout(tensors: list[TensorDecl], used: set[int], p: dict) -> Layout:
+    """Place on-chip tensors: per (buffer, kernel line), `slots` rotating buffers of the largest size."""
+    groups: dict[tuple, list[TensorDecl]] = defaultdict(list)
+    for t in tensors:
+        if t.buffer in ("sbuf", "psum") and t.tid in used:
+            groups[(t.buffer, t.site)].append(t)
+    size = {g: max(t.partition_bytes for t in ts) for g, ts in groups.items()}
+    bank = int(p["psum_bank_bytes"])
+    for (buf, site), s in size.items():
+        if buf == "psum" and s > p["psum_partition_bytes"]:
+            raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
+                              f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
+    slots = {g: min(2, len(ts)) for g, ts in groups.items()}
+
+    def use(buf: str) -> int:
+        if buf == "sbuf":
+            return sum(slots[g] * size[g] for g in groups if g[0] == "sbuf")
+        return sum(slots[g] * math.ceil(size[g] / bank) for g in groups if g[0] == "psum")
+    limits = {"sbuf": int(p["sbuf_partition_bytes"]), "psum": int(p["psum_banks"])}
+    for buf in ("sbuf", "psum"):
+        for g in sorted((g for g in groups if g[0] == buf and slots[g] > 1), key=lambda g: -size[g]):
+            if use(buf) <= limits[buf]:
+                break
+            slots[g] = 1          # no room to double-buffer this line's tiles
+        if use(buf) > limits[buf]:
+            top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
+            detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
+            if buf == "sbuf":
+                raise StreamError(f"SBUF overflow: the kernel's tiles need {use(buf) / 1024:.1f} KiB per partition, "
+                                  f"SBUF has {limits[buf] // 1024} KiB (largest: {detail})")
+            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {use(buf)} banks of 2 KiB per "
+                              f"partition, PSUM has {limits[buf]} ({detail})")
+    slot_of, count = {}, defaultdict(int)
+    for g, ts in groups.items():
+        for t in ts:
+            slot_of[t.tid] = (g[0], g[1], count[g] % slots[g])
+            count[g] += 1
+    return Layout(slot_of, use("sbuf"), use("psum"), {g: (slots[g], size[g]) for g in groups})
+
+
+def cycles(step: Step, p: dict) -> float:
+    """Engine cycles of one compute instruction (NKI ISA 'estimated instruction cost')."""
+    min_ii, n = p["min_ii"], step.free
+    if step.op == "matmul":
+        c = max(min(p["matmul_min_moving"], step.stationary), step.moving)
+        return c * (p["matmul_fp32_factor"] if step.fp32_matmul else 1) + p["matmul_fixed_cycles"]
+    if step.op == "transpose" and step.engine == "pe":
+        return max(step.moving, min(p["matmul_min_moving"], step.stationary))
+    if step.engine == "pool":
+        factor = 1 if step.op in ("iota", "select") else p["gpsimd_factor"]
+        return p["gpsimd_start_cycles"] + n * factor
+    body = max(min_ii, n)
+    if step.op == "ew" and len(step.reads) == 2 and step.engine == "dve":
+        bf16 = all(r.tensor.dtype == "bfloat16" for r in step.reads) and step.fn in ("add", "subtract", "multiply")
+        if not (step.psum_read or bf16):
+            body = max(min_ii, p["vector_two_input_factor"] * n)
+    elif step.op == "ew" and step.fn == "reciprocal" and step.engine == "dve":
+        body = max(min_ii, p["vector_reciprocal_factor"] * n)
+    elif step.op == "scan":
+        body = max(min_ii, p["vector_two_input_factor"] * n)
+    elif step.op == "reduce":
+        half = step.reads[0].tensor.dtype == "bfloat16" and step.fn in ("add", "maximum")
+        body = max(min_ii, n / 2 if half else n)
+    if step.extra.get("reduce"):
+        body += min_ii
+    return body + p["sbuf_access_overhead_cycles"]
+
+
+def clock_ghz(engine: str, p: dict) -> float:
+    return {"pe": p["tensor_clock_ghz"], "dve": p["vector_clock_ghz"], "act": p["scalar_clock_ghz"],
+            "pool": p["gpsimd_clock_ghz"]}[engine]
+
+
+def dma_ns(step: Step, p: dict) -> tuple[float, int]:
+    """(occupancy in ns, DMA engines used): partitions spread over engines, efficiency by row size."""
+    engines = max(1, min(int(p["dma_queues"]), math.ceil(step.partitions / p["dma_partitions_per_engine"])))
+    run = max(1, step.run_bytes)
+    eff = max(p["dma_min_efficiency"], run / (run + p["dma_half_efficiency_bytes"]))
+    return step.dma_bytes / (engines * p["dma_queue_gbps"] * eff), engines
+
+
+@dataclass
+class Timeline:
+    total_ns: float = 0.0
+    busy_ns: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    waits_ns: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    site_ns: dict[tuple[int, str], float] = field(default_factory=lambda: defaultdict(float))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    dma_bytes: int = 0
+    dma_small_rows: int = 0
+
+
+def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
+    tl = Timeline()
+    free = {"pe": 0.0, "dve": 0.0, "act": 0.0, "pool": 0.0}
+    queues = [0.0] * int(p["dma_queues"])
+    records: dict[tuple, list] = defaultdict(list)
+    latency = p["dma_fixed_us"] * 1000.0
+
+    def key(a):
+        t = a.tensor
+        return ("hbm", t.alias if t.alias != -1 else t.tid) if t.buffer == "hbm" else lay.slot_of[t.tid]
+
+    for st in steps:
+        ready, cause = 0.0, "dma"
+        regions = [(key(a), a.region(), False) for a in st.reads] + [(key(a), a.region(), True) for a in st.writes]
+        for k, (p0, p1, f0, f1), is_write in regions:
+            for r in records.get(k, ()):
+                if (r[5] or is_write) and r[0] <= p1 and p0 <= r[1] and r[2] <= f1 and f0 <= r[3] and r[4] > ready:
+                    ready, cause = r[4], r[6]
+        if st.engine == "dma":
+            occupancy, n = dma_ns(st, p)
+            picked = heapq.nsmallest(n, range(len(queues)), key=queues.__getitem__)
+            start = max(ready, max(queues[i] for i in picked))
+            for i in picked:
+                queues[i] = start + occupancy
+            end = start + occupancy + latency          # the fixed latency overlaps other transfers
+            busy = occupancy
+            tl.dma_bytes += st.dma_bytes
+            if st.run_bytes < 512:
+                tl.dma_small_rows += 1
+        else:
+            busy = cycles(st, p) / clock_ghz(st.engine, p)
+            start = max(ready, free[st.engine])
+            if ready > free[st.engine]:
+                tl.waits_ns[(st.engine, cause)] += ready - free[st.engine]
+            end = free[st.engine] = start + busy
+        tl.busy_ns[st.engine] += busy
+        tl.site_ns[(st.site, st.engine)] += busy
+        tl.counts[st.engine] += 1
+        tl.total_ns = max(tl.total_ns, end)
+        for k, (p0, p1, f0, f1), is_write in regions:
+            recs = records[k]
+            if is_write:
+                recs[:] = [r for r in recs if not (p0 <= r[0] and r[1] <= p1 and f0 <= r[2] and r[3] <= f1)]
+            recs.append((p0, p1, f0, f1, end, is_write, st.engine))
+            if len(recs) > MAX_RECORDS:
+                _merge_reads(recs)
+    return tl
+
+
+def _merge_reads(recs: list) -> None:
+    reads = [r for r in recs if not r[5]]
+    if len(reads) < 2:
+        return
+    merged = (min(r[0] for r in reads), max(r[1] for r in reads), min(r[2] for r in reads),
+              max(r[3] for r in reads), max(r[4] for r in reads), False, max(reads, key=lambda r: r[4])[6])
+    recs[:] = [r for r in recs if r[5]] + [merged]

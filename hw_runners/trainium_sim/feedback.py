@@ -1,0 +1,56 @@
+"""What the planner learns from one trainium-sim evaluation: where the time went and what binds."""
+from __future__ import annotations
+
+from hw_runners.trainium_sim.costmodel import ENGINE_NAMES, Layout, Timeline
+
+CYCLE_GHZ = 1.4     # cycles are reported at the NeuronCore-v2 Scalar/GpSimd clock (params.toml)
+
+
+def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[int, int]) -> dict:
+    total_us = tl.total_ns / 1000.0
+    busy = {ENGINE_NAMES[e]: tl.busy_ns.get(e, 0.0) / max(tl.total_ns, 1e-9) for e in ENGINE_NAMES}
+    binding = max(busy, key=busy.get)
+    dma_peak_gbps = p["dma_queues"] * p["dma_queue_gbps"]          # 16 engines: below HBM's bandwidth
+    need = sum(compulsory)
+    bound_ns = max(need / min(dma_peak_gbps, p["hbm_gbps_per_core"]), flops / (p["tensor_peak_bf16_tflops"] * 1e3))
+    waits = sorted(((ENGINE_NAMES[a], ENGINE_NAMES[b], ns / 1000.0) for (a, b), ns in tl.waits_ns.items()),
+                   key=lambda w: -w[2])[:4]
+    sites = sorted(((line, ENGINE_NAMES[e], ns / 1000.0) for (line, e), ns in tl.site_ns.items()),
+                   key=lambda s: -s[2])[:6]
+    return {
+        "latency_us": round(total_us, 3),
+        "cycles": int(round(tl.total_ns * CYCLE_GHZ)),
+        "engine_busy": {k: round(v, 4) for k, v in busy.items()},
+        "binding_engine": binding,
+        "instructions": {ENGINE_NAMES[e]: n for e, n in tl.counts.items()},
+        "dma_bytes": tl.dma_bytes,
+        "compulsory_bytes": need,
+        "dma_small_rows": tl.dma_small_rows,
+        "sbuf_kib_per_partition": round(lay.sbuf_bytes / 1024, 1),
+        "psum_banks": lay.psum_banks,
+        "bound_us": round(bound_ns / 1000.0, 3),
+        "roofline_fraction": round(min(1.0, bound_ns / max(tl.total_ns, 1e-9)), 4),
+        "utilization": round(busy[binding], 4),
+        "stalls": [{"engine": a, "waited_for": b, "us": round(us, 3)} for a, b, us in waits],
+        "hot_lines": [{"line": line, "engine": e, "us": round(us, 3)} for line, e, us in sites],
+    }
+
+
+def text(m: dict) -> str:
+    busy = ", ".join(f"{k} {v:.0%}" for k, v in sorted(m["engine_busy"].items(), key=lambda kv: -kv[1]))
+    lines = [f"latency {m['latency_us']:,.2f} us ({m['cycles']:,} cycles at 1.4 GHz); "
+             f"{m['roofline_fraction']:.1%} of the roofline bound {m['bound_us']:,.2f} us",
+             f"engine busy: {busy}; binding engine: {m['binding_engine']}",
+             f"instructions: " + ", ".join(f"{k} {v:,}" for k, v in m["instructions"].items()),
+             f"DMA traffic {m['dma_bytes'] / 2**20:,.2f} MiB vs {m['compulsory_bytes'] / 2**20:,.2f} MiB compulsory"
+             + (f"; {m['dma_small_rows']:,} transfers move rows under 512 contiguous bytes (inefficient DMA)"
+                if m["dma_small_rows"] else ""),
+             f"on-chip memory: SBUF {m['sbuf_kib_per_partition']} KiB of 192 KiB per partition, "
+             f"PSUM {m['psum_banks']} of 8 banks"]
+    if m["stalls"]:
+        lines.append("main stalls: " + "; ".join(f"{s['engine']} waited {s['us']:,.2f} us for {s['waited_for']}"
+                                                 for s in m["stalls"]))
+    if m["hot_lines"]:
+        lines.append("busiest kernel lines: " + "; ".join(f"line {h['line']} ({h['engine']}) {h['us']:,.2f} us"
+                                                         for h in m["hot_lines"]))
+    return "\n".join(lines)

@@ -1,0 +1,420 @@
+"""The recording core of trainium-sim's NKI front end.
+
+A kernel runs in a sandboxed process against this module. Nothing here holds a value of any tensor:
+tensors are handles (shape, dtype, buffer), index expressions are affine forms of nl.arange axes, and
+every NKI call appends one instruction to the RECORDER. The trusted replayer (outside the sandbox)
+re-validates and executes that stream on its own inputs, so the stream cannot depend on input values
+and nothing recorded here is trusted.
+
+Wire format (plain lists, msgpack-friendly):
+  tensor = [buffer, shape, dtype, pdim, site, alias]   buffer: "hbm" | "sbuf" | "psum"; alias: tid or -1
+  instr  = [op, engine, dsts, srcs, attrs, site]       dsts/srcs: lists of accesses (srcs may hold numbers)
+  access = [tid, [index per tensor dim]]              index: int | [const, [[extent, rank, pos, coef], ...]]
+  attrs["mask"] = [[expr, cmp, value], ...]           expr: [const, terms] as above; all must hold
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+KERNEL_FILE = "kernel.py"     # the filename the child compiles the candidate's source under
+MAX_INSTRUCTIONS = 2_000_000
+
+
+class bfloat16:
+    """nl.bfloat16: numpy has no such type; the replayer rounds values to it."""
+    name = "bfloat16"
+    itemsize = 2
+
+    def __init__(self):
+        raise NKIError("nl.bfloat16 is a dtype, not a constructor")
+
+
+DTYPES = {"float32": np.float32, "bfloat16": bfloat16, "float16": np.float16, "int32": np.int32,
+          "int8": np.int8, "uint8": np.uint8}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}
+
+
+def dtype_name(dtype) -> str:
+    """The wire name of any dtype spelling a kernel may use (nl.float32, np.float32, 'float32', ...)."""
+    if dtype is bfloat16 or dtype == "bfloat16":
+        return "bfloat16"
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in ITEMSIZE:
+        raise NKIError(f"unsupported dtype {dtype!r}; use nl.float32, nl.bfloat16, nl.float16, nl.int32, nl.int8")
+    return name
+
+
+class NKIError(Exception):
+    """Misuse of the NKI API, found while tracing (the message names the call)."""
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.tensors: list[list] = []
+        self.instrs: list[list] = []
+        self.owner: dict[int, "Tensor"] = {}
+
+    def site(self) -> int:
+        """The line of the kernel file that made the current call (0 if none)."""
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename == KERNEL_FILE:
+                return f.f_lineno
+            f = f.f_back
+        return 0
+
+    def tensor(self, buffer: str, shape, dtype, pdim: int = 0, alias: int = -1) -> "Tensor":
+        dtype = dtype_name(dtype)
+        shape = tuple(_int(s) for s in shape)
+        if any(s <= 0 for s in shape) or not shape:
+            raise NKIError(f"tensor shape {shape} must be non-empty with positive sizes")
+        tid = len(self.tensors)
+        self.tensors.append([buffer, list(shape), dtype, pdim, self.site(), alias])
+        t = Tensor(tid, shape, dtype, buffer)
+        return t
+
+    def emit(self, op: str, engine: str, dsts: list, srcs: list, attrs: dict | None = None) -> list:
+        if len(self.instrs) >= MAX_INSTRUCTIONS:
+            raise NKIError(f"the kernel issued more than {MAX_INSTRUCTIONS:,} instructions")
+        instr = [op, engine, [d.encode() for d in dsts], [_encode_src(s) for s in srcs], attrs or {}, self.site()]
+        self.instrs.append(instr)
+        for s in srcs:
+            if isinstance(s, View):
+                s.tensor.reads += 1
+        for d in dsts:
+            d.tensor.producer = len(self.instrs) - 1
+        return instr
+
+
+RECORDER = Recorder()
+
+
+def _encode_src(s):
+    if isinstance(s, View):
+        return s.encode()
+    if isinstance(s, Tensor):
+        return s.view().encode()
+    if isinstance(s, bool):
+        return float(s)
+    if isinstance(s, (int, float)):
+        return float(s)
+    if s is None:
+        return None
+    raise NKIError(f"an operand must be a tile, a tensor view or a Python number, not {type(s).__name__} "
+                   f"(NKI kernels cannot pass numpy arrays or other Python objects to instructions)")
+
+
+# -- index expressions ----------------------------------------------------------------------------
+class IndexExpr:
+    """const + sum(coef * axis), each axis an nl.arange placed at `pos` of a shape of `rank` dims."""
+    __array_priority__ = 1000
+
+    def __init__(self, const: int = 0, terms: tuple = ()) -> None:
+        self.const = int(const)
+        self.terms = terms    # ((extent, rank, pos, coef), ...)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        rank = max((t[1] for t in self.terms), default=0)
+        shape = [1] * rank
+        for extent, r, pos, _ in self.terms:
+            shape[pos + rank - r] = max(shape[pos + rank - r], extent)
+        return tuple(shape)
+
+    def encode(self) -> list:
+        return [self.const, [list(t) for t in self.terms]]
+
+    def __add__(self, other):
+        if isinstance(other, IndexExpr):
+            return IndexExpr(self.const + other.const, self.terms + other.terms)
+        return IndexExpr(self.const + _int(other), self.terms)
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self + (-other if isinstance(other, IndexExpr) else -_int(other))
+
+    def __rsub__(self, other):
+        return (-self) + _int(other)
+
+    def __neg__(self):
+        return self * -1
+
+    def __mul__(self, k):
+        k = _int(k)
+        return IndexExpr(self.const * k, tuple((e, r, p, c * k) for e, r, p, c in self.terms))
+    __rmul__ = __mul__
+
+    def __getitem__(self, key):
+        """arange(n)[:, None] / [None, :]: place the axis in a higher-rank shape."""
+        key = key if isinstance(key, tuple) else (key,)
+        rank = len(self.shape)
+        if sum(k is not None for k in key) != rank or any(k is not None and k != slice(None) for k in key):
+            raise NKIError(f"an index expression can only be reshaped with ':' and None, e.g. [:, None]; got {key}")
+        placed = [i for i, k in enumerate(key) if k is not None]
+        terms = tuple((e, len(key), placed[p + rank - r], c) for e, r, p, c in self.terms)
+        return IndexExpr(self.const, terms)
+
+    def _cmp(self, op, value):
+        return Predicate([[self.encode(), op, _int(value)]], self.shape)
+
+    def __lt__(self, v): return self._cmp("<", v)
+    def __le__(self, v): return self._cmp("<=", v)
+    def __gt__(self, v): return self._cmp(">", v)
+    def __ge__(self, v): return self._cmp(">=", v)
+    def __eq__(self, v): return self._cmp("==", v)   # noqa: E704
+    def __ne__(self, v): return self._cmp("!=", v)   # noqa: E704
+    __hash__ = object.__hash__
+
+
+class Predicate:
+    """A conjunction of comparisons of index expressions with integers (NKI masks)."""
+    def __init__(self, clauses: list, shape) -> None:
+        self.clauses, self.shape = clauses, tuple(shape)
+
+    def __and__(self, other):
+        if not isinstance(other, Predicate):
+            raise NKIError("masks combine with & only with other index comparisons")
+        return Predicate(self.clauses + other.clauses, _broadcast(self.shape, other.shape))
+
+    def __bool__(self):
+        raise NKIError("a mask is symbolic: it cannot be used in Python control flow (if/while/and/or)")
+
+
+def _int(v) -> int:
+    if isinstance(v, IndexExpr):
+        raise NKIError("index expressions can only be multiplied by integers")
+    if isinstance(v, (Tensor, View)):
+        raise NKIError("tensor values cannot be used as indices or sizes: kernels are traced, values are unknown "
+                       "until the kernel runs (control flow and addresses must not depend on data)")
+    try:
+        i = int(v)
+    except (TypeError, ValueError):
+        raise NKIError(f"expected an integer index, got {type(v).__name__}") from None
+    if i != v:
+        raise NKIError(f"expected an integer index, got {v!r}")
+    return i
+
+
+def _broadcast(a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise NKIError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def broadcast_shapes(*shapes):
+    out = ()
+    for s in shapes:
+        out = _broadcast(out, s)
+    return out
+
+
+def arange(*args) -> IndexExpr:
+    r = range(*(_int(a) for a in args))
+    if len(r) <= 0 or r.step != 1:
+        raise NKIError(f"nl.arange needs a non-empty unit-step range, got range{args}")
+    return IndexExpr(r.start, ((len(r), 1, 0, 1),))
+
+
+class _MGrid:
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        out = []
+        for pos, k in enumerate(key):
+            if not isinstance(k, slice) or k.step not in (None, 1):
+                raise NKIError("nl.mgrid takes unit-step slices, e.g. nl.mgrid[0:128, 0:512]")
+            start, stop = _int(k.start or 0), _int(k.stop)
+            out.append(IndexExpr(start, ((stop - start, len(key), pos, 1),)))
+        return tuple(out) if len(out) > 1 else out[0]
+
+
+mgrid = _MGrid()
+
+
+# -- tensors and views ----------------------------------------------------------------------------
+class Tensor:
+    """A tensor in HBM, SBUF or PSUM: a handle, never a value."""
+    __array_priority__ = 1000
+
+    def __init__(self, tid: int, shape: tuple, dtype: str, buffer: str) -> None:
+        self.tid, self.shape, self.buffer = tid, shape, buffer
+        self.dtype_name = dtype
+        self.dtype = DTYPES[dtype]
+        self.reads = 0
+        self.producer: int | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def view(self) -> "View":
+        return self[...]
+
+    def reshape(self, shape) -> "Tensor":
+        """Another shape over the same HBM storage (row-major), as NKI allows for HBM tensors."""
+        shape = tuple(_int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if self.buffer != "hbm":
+            raise NKIError("only HBM tensors can be reshaped; reshape on-chip data through indexing")
+        size = 1
+        for s in shape:
+            size *= s
+        own = 1
+        for s in self.shape:
+            own *= s
+        if size != own:
+            raise NKIError(f"cannot reshape a tensor of shape {self.shape} to {shape}")
+        base = RECORDER.tensors[self.tid][5]
+        return RECORDER.tensor("hbm", shape, self.dtype_name, 0, self.tid if base == -1 else base)
+
+    def __getitem__(self, key) -> "View":
+        return View(self, *index(self.shape, key))
+
+    def __setitem__(self, key, value) -> None:
+        self[key].assign(value)
+
+    def __repr__(self) -> str:
+        return f"<{self.buffer} tensor {self.shape} {self.dtype_name}>"
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __iter__(self):
+        raise NKIError("tensors cannot be iterated in Python: index them with nl.arange/slices instead")
+
+    def __bool__(self):
+        raise NKIError("a tensor's value is unknown while tracing: it cannot be used in Python control flow")
+
+    def __array__(self, *args, **kwargs):
+        raise NKIError("NKI tensors are not numpy arrays: their values never reach the kernel's Python code")
+
+    # arithmetic operators follow nl.* (installed by language.py)
+
+
+class View:
+    """An access to part of a tensor: the operand of every instruction."""
+    __array_priority__ = 1000
+
+    def __init__(self, tensor: Tensor, idx: list, shape: tuple) -> None:
+        self.tensor, self.idx, self.shape = tensor, idx, tuple(shape)
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    @property
+    def dtype_name(self) -> str:
+        return self.tensor.dtype_name
+
+    @property
+    def buffer(self) -> str:
+        return self.tensor.buffer
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def encode(self) -> list:
+        return [self.tensor.tid, self.idx]
+
+    def is_whole(self) -> bool:
+        return self.shape == self.tensor.shape and self.idx == whole_index(self.tensor.shape)
+
+    def __getitem__(self, key) -> "View":
+        if key is Ellipsis or key == (Ellipsis,):
+            return self
+        if self.is_whole():
+            return self.tensor[key]
+        raise NKIError("a view of part of a tile cannot be indexed again: index the tile itself")
+
+    def __setitem__(self, key, value) -> None:
+        self[key].assign(value)
+
+    def assign(self, value) -> None:
+        """`dst[...] = value`: the instruction that produced `value` writes straight into dst when it can
+        (as NKI's compiler does); otherwise a copy is issued."""
+        if isinstance(value, Tensor):
+            value = value.view()
+        if isinstance(value, View):
+            if value.tensor is self.tensor and value.idx == self.idx:
+                return          # `t[...] += x` ends with t[...] = t[...]
+            src = value.tensor
+            if (value.is_whole() and src.producer is not None and src.reads == 0 and src.buffer != "hbm"
+                    and _broadcast(value.shape, self.shape) == self.shape and value.shape == self.shape):
+                instr = RECORDER.instrs[src.producer]
+                if len(instr[2]) == 1 and instr[2][0][0] == src.tid:
+                    instr[2][0] = self.encode()
+                    self.tensor.producer = src.producer
+                    src.producer = None
+                    RECORDER.tensors[src.tid][0] = "dead"    # never written: it needs no memory
+                    return
+            from neuronxcc.nki import language as nl
+            nl._copy_into(self, value)
+            return
+        if isinstance(value, (int, float)):
+            from neuronxcc.nki import language as nl
+            nl._fill(self, float(value))
+            return
+        raise NKIError(f"cannot assign a {type(value).__name__} to a tile: assign a tile or a Python number")
+
+    def __bool__(self):
+        raise NKIError("a tile's value is unknown while tracing: it cannot be used in Python control flow")
+
+    def __array__(self, *args, **kwargs):
+        raise NKIError("NKI tiles are not numpy arrays: their values never reach the kernel's Python code")
+
+    def __iter__(self):
+        raise NKIError("tiles cannot be iterated in Python: index them with nl.arange/slices instead")
+
+    def __repr__(self) -> str:
+        return f"<view {self.shape} of {self.tensor!r}>"
+
+
+def whole_index(shape) -> list:
+    return [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+
+
+def index(shape: tuple, key) -> tuple[list, tuple]:
+    """Encode `tensor[key]`; returns (per-dim index, tile shape)."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        fill = len(shape) - (len(key) - 1)
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    if len(key) < len(shape):
+        key = key + (slice(None),) * (len(shape) - len(key))
+    if len(key) != len(shape):
+        raise NKIError(f"{len(key)} indices for a tensor of {len(shape)} dimensions {shape}")
+    nslice = sum(isinstance(k, slice) for k in key)
+    rank = max([nslice] + [len(k.shape) for k in key if isinstance(k, IndexExpr)])
+    out, shapes, pos = [], [], 0
+    for dim, (k, n) in enumerate(zip(key, shape)):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if step <= 0 or stop <= start:
+                raise NKIError(f"empty or reversed slice {k} of dimension {dim} (size {n})")
+            extent = len(range(start, stop, step))
+            e = IndexExpr(start, ((extent, rank, pos + rank - nslice, step),))
+            pos += 1
+            out.append(e.encode())
+            shapes.append(e.shape)
+        elif isinstance(k, IndexExpr):
+            out.append(k.encode())
+            shapes.append(k.shape)
+        else:
+            i = _int(k)
+            if not -n <= i < n:
+                raise NKIError(f"index {i} is out of bounds for dimension {dim} of size {n}")
+            out.append(i % n)
+    tile = broadcast_shapes(*shapes) if shapes else ()
+    if not tile:
+        tile = (1,)
+    return out, tile

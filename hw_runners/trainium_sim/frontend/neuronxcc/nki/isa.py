@@ -1,0 +1,164 @@
+"""neuronxcc.nki.isa as trainium-sim provides it: one recorded instruction per call, on the engine the
+NeuronCore-v2 ISA runs it on (or the one `engine=` names where the ISA lets the kernel choose)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as _np
+
+from neuronxcc.nki import language as nl
+from neuronxcc.nki._trace import RECORDER, IndexExpr, NKIError, Predicate, Tensor, View, _broadcast, dtype_name
+
+engine = SimpleNamespace(unknown="unknown", tensor="pe", vector="dve", scalar="act", gpsimd="pool")
+_ENGINES = {"unknown", "pe", "dve", "act", "pool"}
+
+_ALIASES = {"true_divide": "divide", "absolute": "abs", "max": "maximum", "amax": "maximum", "min": "minimum",
+            "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs"}
+
+
+def op_name(op) -> str:
+    """The instruction's ALU or activation function from an nl function, a numpy ufunc or a name."""
+    name = getattr(op, "_nki_op", None) or getattr(op, "__name__", None) or (op if isinstance(op, str) else None)
+    if name is None:
+        raise NKIError(f"{op!r} is not an NKI operator: pass an nl.* function or a numpy ufunc such as np.add")
+    return _ALIASES.get(name, name)
+
+
+for _name, _op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"), ("prod", "multiply"), ("mean", "mean"),
+                   ("copy", "copy")):
+    getattr(nl, _name)._nki_op = _op
+
+
+def _engine(value, default: str) -> str:
+    e = default if value in (None, "unknown") else value
+    if e not in _ENGINES - {"unknown"}:
+        raise NKIError(f"unknown engine {value!r}: use nisa.engine.vector, scalar, gpsimd or tensor")
+    return e
+
+
+def _scalar_or_tile(x, what: str):
+    if isinstance(x, (int, float, _np.number)):
+        return float(x)
+    if isinstance(x, (View, Tensor)):
+        return nl._view(x, what)
+    raise NKIError(f"{what} must be a Python number or a per-partition tile of shape (P, 1)")
+
+
+def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, mask=None,
+              is_transpose=False, **_) -> View:
+    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512."""
+    s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
+    if len(s.shape) != 2 or len(m.shape) != 2:
+        raise NKIError(f"nc_matmul takes 2-D tiles, got stationary {s.shape} and moving {m.shape}")
+    return nl._compute("matmul", "pe", [s, m], nl._attrs(mask, acc=False), "float32", nl.psum,
+                       shape=(s.shape[1], m.shape[1]))
+
+
+def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
+    x = nl._view(data, "nc_transpose's data")
+    if len(x.shape) != 2:
+        raise NKIError("nc_transpose takes a 2-D tile")
+    big = x.shape[0] > 32 or x.shape[1] > 32
+    eng = _engine(engine, "pe" if big else "dve")
+    buffer = nl.psum if eng == "pe" else nl.sbuf
+    return nl._compute("transpose", eng, [x], nl._attrs(mask), dtype or x.dtype, buffer, shape=x.shape[::-1])
+
+
+def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown, **_) -> View:
+    a, b = nl._view(data1, "tensor_tensor's data1"), nl._view(data2, "tensor_tensor's data2")
+    return nl._compute("ew", _engine(engine, "dve"), [a, b], nl._attrs(mask, fn=op_name(op)), dtype)
+
+
+def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None,
+                  mask=None, engine=engine.unknown, **_) -> View:
+    """op1(op0(data, operand0), operand1): operands are numbers or per-partition (P, 1) tiles."""
+    x = nl._view(data, "tensor_scalar's data")
+    srcs = [x, _scalar_or_tile(operand0, "tensor_scalar's operand0")]
+    attrs = {"op0": op_name(op0), "reverse0": bool(reverse0)}
+    if op1 is not None:
+        srcs.append(_scalar_or_tile(operand1, "tensor_scalar's operand1"))
+        attrs.update(op1=op_name(op1), reverse1=bool(reverse1))
+    return nl._compute("tensor_scalar", _engine(engine, "dve"), srcs, nl._attrs(mask, **attrs), dtype,
+                       shape=x.shape)
+
+
+def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:
+    x = nl._view(data, "tensor_reduce's data")
+    out = nl._reduce(op_name(op), x, axis, dtype, mask, keepdims)
+    if negate:
+        RECORDER.instrs[-1][4]["negate"] = True
+    return out
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                       **_) -> View:
+    """Along the free axis: out[:, i] = op1(op0(out[:, i-1], data0[:, i]), data1[:, i]), out[:, -1] = initial."""
+    a, b = nl._view(data0, "tensor_tensor_scan's data0"), nl._view(data1, "tensor_tensor_scan's data1")
+    srcs = [a, b, _scalar_or_tile(initial, "tensor_tensor_scan's initial")]
+    attrs = nl._attrs(mask, op0=op_name(op0), op1=op_name(op1), reverse0=bool(reverse0), reverse1=bool(reverse1))
+    return nl._compute("scan", "dve", srcs, attrs, dtype, shape=_broadcast(a.shape, b.shape))
+
+
+def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
+    x = nl._view(src, "tensor_copy's src")
+    return nl._compute("ew", _engine(engine, "dve"), [x], nl._attrs(mask, fn="copy"), dtype or x.dtype)
+
+
+def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, mask=None, dtype=None, **_) -> View:
+    """op(data * scale + bias) on the Scalar engine; bias is a (P, 1) tile, scale a number or a (P, 1) tile.
+    With reduce_op/reduce_res the results are also reduced along the free axis into reduce_res."""
+    x = nl._view(data, "activation's data")
+    srcs = [x, _scalar_or_tile(scale, "activation's scale"),
+            nl._view(bias, "activation's bias") if bias is not None else None]
+    out = nl._new(x.shape, nl._result_dtype(dtype, [x]), nl.sbuf)
+    dsts = [out.view()]
+    attrs = nl._attrs(mask, fn=op_name(op))
+    if reduce_res is not None:
+        if reduce_op is None:
+            reduce_op = nl.add
+        dsts.append(nl._view(reduce_res, "activation's reduce_res"))
+        attrs["reduce"] = op_name(reduce_op)
+    RECORDER.emit("activation", "act", dsts, srcs, attrs)
+    return out.view()
+
+
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **_) -> View:
+    return activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, mask=mask,
+                      dtype=dtype)
+
+
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_) -> View:
+    """Where the affine predicate over the tile's indices holds, on_true_tile; elsewhere on_false_value."""
+    if not isinstance(pred, Predicate):
+        raise NKIError("affine_select's pred must compare nl.arange index expressions, e.g. (i_p - i_f >= 0)")
+    x = nl._view(on_true_tile, "affine_select's on_true_tile")
+    if not isinstance(on_false_value, (int, float, _np.number)):
+        raise NKIError("affine_select's on_false_value must be a Python number")
+    attrs = nl._attrs(mask, pred=pred.clauses)
+    return nl._compute("select", "pool", [x, float(on_false_value)], attrs, dtype, shape=x.shape)
+
+
+def reciprocal(data, dtype=None, mask=None, **_) -> View:
+    return nl._ew("reciprocal", "dve", data, dtype=dtype, mask=mask)
+
+
+def iota(expr, dtype, mask=None, **_) -> View:
+    if not isinstance(expr, IndexExpr):
+        raise NKIError("iota takes an affine expression of nl.arange indices")
+    shape = expr.shape if len(expr.shape) >= 2 else expr.shape + (1,)
+    out = nl._new(shape, dtype_name(dtype), nl.sbuf)
+    RECORDER.emit("iota", "pool", [out.view()], [], nl._attrs(mask, expr=expr.encode()))
+    return out.view()
+
+
+def memset(shape, value, dtype, mask=None, engine=engine.unknown, **_) -> View:
+    out = nl._new(shape, dtype, nl.sbuf)
+    RECORDER.emit("memset", _engine(engine, "dve"), [out.view()], [], nl._attrs(mask, value=float(value)))
+    return out.view()
+
+
+def get_nc_version():
+    return "gen2"
+
+
+nc_version = SimpleNamespace(gen2="gen2", gen3="gen3")

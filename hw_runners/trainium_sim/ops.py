@@ -1,0 +1,89 @@
+"""Numerics of the trusted replayer: dtype rounding and the engines' ALU and activation functions.
+
+Values live in float32 arrays (int32 tensors in int32); engines compute in fp32 as NeuronCore-v2's
+Vector and Scalar engines do, and every write rounds to the destination's dtype: bf16 by
+round-to-nearest-even of the upper 16 bits of the fp32 pattern.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hw_runners.trainium_sim.problems import DTYPES as ITEMSIZE
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    out = rounded.view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Values as a tensor of `dtype` holds them (returned as the storage array type)."""
+    if dtype == "float32":
+        return np.asarray(x, dtype=np.float32)
+    if dtype == "bfloat16":
+        return to_bf16(x)
+    if dtype == "float16":
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+    info = np.iinfo(dtype)
+    x = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
+    return np.clip(np.trunc(x), info.min, info.max).astype(np.int32)
+
+
+def storage(dtype: str) -> type:
+    return np.float32 if dtype in ("float32", "bfloat16", "float16") else np.int32
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def _erf(x):
+    # Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7), numpy has no erf
+    s = np.sign(x)
+    a = np.abs(x)
+    t = 1 / (1 + 0.3275911 * a)
+    y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t \
+        * np.exp(-a * a)
+    return s * y
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2.0)))
+
+
+UNARY = {
+    "copy": lambda x: x, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
+    "gelu": _gelu, "gelu_apprx_tanh": _gelu_tanh, "silu": lambda x: x / (1 + np.exp(-x)),
+    "softplus": lambda x: np.logaddexp(0, x), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+    "sin": np.sin, "cos": np.cos, "arctan": np.arctan, "erf": _erf, "square": np.square, "sign": np.sign,
+    "abs": np.abs, "negative": np.negative, "reciprocal": lambda x: 1 / x, "ceil": np.ceil, "floor": np.floor,
+    "trunc": np.trunc, "logical_not": lambda x: (x == 0).astype(np.float32),
+    "gelu_dx": lambda x: 0.5 * (1 + _erf(x / np.sqrt(2.0))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+    "silu_dx": lambda x: (1 / (1 + np.exp(-x))) * (1 + x * (1 - 1 / (1 + np.exp(-x)))),
+}
+
+
+def _int_op(f):
+    return lambda a, b: f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)).astype(np.float32)
+
+
+BINARY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum, "power": np.power,
+    "equal": lambda a, b: (a == b).astype(np.float32), "not_equal": lambda a, b: (a != b).astype(np.float32),
+    "greater": lambda a, b: (a > b).astype(np.float32), "greater_equal": lambda a, b: (a >= b).astype(np.float32),
+    "less": lambda a, b: (a < b).astype(np.float32), "less_equal": lambda a, b: (a <= b).astype(np.float32),
+    "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(np.float32),
+    "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(np.float32),
+    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
+    "bitwise_and": _int_op(np.bitwise_and), "bitwise_or": _int_op(np.bitwise_or),
+    "bitwise_xor": _int_op(np.bitwise_xor),
+}
+
+REDUCE = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod, "mean": np.mean}
+
+__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "UNARY", "round_to", "storage", "to_bf16"]

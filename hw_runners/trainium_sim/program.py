@@ -1,0 +1,258 @@
+"""Decode and validate a recorded NKI instruction stream (trusted side).
+
+Everything in the stream came from the candidate's process, so nothing is assumed: tensor
+declarations, index expressions and operands are checked here against NeuronCore-v2's rules and
+limits, and every failure names the NKI call and the kernel line that issued it. Accesses are
+resolved into numpy indexing (basic slices where the pattern allows, index arrays otherwise) over
+value arrays that carry a leading axis of input sets.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw_runners.trainium_sim.ops import ITEMSIZE
+
+PARTITIONS = 128
+MAX_RANK = 6
+MAX_TILE_ELEMENTS = 1 << 26
+OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matmul", "transpose": "nisa.nc_transpose",
+            "ew": "an elementwise instruction", "tensor_scalar": "nisa.tensor_scalar", "reduce": "a reduction",
+            "activation": "nisa.activation", "scan": "nisa.tensor_tensor_scan", "select": "nisa.affine_select",
+            "iota": "nisa.iota", "memset": "nl.zeros/nisa.memset"}
+
+
+class StreamError(Exception):
+    """The kernel broke a rule of the NKI programming model or a hardware limit."""
+
+
+def where(op: str, attrs: dict, site) -> str:
+    name = OP_NAMES.get(op, repr(op))
+    fn = attrs.get("fn") if isinstance(attrs, dict) else None
+    if isinstance(fn, str) and op == "ew":
+        name = f"nl.{fn}" if fn != "copy" else "a copy (nl.copy / tile assignment)"
+    return f"{name} at kernel.py line {site}" if isinstance(site, int) and site > 0 else name
+
+
+@dataclass
+class TensorDecl:
+    tid: int
+    buffer: str           # hbm | sbuf | psum | dead
+    shape: tuple[int, ...]
+    dtype: str
+    pdim: int
+    site: int
+    alias: int = -1       # an HBM tensor that reshapes another (tensor.reshape): the tid of its storage
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def partition_bytes(self) -> int:
+        """Bytes per partition of an on-chip tensor."""
+        return self.size // self.shape[self.pdim] * self.itemsize
+
+
+def decode_tensors(raw, hbm_budget_bytes: int) -> list[TensorDecl]:
+    if not isinstance(raw, list):
+        raise StreamError("malformed instruction stream: no tensor table")
+    out, hbm = [], 0
+    for tid, t in enumerate(raw):
+        if not (isinstance(t, list) and len(t) == 6 and t[0] in ("hbm", "sbuf", "psum", "dead")
+                and isinstance(t[1], list) and t[2] in ITEMSIZE and all(isinstance(v, int) for v in t[3:])):
+            raise StreamError(f"malformed tensor declaration #{tid}")
+        shape = tuple(t[1])
+        if not shape or len(shape) > MAX_RANK or not all(isinstance(s, int) and 0 < s < 1 << 31 for s in shape):
+            raise StreamError(f"tensor #{tid} has an invalid shape {shape}")
+        decl = TensorDecl(tid, t[0], shape, t[2], t[3], t[4], t[5])
+        if not 0 <= decl.pdim < len(shape):
+            raise StreamError(f"tensor #{tid} has an invalid partition dimension")
+        if decl.alias != -1:
+            base = out[decl.alias] if 0 <= decl.alias < tid else None
+            if base is None or base.buffer != "hbm" or decl.buffer != "hbm" or base.alias != -1 \
+                    or base.size != decl.size or base.dtype != decl.dtype:
+                raise StreamError(f"tensor #{tid}: invalid reshape of tensor #{decl.alias}")
+            out.append(decl)
+            continue
+        if decl.buffer in ("sbuf", "psum"):
+            if shape[decl.pdim] > PARTITIONS:
+                raise StreamError(f"an {decl.buffer} tensor of shape {shape} (kernel.py line {decl.site}) has "
+                                  f"{shape[decl.pdim]} partitions; the partition dimension is at most {PARTITIONS}")
+        elif decl.buffer == "hbm":
+            hbm += decl.size * decl.itemsize
+            if hbm > hbm_budget_bytes:
+                raise StreamError(f"the kernel allocated more than {hbm_budget_bytes >> 20} MiB of HBM "
+                                  f"(kernel.py line {decl.site})")
+        out.append(decl)
+    return out
+
+
+def _terms(e, what: str):
+    if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and isinstance(e[1], list)):
+        raise StreamError(f"malformed index expression in {what}")
+    for t in e[1]:
+        if not (isinstance(t, list) and len(t) == 4 and all(isinstance(v, int) for v in t)
+                and 0 < t[0] <= 1 << 24 and 0 < t[1] <= MAX_RANK and 0 <= t[2] < t[1] and abs(t[3]) < 1 << 31):
+            raise StreamError(f"malformed index term in {what}")
+    return e[0], e[1]
+
+
+def expr_array(expr, rank: int, what: str) -> np.ndarray:
+    """The values of an index expression as an int64 array of `rank` dims (broadcastable)."""
+    const, terms = _terms(expr, what)
+    out = np.int64(const)
+    for extent, r, pos, coef in terms:
+        if r > rank:
+            raise StreamError(f"an index expression in {what} has more dimensions than the tile")
+        shape = [1] * rank
+        shape[pos + rank - r] = extent
+        out = out + coef * np.arange(extent, dtype=np.int64).reshape(shape)
+    return np.asarray(out)
+
+
+def tile_shape(idx: list, what: str) -> tuple[int, ...]:
+    terms = [t for e in idx if not isinstance(e, int) for t in _terms(e, what)[1]]
+    rank = max((t[1] for t in terms), default=0)
+    shape = [1] * rank
+    for extent, r, pos, _ in terms:
+        p = pos + rank - r
+        if shape[p] not in (1, extent) and extent != 1:
+            raise StreamError(f"index expressions of {what} do not broadcast (extents {shape[p]} and {extent})")
+        shape[p] = max(shape[p], extent)
+    return tuple(shape) or (1,)
+
+
+@dataclass
+class Access:
+    tensor: TensorDecl
+    shape: tuple[int, ...]
+    index: tuple            # numpy index into the set-stacked array (leading slice for the set axis)
+    lo: tuple[int, ...]     # bounding box per tensor dimension (inclusive)
+    hi: tuple[int, ...]
+    run_bytes: int          # contiguous bytes per row of this access (DMA efficiency)
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0]
+
+    @property
+    def free(self) -> int:
+        return math.prod(self.shape[1:]) if len(self.shape) > 1 else 1
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.tensor.itemsize
+
+    def region(self) -> tuple[int, int, int, int]:
+        """(first partition, last partition, first byte, last byte) of the bytes this access touches."""
+        t = self.tensor
+        strides, s = [0] * len(t.shape), 1
+        for d in range(len(t.shape) - 1, -1, -1):
+            if t.buffer != "hbm" and d == t.pdim:
+                continue
+            strides[d], s = s, s * t.shape[d]
+        f_lo = sum(self.lo[d] * strides[d] for d in range(len(strides))) * t.itemsize
+        f_hi = (sum(self.hi[d] * strides[d] for d in range(len(strides))) + 1) * t.itemsize - 1
+        if t.buffer == "hbm":
+            return 0, 0, f_lo, f_hi
+        return self.lo[t.pdim], self.hi[t.pdim], f_lo, f_hi
+
+
+def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None = None) -> Access:
+    """Check an encoded access against its tensor and turn it into numpy indexing."""
+    if not (isinstance(enc, list) and len(enc) == 2 and isinstance(enc[0], int) and isinstance(enc[1], list)):
+        raise StreamError(f"malformed operand in {what}")
+    tid, idx = enc
+    if not 0 <= tid < len(tensors):
+        raise StreamError(f"{what} names an unknown tensor")
+    t = tensors[tid]
+    if t.buffer == "dead":
+        raise StreamError(f"{what} uses a tile whose producing instruction was redirected elsewhere")
+    if len(idx) != len(t.shape):
+        raise StreamError(f"{what}: {len(idx)} indices for a tensor of shape {t.shape}")
+    shape = tile_shape(idx, what)
+    if mask is not None and mask.shape != shape:
+        mask = None          # a source shaped unlike the masked destination (broadcast operand)
+    if math.prod(shape) > MAX_TILE_ELEMENTS:
+        raise StreamError(f"{what}: a tile of {math.prod(shape):,} elements is too large")
+    rank = len(shape) if any(not isinstance(e, int) for e in idx) else 0
+    lo, hi, fast, slices, axes_seen = [], [], mask is None, [], []
+    for d, e in enumerate(idx):
+        if isinstance(e, int):
+            lo.append(e)
+            hi.append(e)
+            slices.append(e)
+            continue
+        const, terms = _terms(e, what)
+        lo.append(const + sum(min(0, c * (n - 1)) for n, _, _, c in terms))
+        hi.append(const + sum(max(0, c * (n - 1)) for n, _, _, c in terms))
+        if len(terms) == 1 and terms[0][3] > 0:
+            n, r, pos, c = terms[0]
+            axes_seen.append(pos + rank - r)
+            slices.append(slice(const, const + c * (n - 1) + 1, c))
+        else:
+            fast = False
+    fast = fast and axes_seen == sorted(set(axes_seen)) and len(axes_seen) == rank \
+        and all(shape[p] == (s.stop - s.start + s.step - 1) // s.step
+                for p, s in zip(axes_seen, [s for s in slices if isinstance(s, slice)]))
+    if mask is None and any(lo[d] < 0 or hi[d] >= t.shape[d] for d in range(len(idx))):
+        d = next(d for d in range(len(idx)) if lo[d] < 0 or hi[d] >= t.shape[d])
+        raise StreamError(f"{what} accesses indices {lo[d]}..{hi[d]} of dimension {d} of a tensor of shape "
+                          f"{t.shape}: out of bounds")
+    if fast:
+        index = (slice(None), *slices)
+    else:
+        arrays = [np.int64(e) if isinstance(e, int) else expr_array(e, max(rank, 1), what) for e in idx]
+        arrays = [np.broadcast_to(a, shape) for a in arrays]
+        if mask is not None:
+            for d, a in enumerate(arrays):
+                bad = mask & ((a < 0) | (a >= t.shape[d]))
+                if bad.any():
+                    raise StreamError(f"{what} accesses index {int(a[bad][0])} of dimension {d} of a tensor of "
+                                      f"shape {t.shape} (inside the mask): out of bounds")
+            arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
+        index = (slice(None), *arrays)
+    return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank))
+
+
+def _run_bytes(t: TensorDecl, idx: list, rank: int) -> int:
+    """Contiguous bytes per row: unit-stride innermost dims, merged while each is covered whole."""
+    run = 1
+    for d in range(len(t.shape) - 1, -1, -1):
+        e = idx[d]
+        if isinstance(e, int):
+            if run == 1:
+                continue
+            break
+        terms = e[1]
+        if len(terms) != 1 or terms[0][3] != 1:
+            break
+        run *= terms[0][0]
+        if terms[0][0] != t.shape[d]:
+            break
+    return run * t.itemsize
+
+
+def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:
+    if not isinstance(clauses, list) or not clauses:
+        raise StreamError(f"malformed mask in {what}")
+    ok = np.ones(shape, dtype=bool)
+    for c in clauses:
+        if not (isinstance(c, list) and len(c) == 3 and c[1] in ("<", "<=", ">", ">=", "==", "!=")
+                and isinstance(c[2], int)):
+            raise StreamError(f"malformed mask clause in {what}")
+        v = expr_array(c[0], len(shape), what)
+        try:
+            test = {"<": v < c[2], "<=": v <= c[2], ">": v > c[2], ">=": v >= c[2], "==": v == c[2],
+                    "!=": v != c[2]}[c[1]]
+            ok = ok & np.broadcast_to(test, shape)
+        except ValueError:
+            raise StreamError(f"the mask of {what} does not match the tile shape {shape}") from None
+    return ok

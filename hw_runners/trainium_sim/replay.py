@@ -1,0 +1,293 @@
+"""Execute a validated NKI instruction stream on the evaluator's own inputs (trusted side).
+
+Values are numpy arrays with a leading axis of input sets, so one pass over the stream computes every
+set (public and hidden) at once. Uninitialised memory (outputs never stored, tiles read before
+written) holds NaN, so a kernel that skips work fails the comparison instead of passing on zeros.
+Each executed instruction also yields a Step: what the cost model needs (engine, sizes, the regions
+it reads and writes).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hw_runners.trainium_sim import ops
+from hw_runners.trainium_sim.program import (PARTITIONS, Access, StreamError, TensorDecl, expr_array, mask_array,
+                                             resolve, where)
+
+ENGINES = ("pe", "act", "dve", "pool", "dma")
+PSUM_BANK_BYTES = 2048
+
+
+@dataclass
+class Step:
+    op: str
+    engine: str
+    site: int
+    fn: str
+    reads: list[Access]
+    writes: list[Access]
+    partitions: int = 0          # of the instruction's output tile
+    free: int = 0                # elements per partition of the output tile
+    moving: int = 0              # nc_matmul: moving free size; stationary free size below
+    stationary: int = 0
+    fp32_matmul: bool = False
+    psum_read: bool = False
+    dma_bytes: int = 0
+    run_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Replayer:
+    def __init__(self, tensors: list[TensorDecl], inputs: dict[int, np.ndarray], sets: int) -> None:
+        self.tensors, self.sets = tensors, sets
+        self.mem: dict[int, np.ndarray] = {}
+        for t in tensors:
+            if t.buffer == "dead" or t.alias != -1:
+                continue
+            fill = 0 if ops.storage(t.dtype) is np.int32 else np.nan
+            self.mem[t.tid] = np.full((sets, *t.shape), fill, dtype=ops.storage(t.dtype))
+        for t in tensors:
+            if t.alias != -1:
+                self.mem[t.tid] = self.mem[t.alias].reshape((sets, *t.shape))
+        for tid, value in inputs.items():
+            self.mem[tid][...] = ops.round_to(value, tensors[tid].dtype)
+
+    # -- operands ---------------------------------------------------------------------------------
+    def read(self, a: Access) -> np.ndarray:
+        v = self.mem[a.tensor.tid][a.index]
+        return v.reshape((self.sets, *a.shape))
+
+    def write(self, a: Access, value, mask: np.ndarray | None) -> None:
+        arr = self.mem[a.tensor.tid]
+        value = ops.round_to(np.broadcast_to(value, (self.sets, *a.shape)), a.tensor.dtype)
+        if mask is None:
+            arr[a.index] = value.reshape(arr[a.index].shape)
+            return
+        idx = tuple(x[mask] if isinstance(x, np.ndarray) else x for x in a.index[1:])
+        idx = tuple(np.broadcast_to(x, (int(mask.sum()),)) if not isinstance(x, np.ndarray) else x for x in idx)
+        arr[(slice(None), *idx)] = value[:, mask]
+
+    # -- the stream -------------------------------------------------------------------------------
+    def run(self, instrs: list, deadline: float | None = None) -> list[Step]:
+        steps = []
+        for n, instr in enumerate(instrs):
+            if deadline is not None and n % 512 == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time limit "
+                                   f"(stopped at instruction {n:,})")
+            steps.append(self.step(instr))
+        return steps
+
+    def step(self, instr) -> Step:
+        if not (isinstance(instr, list) and len(instr) == 6 and isinstance(instr[0], str)
+                and instr[1] in ENGINES and isinstance(instr[2], list) and isinstance(instr[3], list)
+                and isinstance(instr[4], dict) and isinstance(instr[5], int)):
+            raise StreamError("malformed instruction in the stream")
+        op, engine, dsts, srcs, attrs, site = instr
+        what = where(op, attrs, site)
+        run = getattr(self, "_" + op, None)
+        if run is None or not dsts:
+            raise StreamError(f"unknown instruction {op!r}")
+        first = resolve(dsts[0], self.tensors, what)
+        mask = mask_array(attrs["mask"], first.shape, what) if attrs.get("mask") is not None else None
+        if mask is not None:
+            first = resolve(dsts[0], self.tensors, what, mask)
+        writes = [first] + [resolve(d, self.tensors, what) for d in dsts[1:]]
+        reads = [resolve(s, self.tensors, what, mask if self._same_space(op) else None)
+                 if isinstance(s, list) else s for s in srcs]
+        self._check_memories(op, engine, what, reads, writes)
+        step = Step(op, engine, site, attrs.get("fn", attrs.get("op", op)) if op != "dma" else "dma",
+                    [r for r in reads if isinstance(r, Access)], writes, partitions=first.partitions,
+                    free=first.free)
+        step.psum_read = any(r.tensor.buffer == "psum" for r in step.reads)
+        run(step, reads, writes, attrs, mask, what)
+        return step
+
+    @staticmethod
+    def _same_space(op: str) -> bool:
+        """Sources indexed over the destination's tile (masks apply to them too)."""
+        return op in ("dma", "ew", "tensor_scalar", "activation", "select")
+
+    def _check_memories(self, op, engine, what, reads, writes) -> None:
+        for a in [r for r in reads if isinstance(r, Access)] + writes:
+            b = a.tensor.buffer
+            if engine != "dma" and b == "hbm":
+                raise StreamError(f"{what} accesses an HBM tensor: compute engines read and write SBUF/PSUM "
+                                  f"only (load it into SBUF with nl.load)")
+            if engine == "dma" and b == "psum":
+                raise StreamError(f"{what}: DMA cannot access PSUM; copy the PSUM tile to SBUF first (nl.copy)")
+            if engine == "pool" and b == "psum":
+                raise StreamError(f"{what}: the GpSimd engine cannot access PSUM; copy to SBUF first")
+            if b in ("sbuf", "psum") and a.partitions > PARTITIONS:
+                raise StreamError(f"{what}: a tile of shape {a.shape} spans {a.partitions} partitions; the "
+                                  f"partition dimension (the first) is at most {PARTITIONS}")
+
+    # -- instructions -----------------------------------------------------------------------------
+    def _dma(self, step, reads, writes, attrs, mask, what):
+        (src,), (dst,) = reads, writes
+        v = self.read(src)
+        if attrs.get("transpose"):
+            if len(src.shape) != 2:
+                raise StreamError(f"{what}: a transposing load takes a 2-D source")
+            v = v.swapaxes(1, 2)
+        self._fits(v.shape[1:], dst.shape, what)
+        self.write(dst, v, mask)
+        hbm = src if src.tensor.buffer == "hbm" else dst
+        step.dma_bytes = max(src.nbytes, dst.nbytes)
+        step.run_bytes = hbm.tensor.itemsize if attrs.get("transpose") else min(src.run_bytes, dst.run_bytes)
+
+    def _matmul(self, step, reads, writes, attrs, mask, what):
+        (s, m), (dst,) = reads, writes
+        if s.tensor.buffer != "sbuf" or m.tensor.buffer != "sbuf" or dst.tensor.buffer != "psum":
+            raise StreamError(f"{what}: matmul operands must be in SBUF and its result in PSUM")
+        if len(s.shape) != 2 or len(m.shape) != 2 or s.shape[0] != m.shape[0]:
+            raise StreamError(f"{what}: stationary {s.shape} and moving {m.shape} must be 2-D with the same "
+                              f"contraction (partition) size")
+        k, mm, n = s.shape[0], s.shape[1], m.shape[1]
+        if mm > 128:
+            raise StreamError(f"{what}: the stationary tile's free size is {mm}; at most 128 "
+                              f"(nl.tile_size.gemm_stationary_fmax)")
+        if n > 512:
+            raise StreamError(f"{what}: the moving tile's free size is {n}; at most 512 "
+                              f"(nl.tile_size.gemm_moving_fmax)")
+        if dst.shape != (mm, n):
+            raise StreamError(f"{what}: the result tile {dst.shape} does not match ({mm}, {n})")
+        if n * 4 > PSUM_BANK_BYTES:
+            raise StreamError(f"{what}: a PSUM result of {n * 4} bytes per partition exceeds one 2 KiB bank")
+        r = np.matmul(self.read(s).swapaxes(1, 2), self.read(m))
+        if attrs.get("acc"):
+            r = r + self.read(dst)
+        self.write(dst, r, mask)
+        step.moving, step.stationary, step.partitions = n, mm, k
+        step.fp32_matmul = "float32" in (s.tensor.dtype, m.tensor.dtype)
+
+    def _transpose(self, step, reads, writes, attrs, mask, what):
+        (x,), (dst,) = reads, writes
+        if len(x.shape) != 2:
+            raise StreamError(f"{what} takes a 2-D tile")
+        if step.engine == "dve" and max(x.shape) > 32:
+            raise StreamError(f"{what}: the Vector engine transposes tiles of at most 32x32, got {x.shape}")
+        if step.engine not in ("pe", "dve"):
+            raise StreamError(f"{what} runs on the Tensor or Vector engine")
+        self._fits(x.shape[::-1], dst.shape, what)
+        self.write(dst, self.read(x).swapaxes(1, 2), mask)
+        step.moving, step.stationary = x.shape[0], x.shape[1]
+
+    def _ew(self, step, reads, writes, attrs, mask, what):
+        fn = attrs.get("fn")
+        vals = [self.read(r) if isinstance(r, Access) else r for r in reads]
+        if any(v is None for v in vals):
+            raise StreamError(f"{what}: missing operand")
+        with np.errstate(all="ignore"):
+            if fn in ops.UNARY and len(vals) == 1:
+                r = ops.UNARY[fn](np.asarray(vals[0], dtype=np.float32))
+            elif fn in ops.BINARY and len(vals) == 2:
+                r = ops.BINARY[fn](*vals)
+            elif fn == "where" and len(vals) == 3:
+                r = np.where(np.asarray(vals[0]) != 0, vals[1], vals[2])
+            else:
+                raise StreamError(f"{what}: unsupported function {fn!r} with {len(vals)} operands")
+        self._fits(np.shape(r)[1:], writes[0].shape, what)
+        self.write(writes[0], r, mask)
+
+    def _tensor_scalar(self, step, reads, writes, attrs, mask, what):
+        x = self.read(reads[0])
+        r = x
+        for i, key in enumerate(("op0", "op1")):
+            if key not in attrs:
+                break
+            if attrs[key] not in ops.BINARY or len(reads) < i + 2:
+                raise StreamError(f"{what}: unsupported operator {attrs[key]!r}")
+            operand = reads[i + 1]
+            if isinstance(operand, Access):
+                if operand.shape[-1] != 1 or operand.shape[0] not in (1, reads[0].partitions):
+                    raise StreamError(f"{what}: a tile operand must be per-partition, shape ({reads[0].partitions}, 1)")
+                operand = self.read(operand)
+            with np.errstate(all="ignore"):
+                f = ops.BINARY[attrs[key]]
+                r = f(operand, r) if attrs.get("reverse" + key[-1]) else f(r, operand)
+        self.write(writes[0], r, mask)
+
+    def _reduce(self, step, reads, writes, attrs, mask, what):
+        (x,), (dst,) = reads, writes
+        axes, op = attrs.get("axes"), attrs.get("op")
+        if op not in ops.REDUCE or not isinstance(axes, list) or not axes or \
+                not all(isinstance(a, int) and 0 < a < len(x.shape) for a in axes):
+            raise StreamError(f"{what}: unsupported reduction {op!r} over axes {axes} (free axes only)")
+        v = self.read(x)
+        with np.errstate(all="ignore"):
+            r = ops.REDUCE[op](v, axis=tuple(a + 1 for a in axes), keepdims=bool(attrs.get("keepdims")))
+        if attrs.get("negate"):
+            r = -r
+        self._fits(r.shape[1:], dst.shape, what)
+        self.write(dst, r, mask)
+        step.free = x.free
+
+    def _activation(self, step, reads, writes, attrs, mask, what):
+        x, scale, bias = (reads + [None, None])[:3]
+        fn = attrs.get("fn")
+        if fn not in ops.UNARY:
+            raise StreamError(f"{what}: unsupported activation function {fn!r}")
+        v = self.read(x)
+        for name, operand in (("scale", scale), ("bias", bias)):
+            if isinstance(operand, Access) and (operand.shape[-1] != 1 or operand.shape[0] not in (1, x.partitions)):
+                raise StreamError(f"{what}: {name} must be a number or a ({x.partitions}, 1) tile")
+        s = self.read(scale) if isinstance(scale, Access) else (1.0 if scale is None else scale)
+        with np.errstate(all="ignore"):
+            r = ops.UNARY[fn](v * s + (self.read(bias) if isinstance(bias, Access) else 0.0))
+        self.write(writes[0], r, mask)
+        if len(writes) > 1:
+            red = attrs.get("reduce")
+            if red not in ops.REDUCE:
+                raise StreamError(f"{what}: unsupported reduce_op {red!r}")
+            axes = tuple(range(2, r.ndim))
+            with np.errstate(all="ignore"):
+                out = ops.REDUCE[red](ops.round_to(r, writes[0].tensor.dtype), axis=axes, keepdims=True)
+            self._fits(out.shape[1:], writes[1].shape, what)
+            self.write(writes[1], out, None)
+            step.extra["reduce"] = True
+
+    def _scan(self, step, reads, writes, attrs, mask, what):
+        a, b, init = reads
+        op0, op1 = attrs.get("op0"), attrs.get("op1")
+        if op0 not in ops.BINARY or op1 not in ops.BINARY:
+            raise StreamError(f"{what}: unsupported operators {op0!r}, {op1!r}")
+        d0, d1 = np.broadcast_arrays(self.read(a), self.read(b))
+        prev = self.read(init)[..., 0] if isinstance(init, Access) else np.full(d0.shape[:-1], init, np.float32)
+        f0, f1 = ops.BINARY[op0], ops.BINARY[op1]
+        out = np.empty(d0.shape, dtype=np.float32)
+        with np.errstate(all="ignore"):
+            if op0 == "add" and op1 == "add":
+                out = prev[..., None] + np.cumsum(d0 + d1, axis=-1, dtype=np.float32)
+            else:
+                for i in range(d0.shape[-1]):
+                    prev = f1(f0(prev, d0[..., i]), d1[..., i])
+                    out[..., i] = prev
+        self.write(writes[0], out, mask)
+
+    def _select(self, step, reads, writes, attrs, mask, what):
+        x, value = reads
+        pred = mask_array(attrs.get("pred"), x.shape, what)
+        self.write(writes[0], np.where(pred, self.read(x), value), mask)
+
+    def _iota(self, step, reads, writes, attrs, mask, what):
+        dst = writes[0]
+        v = np.broadcast_to(expr_array(attrs.get("expr"), len(dst.shape), what), dst.shape)
+        self.write(dst, v.astype(np.float64), mask)
+
+    def _memset(self, step, reads, writes, attrs, mask, what):
+        value = attrs.get("value")
+        if not isinstance(value, float):
+            raise StreamError(f"{what}: a fill value must be a number")
+        self.write(writes[0], np.float32(value), mask)
+
+    @staticmethod
+    def _fits(shape, dst_shape, what) -> None:
+        try:
+            ok = np.broadcast_shapes(tuple(shape), tuple(dst_shape)) == tuple(dst_shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StreamError(f"{what}: a result of shape {tuple(shape)} does not fit the destination {dst_shape}")

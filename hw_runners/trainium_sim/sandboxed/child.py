@@ -1,0 +1,110 @@
+"""The sandboxed half of a trainium-sim evaluation: trace one candidate kernel.
+
+Run by the evaluator through the sandbox launcher (empty environment, rlimits, private filesystem view,
+no network, unprivileged) as `python -I child.py FRONTEND_DIR`. It reads the job from descriptor 3,
+imports everything a kernel may use, then installs a seccomp allowlist (no files, sockets or processes
+from here on), runs the kernel against symbolic input tensors and writes the recorded instruction
+stream to descriptor 4. It never holds a value of any tensor, so the stream cannot depend on data;
+the trusted replayer decides what the stream computes and costs.
+"""
+import builtins
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [sys.argv[1], HERE]
+
+import math  # noqa: E402,F401  (kernels may import it: loaded before the filter)
+
+import msgpack  # noqa: E402
+import numpy  # noqa: E402,F401
+
+import neuronxcc.nki as nki  # noqa: E402,F401
+import neuronxcc.nki.isa  # noqa: E402,F401
+import neuronxcc.nki.language as nl  # noqa: E402
+from neuronxcc.nki import _trace  # noqa: E402
+
+import seccomp  # noqa: E402
+
+ALLOWED_IMPORTS = ("neuronxcc", "numpy", "math", "__future__", "typing", "functools", "itertools", "operator")
+real_import = builtins.__import__
+
+
+def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    root = name.split(".")[0]
+    if level != 0 or root not in ALLOWED_IMPORTS:
+        raise ImportError(f"import of {name!r} is not allowed in a kernel (allowed: neuronxcc.nki, numpy, math)")
+    return real_import(name, globals, locals, fromlist, level)
+
+
+def decode_arg(item, inputs):
+    if isinstance(item, dict):
+        if "t" in item:
+            return inputs[item["t"]]
+        if "d" in item:
+            return _trace.DTYPES[item["d"]]
+        return tuple_of(item["v"])
+    return item
+
+
+def tuple_of(v):
+    return tuple(tuple_of(x) for x in v) if isinstance(v, list) else v
+
+
+def kernel_traceback(exc: BaseException) -> str:
+    """The kernel's own frames of a traceback (never the simulator's)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _trace.KERNEL_FILE]
+    lines = [f"  kernel.py line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames[-6:]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    with os.fdopen(3, "rb") as fh:
+        job = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
+    _trace.MAX_INSTRUCTIONS = int(job["max_instructions"])
+    out = os.fdopen(4, "wb")
+    result = {"error": None}
+    note = seccomp.install()
+    try:
+        inputs = [_trace.RECORDER.tensor("hbm", shape, dtype) for _name, shape, dtype in job["inputs"]]
+        code = compile(job["source"], _trace.KERNEL_FILE, "exec", dont_inherit=True)
+        kernel_builtins = dict(vars(builtins), __import__=guarded_import)
+        module = {"__name__": "kernel", "__builtins__": kernel_builtins}
+        exec(code, module)
+        fn = module.get(job["entry_point"])
+        if fn is None or not callable(fn):
+            raise _trace.NKIError(f"the kernel defines no function {job['entry_point']}()")
+        args = [decode_arg(a, inputs) for a in job["call"]]
+        kwargs = {k: decode_arg(v, inputs) for k, v in job["kwargs"].items()}
+        returned = fn(*args, **kwargs)
+        returned = returned if isinstance(returned, (tuple, list)) else (returned,)
+        outs = []
+        for r in returned:
+            if isinstance(r, _trace.View) and r.is_whole():
+                r = r.tensor
+            if not isinstance(r, _trace.Tensor) or r.buffer != "hbm":
+                raise _trace.NKIError("solution() must return the HBM tensor(s) it allocated with "
+                                      "nl.ndarray(..., buffer=nl.shared_hbm), got " + repr(r))
+            outs.append(r.tid)
+        result.update(inputs=[t.tid for t in inputs], outputs=outs)
+    except _trace.NKIError as exc:
+        result["error"] = f"NKI error: {exc}\n{kernel_traceback(exc)}"
+    except SyntaxError as exc:
+        result["error"] = f"syntax error at kernel.py line {exc.lineno}: {exc.msg}"
+    except RecursionError as exc:
+        result["error"] = f"RecursionError: {exc}\n{kernel_traceback(exc)}"
+    except MemoryError as exc:
+        result["error"] = f"MemoryError: the kernel ran out of memory while tracing\n{kernel_traceback(exc)}"
+    except Exception as exc:   # the kernel's own bug: report it with its frames
+        result["error"] = f"{type(exc).__name__}: {exc}\n{kernel_traceback(exc)}"
+    result["tensors"] = _trace.RECORDER.tensors
+    result["instrs"] = _trace.RECORDER.instrs
+    result["notes"] = [note]
+    out.write(msgpack.packb(result, use_bin_type=True))
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""trainium-sim: evaluate NKI kernels on an embedded NeuronCore-v2 model, no Neuron SDK needed.
+
+One evaluation: the kernel's Python runs in a sandboxed child (sandboxed/child.py: empty environment,
+rlimits, private filesystem view, no network, unprivileged, seccomp once its imports are done) against
+trainium-sim's own `neuronxcc.nki` (frontend/), which records the instruction stream and nothing else.
+Here, outside the sandbox, the stream is validated (program.py), executed on the evaluator's inputs,
+a public seeded set and hidden sets drawn for this evaluation, stacked so one pass computes all of
+them (replay.py), timed on the engine model (costmodel.py) and compared with the numpy reference of
+the problem under its tolerance. The kernel never sees a value, so its stream cannot depend on data.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+import numpy as np
+
+import sandbox
+from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.trainium_sim import costmodel, feedback
+from hw_runners.trainium_sim.program import StreamError, decode_tensors
+from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, spec_of
+from hw_runners.trainium_sim.replay import Replayer
+
+HERE = Path(__file__).resolve().parent
+FRONTEND = HERE / "frontend"
+CHILD = HERE / "sandboxed" / "child.py"
+MAX_SOURCE = 256 * 1024
+TRACE_LIMIT = 512 << 20
+RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}
+
+
+def _python_paths() -> tuple[str, ...]:
+    """What the child's interpreter must read: its installation, numpy and msgpack, trainium-sim."""
+    import msgpack as _m
+    paths = {sys.base_prefix, sys.prefix, str(Path(np.__file__).parent.parent), str(Path(_m.__file__).parent),
+             str(HERE)}
+    paths |= {str(Path(p)) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()}
+    libs = Path(np.__file__).parent.parent / "numpy.libs"
+    if libs.is_dir():
+        paths.add(str(libs))
+    return tuple(sorted({str(Path(p).resolve()) for p in paths} | set(sandbox.toolchain_paths())))
+
+
+@dataclass
+class Options:
+    limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60, mem_bytes=3 << 30,
+                                                                          fsize_bytes=TRACE_LIMIT))
+    hidden_sets: int = 1
+    replay_time_s: float = 300.0
+    max_instructions: int = 2_000_000
+    work_root: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hidden_sets, int) or self.hidden_sets < 1:
+            raise ValueError("hidden_sets must be an integer >= 1")
+        self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
+
+
+@functools.lru_cache(maxsize=4)
+def _public(spec: ProblemSpec, seed: int):
+    inputs = spec.make_inputs([seed, 0])
+    return inputs, spec.reference(inputs)
+
+
+@register("trainium-sim")
+class TrainiumSim(Target):
+    """Embedded NeuronCore-v2 model for NKI kernels."""
+
+    def __init__(self, **options) -> None:
+        if isinstance(options.get("limits"), dict):
+            options["limits"] = sandbox.Limits(**options["limits"])
+        self.options = Options(**options)
+
+    def problems(self) -> list[Problem]:
+        return list(load_problems(self.name, self.info().problems))
+
+    def spec(self, problem: Problem) -> ProblemSpec:
+        return spec_of(problem, self.info().problems)
+
+    def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
+                 time_limit_s: float | None = None) -> EvalResult:
+        started = time.monotonic()
+        opts = self.options
+        limits = opts.limits
+        if time_limit_s is not None:
+            limits = dataclasses.replace(limits, wall_s=time_limit_s, cpu_s=math.ceil(time_limit_s) + 1)
+        code = code.replace("\r\n", "\n").replace("\r", "\n")
+        if len(code.encode()) > MAX_SOURCE:
+            return EvalResult.failure("policy", f"kernel source over {MAX_SOURCE // 1024} KiB")
+        spec = self.spec(problem)
+        work = Path(tempfile.mkdtemp(prefix="trainium-sim-", dir=opts.work_root))
+        try:
+            result = self._evaluate_in(work, spec, code, seed, limits, started)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        result.wall_s = time.monotonic() - started
+        return _bounded(result)
+
+    def _trace(self, work: Path, spec: ProblemSpec, code: str, limits: sandbox.Limits):
+        """Run the kernel in the sandbox; (trace dict, None) or (None, failure)."""
+        def arg(item):
+            if isinstance(item, str) and item in names:
+                return {"t": names.index(item)}
+            if isinstance(item, str) and item.startswith("nl."):
+                return {"d": item[3:]}
+            return {"v": item}
+        names = [t.name for t in spec.inputs]
+        job = {"source": code, "entry_point": self.info().entry_point, "max_instructions": self.options.max_instructions,
+               "inputs": [[t.name, list(t.shape), t.dtype] for t in spec.inputs],
+               "call": [arg(c) for c in spec.call], "kwargs": {k: arg(v) for k, v in spec.kwargs.items()}}
+        (work / "job.bin").write_bytes(msgpack.packb(job, use_bin_type=True))
+        sandbox.prepare_workdir(work, limits)
+        env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+        out = sandbox.run([sys.executable, "-I", "-B", str(CHILD), str(FRONTEND)], work, limits,
+                          fds={3: ("r", "job.bin"), 4: ("w", "trace.bin")}, env=env)
+        stdout = sandbox.read_tail(work / "stdout.txt", 4000)
+        stderr = sandbox.read_tail(work / "stderr.txt", 6000)
+        common = {"stdout": stdout, "stderr": stderr, "sandbox": out.notes}
+        data = (work / "trace.bin").read_bytes() if (work / "trace.bin").exists() else b""
+        if not out.ok or not data:
+            why = out.describe(limits) if not out.ok else "ended without writing its instruction stream"
+            kind = "timeout" if out.timed_out else "crash"
+            return None, EvalResult.failure(kind, f"the kernel's process {why}" + (f"\n{stderr}" if stderr else ""),
+                                            **common)
+        try:
+            trace = msgpack.unpackb(data, raw=False, strict_map_key=False, max_array_len=1 << 26)
+            if not isinstance(trace, dict):
+                raise ValueError("not a map")
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            return None, EvalResult.failure("crash", f"the kernel's instruction stream is unreadable: {exc}", **common)
+        notes = trace.get("notes")
+        if isinstance(notes, list):
+            common["sandbox"] = out.notes + [str(n)[:200] for n in notes[:4]]
+        if trace.get("error"):
+            return None, EvalResult.failure("compile", str(trace["error"]), **common)
+        return (trace, common), None
+
+    def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
+                     started: float) -> EvalResult:
+        traced, failure = self._trace(work, spec, code, limits)
+        if failure is not None:
+            return failure
+        trace, common = traced
+        p = costmodel.params()
+        try:
+            hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
+            tensors = decode_tensors(trace.get("tensors"), hbm_budget)
+            in_tids, out_tids = _io_tensors(trace, tensors, spec)
+            public_in, public_out = _public(spec, seed)
+            hidden = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
+            sets = [public_in] + hidden
+            inputs = {tid: np.stack([s[t.name] for s in sets]) for tid, t in zip(in_tids, spec.inputs)}
+            replay = Replayer(tensors, inputs, len(sets))
+            instrs = trace.get("instrs")
+            if not isinstance(instrs, list):
+                raise StreamError("malformed instruction stream")
+            steps = replay.run(instrs, deadline=time.monotonic() + self.options.replay_time_s)
+            used = {a.tensor.tid for s in steps for a in s.reads + s.writes}
+            lay = costmodel.layout(tensors, used, p)
+            tl = costmodel.simulate(steps, lay, p)
+        except StreamError as exc:
+            return EvalResult.failure("compile", f"NKI error: {exc}", **common)
+        except TimeoutError as exc:
+            return EvalResult.failure("timeout", str(exc), **common)
+        m = feedback.metrics(tl, lay, p, spec.flops, spec.compulsory_bytes)
+        result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
+                            roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
+                            feedback_text=feedback.text(m), **common)
+        expected = [public_out] + [spec.reference(h) for h in hidden]
+        for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
+            got_all = replay.mem[tid]
+            for s, want in enumerate(expected):
+                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol)
+                if bad:
+                    which = "the public input set" if s == 0 else \
+                        f"hidden input set {s} (drawn for this evaluation; the public set was right)"
+                    result.correct, result.error_kind = False, "wrong_result"
+                    result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
+                    return result
+        return result
+
+
+def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], list[int]]:
+    """The input and output tensors the stream claims, checked against the problem."""
+    ins, outs = trace.get("inputs"), trace.get("outputs")
+    if not (isinstance(ins, list) and isinstance(outs, list) and all(isinstance(i, int) for i in ins + outs)
+            and all(0 <= i < len(tensors) for i in ins + outs)):
+        raise StreamError("malformed instruction stream: inputs/outputs")
+    if len(ins) != len(spec.inputs) or len(set(ins)) != len(ins):
+        raise StreamError("the stream's input tensors do not match the problem")
+    for tid, t in zip(ins, spec.inputs):
+        d = tensors[tid]
+        if d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype or d.alias != -1:
+            raise StreamError(f"input {t.name} must be an HBM tensor {t.dtype}{list(t.shape)}")
+    if len(outs) != len(spec.outputs):
+        raise StreamError(f"solution() returned {len(outs)} tensor(s); the problem expects {len(spec.outputs)} "
+                          f"({', '.join(t.name for t in spec.outputs)})")
+    for tid, t in zip(outs, spec.outputs):
+        d = tensors[tid]
+        if tid in ins or d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype:
+            raise StreamError(f"output {t.name} must be a new HBM tensor {t.dtype}{list(t.shape)} "
+                              f"(got {d.buffer} {d.dtype}{list(d.shape)})")
+    return ins, outs
+
+
+def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> str:
+    got = got.astype(np.float64)
+    err = np.abs(got - want)
+    ok = err <= atol + rtol * np.abs(want)
+    ok &= np.isfinite(got) | (got == want)
+    if ok.all():
+        return ""
+    bad = np.argwhere(~ok)
+    first = tuple(int(i) for i in bad[0])
+    unwritten = int(np.isnan(got).sum())
+    note = f"; {unwritten:,} elements were never written" if unwritten else ""
+    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at {list(first)}: "
+            f"got {got[first]:.6g}, expected {want[first]:.6g}{note}")
+
+
+def _bounded(result: EvalResult) -> EvalResult:
+    for name, limit in RESULT_TEXT_LIMITS.items():
+        text = getattr(result, name) or ""
+        if len(text) > limit:
+            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
+                    + text[-limit // 2:])
+    result.sandbox = [note[:200] for note in result.sandbox[:16]]
+    return result

@@ -1,0 +1,387 @@
+"""The real-Trainium runner without Trainium: harness generation, parsing of what the Neuron tools
+print, NeuronCore discovery and claiming, the missing-SDK error, and whole evaluations against a
+stand-in Neuron SDK written by these tests (a `neuronxcc.nki` whose baremetal runs the kernel with
+numpy and whose benchmark reports fixed latencies), which checks everything around the device."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sandbox
+from hw_runners import get_target
+from hw_runners.base import target_info
+from hw_runners.trainium import harness, metrics, neuron
+from hw_runners.trainium import target as trn_target
+from hw_runners.trainium_sim.problems import load_specs
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL_PROBLEMS = ROOT / "problems" / "trainium"
+
+PROBLEM_TOML = """name = "scaled-add"
+description = "c = (a + b) * scale + eps"
+signature = "solution(a, b, scale, dtype, eps=0.0, pad=None)"
+tags = ["small"]
+dims = {P = 128, F = 256}
+flops = 98304
+call = ["a", "b", 2.5, "nl.bfloat16"]
+tolerance = {atol = 1e-2, rtol = 1e-2}
+[kwargs]
+eps = 1e-5
+pad = [[0, 0], [1, 1]]
+[[inputs]]
+name = "a"
+shape = [128, 256]
+dtype = "bfloat16"
+[[inputs]]
+name = "b"
+shape = [128, 256]
+dtype = "float32"
+[[outputs]]
+name = "c"
+shape = [128, 256]
+dtype = "float32"
+"""
+REFERENCE = """import numpy as np
+def make_inputs(rng):
+    return {"a": rng.standard_normal((128, 256)).astype(np.float32),
+            "b": rng.standard_normal((128, 256)).astype(np.float32)}
+def reference(a, b, scale, dtype, eps=0.0, pad=None):
+    return (a.astype(np.float64) + b) * scale + eps
+"""
+GOOD_KERNEL = """import neuronxcc.nki as nki
+@nki.jit
+def solution(a, b, scale, dtype, eps=0.0, pad=None):
+    assert pad == ((0, 0), (1, 1)) and dtype == "bfloat16"
+    return (a + b) * scale + eps
+"""
+
+
+@pytest.fixture
+def problems(tmp_path) -> Path:
+    d = tmp_path / "problems" / "scaled-add"
+    d.mkdir(parents=True)
+    (d / "problem.toml").write_text(PROBLEM_TOML)
+    (d / "reference.py").write_text(REFERENCE)
+    return d.parent
+
+
+# -- harness generation --------------------------------------------------------------------------------
+
+def test_the_harness_calls_solution_with_the_specs_inputs_literals_dtypes_and_kwargs(problems):
+    spec = load_specs(problems)["scaled-add"]
+    src = harness.render(spec, warmup=3, iters=7)
+    compile(src, "harness.py", "exec")
+    assert "args = [inputs[0], inputs[1], 2.5, nl.bfloat16]" in src
+    assert "kwargs = dict(eps=1e-05, pad=((0, 0), (1, 1)))" in src
+    assert "INPUT_DTYPES = ['bfloat16', 'float32']" in src and "WARMUP, ITERS = 3, 7" in src
+    assert "nki.baremetal(solution)(*args, **kwargs)" in src and "nki.benchmark(warmup=WARMUP, iters=ITERS" in src
+
+
+@pytest.mark.parametrize("name", sorted(load_specs(REAL_PROBLEMS)) if REAL_PROBLEMS.is_dir() else [])
+def test_the_harness_of_every_real_problem_compiles_and_passes_every_declared_argument(name):
+    spec = load_specs(REAL_PROBLEMS)[name]
+    src = harness.render(spec, 2, 5)
+    compile(src, f"harness-{name}.py", "exec")
+    args_line = next(line for line in src.splitlines() if line.startswith("args = ["))
+    for i, item in enumerate(spec.call):
+        names = [t.name for t in spec.inputs]
+        want = f"inputs[{names.index(item)}]" if item in names else harness.literal(item, {})
+        assert want in args_line
+    assert all(f"{k}=" in src for k in spec.kwargs)
+
+
+KERNELS = sorted(REAL_PROBLEMS.glob("*/naive.py")) + sorted(REAL_PROBLEMS.glob("*/tuned.py"))
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=[f"{p.parent.name}/{p.stem}" for p in KERNELS])
+def test_the_harness_call_binds_to_the_real_starting_and_tuned_kernels(path):
+    """The harness passes len(call) positional and the kwargs by name: each kernel's solution() takes them."""
+    spec = load_specs(REAL_PROBLEMS)[path.parent.name]
+    fn = next(n for n in ast.walk(ast.parse(path.read_text()))
+              if isinstance(n, ast.FunctionDef) and n.name == "solution")
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    assert len(spec.call) <= len(params) or fn.args.vararg
+    rest = params[len(spec.call):] + [a.arg for a in fn.args.kwonlyargs]
+    assert all(k in rest for k in spec.kwargs) or fn.args.kwarg
+    required = len(params) - len(fn.args.defaults)
+    assert len(spec.call) + sum(k in params[len(spec.call):required] for k in spec.kwargs) >= required
+
+
+def test_literals_render_as_python_and_refuse_what_python_cannot_take():
+    assert harness.literal(("a", 3, (1,), float("inf")), {"a": 0}) == "(inputs[0], 3, (1,), float('inf'))"
+    assert harness.literal("nl.float32", {}) == "nl.float32" and harness.literal("nl float", {}) == "'nl float'"
+    with pytest.raises(harness.HarnessError):
+        harness.literal(object(), {})
+
+
+# -- what the tools print ------------------------------------------------------------------------------
+
+def test_benchmark_latencies_need_a_sane_p50_and_p99():
+    assert metrics.latencies({"latency_us": {"p50": 12.5, "p99": 14, "p0": 11.0, "p90": float("nan")}}) == \
+        {"p50": 12.5, "p99": 14.0, "p0": 11.0}
+    for bad in ({"latency_us": {"p50": 12.5}}, {"latency_us": {"p50": -1, "p99": 3}}, {"latency_us": "12"},
+                {"latency_us": {"p50": True, "p99": 2}}, [], None):
+        assert metrics.latencies(bad) == {}
+
+
+# The shape `neuron-profile view --output-format summary-json` prints: one object keyed by the profiled
+# graph, holding seconds and fractions (values made up for this test).
+PROFILE_SAMPLE = {"kernel.neff": {
+    "total_time": 2.0e-5, "total_active_time": 1.8e-5,
+    "tensor_engine_active_time": 1.5e-5, "tensor_engine_active_time_percent": 0.75,
+    "vector_engine_active_time": 2.0e-6, "scalar_engine_active_time": 0.0,
+    "gpsimd_engine_active_time_percent": 0.01, "dma_active_time": 1.0e-5,
+    "mfu_estimated_percent": 0.42, "hbm_read_bytes": 2 << 20, "hbm_write_bytes": 1 << 20,
+    "spill_save_bytes": 0, "spill_reload_bytes": 0}}
+
+
+def test_a_profile_summary_gives_engine_busy_fractions_device_time_and_traffic(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(PROFILE_SAMPLE))
+    prof = metrics.profile_metrics(metrics.read_json(path, metrics.PROFILE_LIMIT))
+    assert prof["engine_busy"] == pytest.approx({"tensor": 0.75, "vector": 0.1, "scalar": 0.0, "gpsimd": 0.01,
+                                                 "dma": 0.5})
+    assert prof["device_time_us"] == pytest.approx(20.0) and prof["mfu_estimated"] == pytest.approx(0.42)
+    assert (prof["hbm_read_bytes"], prof["hbm_write_bytes"]) == (2 << 20, 1 << 20)
+    # a percentage above 1 can only be on the 0-100 scale
+    assert metrics.engine_busy({"vector_engine_active_time_percent": 37.5}) == {"vector": 0.375}
+
+
+@pytest.mark.parametrize("doc", [None, "text", [], {}, [1, 2], {"a": {"b": "c"}}, {"total_time": "soon"},
+                                 {"x": [{"y": None}]}, {"tensor_engine_active_time": "busy"}])
+def test_an_odd_profile_gives_no_metrics_and_no_exception(doc):
+    assert metrics.profile_metrics(doc) == {}
+
+
+def test_unreadable_result_files_read_as_none(tmp_path):
+    (tmp_path / "a.json").write_text("{not json")
+    (tmp_path / "big.json").write_text(json.dumps({"pad": "x" * 2000}))
+    assert metrics.read_json(tmp_path / "a.json", 1 << 20) is None
+    assert metrics.read_json(tmp_path / "big.json", 1000) is None
+    assert metrics.read_json(tmp_path / "missing.json", 1000) is None
+
+
+def test_bf16_rounding_is_to_nearest_even_and_keeps_specials():
+    a = np.array([1.0, 1.00390625, 1.01171875, -2.5e-3, np.inf, np.nan], dtype=np.float32)
+    r = metrics.round_bf16(a)
+    assert r[0] == 1.0 and r[1] == 1.0 and r[2] == np.float32(1.015625)   # ties go to the even mantissa
+    assert (r.view(np.uint32)[:5] & 0xFFFF == 0).all() and np.isinf(r[4]) and np.isnan(r[5])
+
+
+def test_mismatch_names_the_worst_element_and_treats_nan_as_wrong():
+    want = np.zeros((2, 3))
+    got = want.copy()
+    assert metrics.mismatch("c", got, want, 1e-2, 1e-2) is None
+    got[1, 2], got[0, 0] = 0.5, np.nan
+    message = metrics.mismatch("c", got, want, 1e-2, 1e-2)
+    assert message.startswith("2 of 6 elements of c") and "worst at c[0][0]" in message
+    assert "shape [3]" in metrics.mismatch("c", np.zeros(3), want, 1e-2, 1e-2)
+
+
+# -- NeuronCores ---------------------------------------------------------------------------------------
+
+# `neuron-ls --json-output` prints one object per device (field names as the tool prints them; this
+# two-device sample is written for the test).
+NEURON_LS = json.dumps([
+    {"neuron_device": 0, "bdf": "10:1c.0", "connected_to": [1], "nc_count": 2, "memory_size": 34359738368,
+     "neuroncore_ids": [0, 1], "neuron_processes": []},
+    {"neuron_device": 1, "bdf": "10:1d.0", "connected_to": [0], "nc_count": 2, "memory_size": 34359738368,
+     "neuroncore_ids": [2, 3], "neuron_processes": [{"pid": 7, "command": "python"}]}])
+
+
+def test_cores_come_from_neuron_ls_json():
+    assert neuron.parse_neuron_ls(NEURON_LS) == [0, 1, 2, 3]
+    assert neuron.parse_neuron_ls(json.dumps({"instance_type": "trn1.2xlarge",
+                                              "neuron_devices": [{"neuron_device": 0, "nc_count": 2}]})) == [0, 1]
+    for bad in ("{}", "[1]", '[{"neuron_device": 0}]', "null"):
+        with pytest.raises(ValueError):
+            neuron.parse_neuron_ls(bad)
+
+
+def test_without_neuron_ls_cores_are_device_files_times_cores_per_device(tmp_path):
+    dev, sysfs = tmp_path / "dev", tmp_path / "sys"
+    dev.mkdir()
+    for name in ("neuron0", "neuron1", "neuron2", "null", "neuronx"):
+        (dev / name).touch()
+    assert neuron.discover_cores(None, dev, sysfs) == list(range(6))    # 2 per device when sysfs says nothing
+    (sysfs / "neuron0").mkdir(parents=True)
+    (sysfs / "neuron0" / "core_count").write_text("8\n")
+    assert neuron.discover_cores("not json", dev, sysfs) == list(range(24))
+    assert neuron.discover_cores(NEURON_LS, dev, sysfs) == [0, 1, 2, 3]
+    assert neuron.discover_cores(None, tmp_path / "nodev", sysfs) == []
+
+
+def test_core_claims_take_different_cores_and_a_released_core_is_claimable(tmp_path):
+    first = neuron.claim_core([0, 1], tmp_path, environ={})
+    second = neuron.claim_core([0, 1], tmp_path, environ={})
+    assert (first.cores, second.cores) == ("0", "1")
+    assert neuron.claim_core([0, 1], tmp_path, environ={}) is None
+    assert (tmp_path / "core-0.lock").read_text() == f"{os.getpid()}\n"
+    first.release()
+    third = neuron.claim_core([0, 1], tmp_path, environ={})
+    assert third.cores == "0"
+    second.release()
+    third.release()
+
+
+def test_neuron_rt_visible_cores_naming_one_core_is_the_claim(tmp_path):
+    claim = neuron.claim_core([0, 1], tmp_path / "locks", environ={"NEURON_RT_VISIBLE_CORES": "5"})
+    assert (claim.cores, claim.source, claim.fd) == ("5", "environment", None)
+    assert not (tmp_path / "locks").exists()
+
+
+def test_neuron_rt_visible_cores_naming_several_cores_is_shared_out_one_per_claim(tmp_path):
+    env = {"NEURON_RT_VISIBLE_CORES": "4-5"}
+    claims = [neuron.claim_core([0, 1], tmp_path, environ=env) for _ in range(3)]
+    assert [c.cores for c in claims[:2]] == ["4", "5"] and claims[2] is None
+    assert neuron.parse_core_list("0,2,4-6") == [0, 2, 4, 5, 6]
+    assert neuron.parse_core_list("3-1") is None and neuron.parse_core_list("nc0") is None
+    for c in claims[:2]:
+        c.release()
+
+
+def test_trainium_descriptor():
+    info = target_info("trainium")
+    assert (info.language, info.code_fence, info.entry_point, info.latency_unit, info.evaluators) == \
+        ("NKI (Python, neuronxcc.nki)", "python", "solution", "us", "devices")
+    assert info.problems == REAL_PROBLEMS and info.isa.name == "isa.md" and info.isa.parent.name == "trainium-sim"
+    assert info.heuristic == "agents.heuristic.trainium:TrainiumHeuristic"
+
+
+# -- a host without the Neuron SDK ---------------------------------------------------------------------
+
+def _host_lacks_sdk() -> bool:
+    return bool(get_target("trainium").unmet_requirements())
+
+
+def test_on_a_host_without_the_sdk_an_evaluation_says_what_to_install(problems):
+    if not _host_lacks_sdk():
+        pytest.skip("this host has the Neuron SDK")
+    tgt = get_target("trainium", problems_dir=problems)
+    r = tgt.evaluate(tgt.problem("scaled-add"), GOOD_KERNEL)
+    assert (r.correct, r.error_kind, r.latency_unit) == (False, "setup", "us")
+    assert "neuronxcc" in r.error and "pip install neuronx-cc" in r.error and "aws-neuronx-dkms" in r.error
+
+
+def test_launch_eval_without_the_sdk_exits_1_with_the_setup_message(tmp_path):
+    real = sorted(load_specs(REAL_PROBLEMS)) if REAL_PROBLEMS.is_dir() else []
+    if not real:
+        pytest.skip("problems/trainium has no problems yet")
+    if not _host_lacks_sdk():
+        pytest.skip("this host has the Neuron SDK")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(GOOD_KERNEL)
+    out = subprocess.run([sys.executable, "launch.py", "eval", "--target", "trainium", "--problem", real[0],
+                          str(kernel)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text
+    assert "failed" in text and "(setup)" in text and "neuronx-cc" in text and "Traceback" not in text
+
+
+# -- whole evaluations against a stand-in SDK ----------------------------------------------------------
+
+STANDIN_NKI = '''"""Test stand-in for neuronxcc.nki: runs kernels with numpy on the CPU."""
+import os
+def jit(fn=None, **kw):
+    return fn if fn is not None else (lambda f: f)
+def baremetal(kernel=None, **kw):
+    return kernel if kernel is not None else (lambda k: k)
+class _Latency:
+    def get_latency_percentile(self, p):
+        return 10.0 + p / 10
+class _Result:
+    nc_latency = _Latency()
+class _Bench:
+    def __init__(self, kernel, kw):
+        self.kernel, self.kw = kernel, kw
+    def __call__(self, *args, **kwargs):
+        for key in ("save_neff_name", "save_trace_name"):
+            with open(self.kw[key], "w") as fh:
+                fh.write(os.environ["NEURON_RT_VISIBLE_CORES"])
+        out = self.kernel(*args, **kwargs)
+        self.benchmark_result = _Result()
+        return out
+def benchmark(kernel=None, **kw):
+    return _Bench(kernel, kw) if kernel is not None else (lambda k: _Bench(k, kw))
+'''
+STANDIN_NL = '''import numpy as np
+bfloat16, float32 = "bfloat16", "float32"
+def static_cast(array, dtype):
+    return np.asarray(array, dtype=np.float32)
+'''
+
+
+@pytest.fixture
+def standin(tmp_path, problems, monkeypatch):
+    """A trainium target whose Python imports the stand-in SDK, on a host with NeuronCores 0 and 1."""
+    pkg = tmp_path / "sdk" / "neuronxcc" / "nki"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(STANDIN_NKI)
+    (pkg / "language.py").write_text(STANDIN_NL)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "sdk"} exec {sys.executable} "$@"\n')
+    profile = bin_dir / "neuron-profile"    # found first on the harness's PATH, next to its python
+    profile.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(PROFILE_SAMPLE)}\nEOF\n")
+    for f in (python, profile):
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(trn_target, "host_cores", lambda: (0, 1))
+    monkeypatch.setattr(trn_target, "tool", lambda name: str(bin_dir / name))
+    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+    monkeypatch.setattr(trn_target, "_CLAIMS", {})
+    limits = sandbox.Limits(wall_s=60, cpu_s=60, mem_bytes=0, nofile=256, isolate_net=False, drop_root=False)
+    return get_target("trainium", python=str(python), problems_dir=problems, lock_dir=tmp_path / "locks",
+                      limits=limits, warmup=2, iters=5)
+
+
+def test_a_correct_kernel_gets_p50_latency_in_us_profile_utilisation_and_feedback(standin, tmp_path):
+    trace = tmp_path / "trace.ntff"
+    r = standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL, trace_path=trace)
+    assert r.correct, r.error
+    assert (r.latency, r.latency_unit, r.feedback["p99_us"], r.feedback["core"]) == (15.0, "us", 19.9, "0")
+    assert r.feedback["profile"]["engine_busy"]["tensor"] == pytest.approx(0.75)
+    assert 0 < r.utilization < 1 and 0 < r.roofline_fraction <= 1 and r.bound == "memory"
+    assert "P50 15.0 us, P99 19.9 us" in r.feedback_text and "TensorE 75%" in r.feedback_text
+    assert trace.read_text() == "0" and trace.with_suffix(".neff").exists()
+    assert set(r.feedback["seconds"]) >= {"import", "run", "benchmark"} and r.stdout == ""
+
+
+def test_each_evaluation_draws_fresh_inputs(standin):
+    seeds = {standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL).feedback["input_seed"] for _ in range(2)}
+    assert len(seeds) == 2
+
+
+def test_a_wrong_kernel_is_a_wrong_result_naming_the_worst_element(standin):
+    r = standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL.replace("* scale", "* scale * 1.1"))
+    assert (r.correct, r.error_kind) == (False, "wrong_result")
+    assert "elements of c are outside the tolerance" in r.error and r.latency == 15.0
+
+
+@pytest.mark.parametrize("code, kind, words", [
+    (GOOD_KERNEL.replace("return", "return undefined_name +"), "compile", "NameError: name 'undefined_name'"),
+    ("def solution(:\n", "compile", "kernel.py failed to import: SyntaxError"),
+    ("import os\ndef solution(*a, **k):\n    os._exit(3)\n", "crash", "exited with status 3"),
+    (GOOD_KERNEL.replace("return (a + b)", "return (a + b)[:64]"), "wrong_result", "shape [64, 256]"),
+    ("def solution(*a, **k):\n    return 'text'\n", "wrong_result", "not the declared output array"),
+])
+def test_kernel_failures_are_reported_with_their_kind(standin, code, kind, words):
+    r = standin.evaluate(standin.problem("scaled-add"), code)
+    assert (r.correct, r.error_kind) == (False, kind)
+    assert words in r.error
+
+
+@pytest.mark.system
+def test_a_kernel_that_never_returns_times_out(standin):
+    code = "import time\ndef solution(*a, **k):\n    time.sleep(60)\n"
+    r = standin.evaluate(standin.problem("scaled-add"), code, time_limit_s=1.5)
+    assert (r.correct, r.error_kind) == (False, "timeout")
