@@ -39,43 +39,58 @@ class Layout:
     buffers: dict[tuple, tuple[int, int]] = field(default_factory=dict)   # (buffer, site) -> (slots, bytes)
 
 
-def layout(tensors: list[TensorDecl], used: set[int], p: dict) -> Layout:
-    """Place on-chip tensors: per (buffer, kernel line), `slots` rotating buffers of the largest size."""
+def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
+    events = sorted([(first[t.tid], 1) for t in ts] + [(last[t.tid] + 0.5, -1) for t in ts])
+    live = best = 0
+    for _, d in events:
+        live += d
+        best = max(best, live)
+    return best
+
+
+def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int], p: dict) -> Layout:
+    """Place on-chip tensors as an allocator would, before anything runs: per (buffer, kernel line) as many
+    rotating buffers of the line's largest tile as its tiles need alive at once, and at least two when the
+    line allocates repeatedly (the compiler's double buffering of loop tiles) while there is room."""
     groups: dict[tuple, list[TensorDecl]] = defaultdict(list)
     for t in tensors:
-        if t.buffer in ("sbuf", "psum") and t.tid in used:
+        if t.buffer in ("sbuf", "psum") and t.tid in first:
             groups[(t.buffer, t.site)].append(t)
     size = {g: max(t.partition_bytes for t in ts) for g, ts in groups.items()}
+    need = {g: _max_live(ts, first, last) for g, ts in groups.items()}
     bank = int(p["psum_bank_bytes"])
     for (buf, site), s in size.items():
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    slots = {g: min(2, len(ts)) for g, ts in groups.items()}
+    slots = {g: max(need[g], min(2, len(ts))) for g, ts in groups.items()}
 
     def use(buf: str) -> int:
         if buf == "sbuf":
             return sum(slots[g] * size[g] for g in groups if g[0] == "sbuf")
         return sum(slots[g] * math.ceil(size[g] / bank) for g in groups if g[0] == "psum")
-    limits = {"sbuf": int(p["sbuf_partition_bytes"]), "psum": int(p["psum_banks"])}
+    limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
     for buf in ("sbuf", "psum"):
-        for g in sorted((g for g in groups if g[0] == buf and slots[g] > 1), key=lambda g: -size[g]):
+        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
             if use(buf) <= limits[buf]:
                 break
-            slots[g] = 1          # no room to double-buffer this line's tiles
+            slots[g] = need[g]    # no room to double-buffer this line's tiles
         if use(buf) > limits[buf]:
             top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
             detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
             if buf == "sbuf":
-                raise StreamError(f"SBUF overflow: the kernel's tiles need {use(buf) / 1024:.1f} KiB per partition, "
-                                  f"SBUF has {limits[buf] // 1024} KiB (largest: {detail})")
+                raise StreamError(f"SBUF overflow: the kernel's live tiles need {use(buf) / 1024:.1f} KiB per "
+                                  f"partition, SBUF has {limits[buf] // 1024} KiB usable (largest: {detail})")
             raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {use(buf)} banks of 2 KiB per "
                               f"partition, PSUM has {limits[buf]} ({detail})")
-    slot_of, count = {}, defaultdict(int)
+    slot_of = {}
     for g, ts in groups.items():
-        for t in ts:
-            slot_of[t.tid] = (g[0], g[1], count[g] % slots[g])
-            count[g] += 1
+        free_at = [-1] * slots[g]             # last use of each buffer's current tile
+        for t in sorted(ts, key=lambda t: first[t.tid]):
+            # the buffer free longest: consecutive tiles of a loop alternate between buffers
+            i = min((i for i in range(slots[g]) if free_at[i] < first[t.tid]), key=free_at.__getitem__)
+            free_at[i] = last[t.tid]
+            slot_of[t.tid] = (g[0], g[1], i)
     return Layout(slot_of, use("sbuf"), use("psum"), {g: (slots[g], size[g]) for g in groups})
 
 
@@ -134,7 +149,9 @@ class Timeline:
 def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
     tl = Timeline()
     free = {"pe": 0.0, "dve": 0.0, "act": 0.0, "pool": 0.0}
-    queues = [0.0] * int(p["dma_queues"])
+    # loads (into SBUF) and stores (to HBM) are queued separately, as NKI issues them from different
+    # engines' DMA queues, so a store waiting for its compute never holds up the next independent load
+    queues = {"in": [0.0] * int(p["dma_queues"]), "out": [0.0] * int(p["dma_queues"])}
     records: dict[tuple, list] = defaultdict(list)
     latency = p["dma_fixed_us"] * 1000.0
 
@@ -151,10 +168,11 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
                     ready, cause = r[4], r[6]
         if st.engine == "dma":
             occupancy, n = dma_ns(st, p)
-            picked = heapq.nsmallest(n, range(len(queues)), key=queues.__getitem__)
-            start = max(ready, max(queues[i] for i in picked))
+            qs = queues["out" if st.writes[0].tensor.buffer == "hbm" else "in"]
+            picked = heapq.nsmallest(n, range(len(qs)), key=qs.__getitem__)
+            start = max(ready, max(qs[i] for i in picked))
             for i in picked:
-                queues[i] = start + occupancy
+                qs[i] = start + occupancy
             end = start + occupancy + latency          # the fixed latency overlaps other transfers
             busy = occupancy
             tl.dma_bytes += st.dma_bytes

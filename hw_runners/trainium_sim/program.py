@@ -16,12 +16,15 @@ import numpy as np
 from hw_runners.trainium_sim.ops import ITEMSIZE
 
 PARTITIONS = 128
+PSUM_BANK_BYTES = 2048
+SBUF_PARTITION_BYTES = 192 * 1024
 MAX_RANK = 6
 MAX_TILE_ELEMENTS = 1 << 26
 OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matmul", "transpose": "nisa.nc_transpose",
             "ew": "an elementwise instruction", "tensor_scalar": "nisa.tensor_scalar", "reduce": "a reduction",
             "activation": "nisa.activation", "scan": "nisa.tensor_tensor_scan", "select": "nisa.affine_select",
-            "iota": "nisa.iota", "memset": "nl.zeros/nisa.memset"}
+            "iota": "nisa.iota", "memset": "nl.zeros/nisa.memset", "bn_stats": "nisa.bn_stats",
+            "bn_aggr": "nisa.bn_aggr"}
 
 
 class StreamError(Exception):
@@ -83,8 +86,16 @@ def decode_tensors(raw, hbm_budget_bytes: int) -> list[TensorDecl]:
             continue
         if decl.buffer in ("sbuf", "psum"):
             if shape[decl.pdim] > PARTITIONS:
-                raise StreamError(f"an {decl.buffer} tensor of shape {shape} (kernel.py line {decl.site}) has "
+                raise StreamError(f"an {decl.buffer.upper()} tensor of shape {shape} (kernel.py line {decl.site}) has "
                                   f"{shape[decl.pdim]} partitions; the partition dimension is at most {PARTITIONS}")
+            tile_bytes = math.prod(shape[decl.pdim + 1:]) * decl.itemsize
+            if decl.buffer == "psum" and tile_bytes > PSUM_BANK_BYTES:
+                raise StreamError(f"a PSUM tile of shape {shape} (kernel.py line {decl.site}) holds {tile_bytes} bytes "
+                                  f"per partition; a PSUM tile fits one 2 KiB bank (512 fp32 values)")
+            if decl.partition_bytes > SBUF_PARTITION_BYTES:
+                raise StreamError(f"an {decl.buffer.upper()} tensor of shape {shape} (kernel.py line {decl.site}) "
+                                  f"needs {decl.partition_bytes:,} bytes per partition; SBUF has "
+                                  f"{SBUF_PARTITION_BYTES:,}")
         elif decl.buffer == "hbm":
             hbm += decl.size * decl.itemsize
             if hbm > hbm_budget_bytes:
@@ -104,13 +115,16 @@ def _terms(e, what: str):
     return e[0], e[1]
 
 
-def expr_array(expr, rank: int, what: str) -> np.ndarray:
-    """The values of an index expression as an int64 array of `rank` dims (broadcastable)."""
+def expr_array(expr, rank: int, what: str, fit: tuple[int, ...] | None = None) -> np.ndarray:
+    """The values of an index expression as an int64 array of `rank` dims (broadcastable); with `fit`,
+    every axis must match that shape (checked before anything is built)."""
     const, terms = _terms(expr, what)
     out = np.int64(const)
     for extent, r, pos, coef in terms:
         if r > rank:
             raise StreamError(f"an index expression in {what} has more dimensions than the tile")
+        if fit is not None and extent not in (1, fit[pos + rank - r]):
+            raise StreamError(f"an index expression in the mask of {what} does not match the tile shape {fit}")
         shape = [1] * rank
         shape[pos + rank - r] = extent
         out = out + coef * np.arange(extent, dtype=np.int64).reshape(shape)
@@ -248,7 +262,7 @@ def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:
         if not (isinstance(c, list) and len(c) == 3 and c[1] in ("<", "<=", ">", ">=", "==", "!=")
                 and isinstance(c[2], int)):
             raise StreamError(f"malformed mask clause in {what}")
-        v = expr_array(c[0], len(shape), what)
+        v = expr_array(c[0], len(shape), what, fit=shape)
         try:
             test = {"<": v < c[2], "<=": v <= c[2], ">": v > c[2], ">=": v >= c[2], "==": v == c[2],
                     "!=": v != c[2]}[c[1]]
@@ -256,3 +270,22 @@ def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:
         except ValueError:
             raise StreamError(f"the mask of {what} does not match the tile shape {shape}") from None
     return ok
+
+
+def uses(instrs, count: int) -> tuple[dict[int, int], dict[int, int]]:
+    """First and last instruction index that touches each tensor (checked lightly: replay checks fully)."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    if not isinstance(instrs, list):
+        raise StreamError("malformed instruction stream")
+    for n, instr in enumerate(instrs):
+        if not (isinstance(instr, list) and len(instr) == 6 and isinstance(instr[2], list)
+                and isinstance(instr[3], list)):
+            raise StreamError("malformed instruction in the stream")
+        for a in instr[2] + instr[3]:
+            if isinstance(a, list):
+                if not (len(a) == 2 and isinstance(a[0], int) and 0 <= a[0] < count):
+                    raise StreamError("malformed operand in the stream")
+                first.setdefault(a[0], n)
+                last[a[0]] = n
+    return first, last

@@ -15,10 +15,16 @@ import numpy as np
 
 from hw_runners.trainium_sim import ops
 from hw_runners.trainium_sim.program import (PARTITIONS, Access, StreamError, TensorDecl, expr_array, mask_array,
-                                             resolve, where)
+                                             resolve, tile_shape, where)
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
+# where each instruction can run on NeuronCore-v2 (a stream naming another engine is forged or wrong)
+ALLOWED_ENGINES = {"dma": {"dma"}, "matmul": {"pe"}, "transpose": {"pe", "dve"}, "ew": {"dve", "act", "pool"},
+                   "tensor_scalar": {"dve", "act", "pool"}, "reduce": {"dve", "pool"}, "activation": {"act"},
+                   "scan": {"dve", "pool"}, "select": {"pool", "dve"}, "iota": {"pool"},
+                   "memset": {"dve", "pool", "act"}, "bn_stats": {"dve"}, "bn_aggr": {"dve"}}
 PSUM_BANK_BYTES = 2048
+UNWRITTEN_INT = -(2 ** 31) + 7
 
 
 @dataclass
@@ -41,27 +47,38 @@ class Step:
 
 
 class Replayer:
-    def __init__(self, tensors: list[TensorDecl], inputs: dict[int, np.ndarray], sets: int) -> None:
+    def __init__(self, tensors: list[TensorDecl], inputs: dict[int, np.ndarray], sets: int,
+                 last_use: dict[int, int] | None = None) -> None:
+        """last_use: tid -> index of the last instruction using an on-chip tensor (its values are freed then)."""
         self.tensors, self.sets = tensors, sets
         self.mem: dict[int, np.ndarray] = {}
-        for t in tensors:
-            if t.buffer == "dead" or t.alias != -1:
-                continue
-            fill = 0 if ops.storage(t.dtype) is np.int32 else np.nan
-            self.mem[t.tid] = np.full((sets, *t.shape), fill, dtype=ops.storage(t.dtype))
-        for t in tensors:
-            if t.alias != -1:
-                self.mem[t.tid] = self.mem[t.alias].reshape((sets, *t.shape))
+        self.free_after: dict[int, list[int]] = {}
+        for tid, n in (last_use or {}).items():
+            if tensors[tid].buffer in ("sbuf", "psum"):
+                self.free_after.setdefault(n, []).append(tid)
         for tid, value in inputs.items():
-            self.mem[tid][...] = ops.round_to(value, tensors[tid].dtype)
+            self._array(tid)[...] = ops.round_to(value, tensors[tid].dtype)
+
+    def _array(self, tid: int) -> np.ndarray:
+        """A tensor's values, allocated at first use; never-written memory reads as NaN (ints: a sentinel)."""
+        arr = self.mem.get(tid)
+        if arr is None:
+            t = self.tensors[tid]
+            if t.alias != -1:
+                arr = self._array(t.alias).reshape((self.sets, *t.shape))
+            else:
+                fill = UNWRITTEN_INT if ops.storage(t.dtype) is np.int32 else np.nan
+                arr = np.full((self.sets, *t.shape), fill, dtype=ops.storage(t.dtype))
+            self.mem[tid] = arr
+        return arr
 
     # -- operands ---------------------------------------------------------------------------------
     def read(self, a: Access) -> np.ndarray:
-        v = self.mem[a.tensor.tid][a.index]
+        v = self._array(a.tensor.tid)[a.index]
         return v.reshape((self.sets, *a.shape))
 
     def write(self, a: Access, value, mask: np.ndarray | None) -> None:
-        arr = self.mem[a.tensor.tid]
+        arr = self._array(a.tensor.tid)
         value = ops.round_to(np.broadcast_to(value, (self.sets, *a.shape)), a.tensor.dtype)
         if mask is None:
             arr[a.index] = value.reshape(arr[a.index].shape)
@@ -78,6 +95,8 @@ class Replayer:
                 raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time limit "
                                    f"(stopped at instruction {n:,})")
             steps.append(self.step(instr))
+            for tid in self.free_after.get(n, ()):
+                self.mem.pop(tid, None)
         return steps
 
     def step(self, instr) -> Step:
@@ -90,10 +109,15 @@ class Replayer:
         run = getattr(self, "_" + op, None)
         if run is None or not dsts:
             raise StreamError(f"unknown instruction {op!r}")
-        first = resolve(dsts[0], self.tensors, what)
-        mask = mask_array(attrs["mask"], first.shape, what) if attrs.get("mask") is not None else None
-        if mask is not None:
-            first = resolve(dsts[0], self.tensors, what, mask)
+        if engine not in ALLOWED_ENGINES[op]:
+            raise StreamError(f"{what} cannot run on the {engine} engine")
+        if attrs.get("mask") is not None:
+            if not (isinstance(dsts[0], list) and len(dsts[0]) == 2 and isinstance(dsts[0][1], list)):
+                raise StreamError(f"malformed operand in {what}")
+            mask = mask_array(attrs["mask"], tile_shape(dsts[0][1], what), what)
+        else:
+            mask = None
+        first = resolve(dsts[0], self.tensors, what, mask)
         writes = [first] + [resolve(d, self.tensors, what) for d in dsts[1:]]
         reads = [resolve(s, self.tensors, what, mask if self._same_space(op) else None)
                  if isinstance(s, list) else s for s in srcs]
@@ -258,14 +282,40 @@ class Replayer:
         prev = self.read(init)[..., 0] if isinstance(init, Access) else np.full(d0.shape[:-1], init, np.float32)
         f0, f1 = ops.BINARY[op0], ops.BINARY[op1]
         out = np.empty(d0.shape, dtype=np.float32)
+        r0, r1 = bool(attrs.get("reverse0")), bool(attrs.get("reverse1"))
         with np.errstate(all="ignore"):
             if op0 == "add" and op1 == "add":
                 out = prev[..., None] + np.cumsum(d0 + d1, axis=-1, dtype=np.float32)
-            else:
+            else:   # out[i] = op1(op0(data0[i], out[i-1]), data1[i]); reverseN swaps opN's operands
                 for i in range(d0.shape[-1]):
-                    prev = f1(f0(prev, d0[..., i]), d1[..., i])
+                    a = f0(prev, d0[..., i]) if r0 else f0(d0[..., i], prev)
+                    prev = f1(d1[..., i], a) if r1 else f1(a, d1[..., i])
                     out[..., i] = prev
         self.write(writes[0], out, mask)
+
+    def _bn_stats(self, step, reads, writes, attrs, mask, what):
+        (x,), (dst,) = reads, writes
+        if x.free > 512 or len(x.shape) != 2 or dst.shape != (x.partitions, 6):
+            raise StreamError(f"{what}: bn_stats takes a (P, F<=512) tile and gives (P, 6), got {x.shape}")
+        v = self.read(x).astype(np.float64)
+        mean = v.mean(axis=-1)
+        stats = np.zeros((self.sets, x.partitions, 6))
+        stats[..., 0], stats[..., 1], stats[..., 2] = v.shape[-1], mean, ((v - mean[..., None]) ** 2).sum(axis=-1)
+        self.write(dst, stats, mask)
+        step.free = x.free
+
+    def _bn_aggr(self, step, reads, writes, attrs, mask, what):
+        (x,), (dst,) = reads, writes
+        if len(x.shape) != 2 or x.shape[1] % 6 or dst.shape != (x.partitions, 2):
+            raise StreamError(f"{what}: bn_aggr takes (P, 6*k) bn_stats results and gives (P, 2), got {x.shape}")
+        s = self.read(x).astype(np.float64).reshape(self.sets, x.partitions, -1, 6)
+        n, mean, m2 = s[..., 0], s[..., 1], s[..., 2]
+        total = n.sum(axis=-1)
+        if (n <= 0).any():
+            raise StreamError(f"{what}: its input is not bn_stats output")
+        mu = (n * mean).sum(axis=-1) / total
+        var = (m2 + n * (mean - mu[..., None]) ** 2).sum(axis=-1) / total
+        self.write(dst, np.stack([mu, var], axis=-1), mask)
 
     def _select(self, step, reads, writes, attrs, mask, what):
         x, value = reads

@@ -27,7 +27,7 @@ import numpy as np
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, register
 from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.program import StreamError, decode_tensors
+from hw_runners.trainium_sim.program import StreamError, decode_tensors, uses
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, spec_of
 from hw_runners.trainium_sim.replay import Replayer
 
@@ -160,13 +160,14 @@ class TrainiumSim(Target):
             hidden = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
             sets = [public_in] + hidden
             inputs = {tid: np.stack([s[t.name] for s in sets]) for tid, t in zip(in_tids, spec.inputs)}
-            replay = Replayer(tensors, inputs, len(sets))
             instrs = trace.get("instrs")
-            if not isinstance(instrs, list):
-                raise StreamError("malformed instruction stream")
+            if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
+                raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
+                                  f"{self.options.max_instructions:,} are allowed")
+            first, last = uses(instrs, len(tensors))
+            lay = costmodel.layout(tensors, first, last, p)     # capacity is checked before anything runs
+            replay = Replayer(tensors, inputs, len(sets), last)
             steps = replay.run(instrs, deadline=time.monotonic() + self.options.replay_time_s)
-            used = {a.tensor.tid for s in steps for a in s.reads + s.writes}
-            lay = costmodel.layout(tensors, used, p)
             tl = costmodel.simulate(steps, lay, p)
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
@@ -178,7 +179,7 @@ class TrainiumSim(Target):
                             feedback_text=feedback.text(m), **common)
         expected = [public_out] + [spec.reference(h) for h in hidden]
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
-            got_all = replay.mem[tid]
+            got_all = replay._array(tid)
             for s, want in enumerate(expected):
                 bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol)
                 if bad:
@@ -207,9 +208,13 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
                           f"({', '.join(t.name for t in spec.outputs)})")
     for tid, t in zip(outs, spec.outputs):
         d = tensors[tid]
-        if tid in ins or d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype:
+        base = d.alias if d.alias != -1 else tid
+        if base in ins or d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype:
             raise StreamError(f"output {t.name} must be a new HBM tensor {t.dtype}{list(t.shape)} "
                               f"(got {d.buffer} {d.dtype}{list(d.shape)})")
+    bases = [tensors[o].alias if tensors[o].alias != -1 else o for o in outs]
+    if len(set(bases)) != len(bases):
+        raise StreamError("solution() returned the same storage for two outputs")
     return ins, outs
 
 

@@ -78,9 +78,6 @@ def test_stationary_free_size_over_128(kit, prob):
     fails(kit, prob, STATIONARY_256, "# MM", "256")
 
 
-@pytest.mark.xfail(strict=True, reason="simulator message gap: a stationary tile of free size 256 is reported as "
-                   "'an psum tensor of shape (256, 128) ... has 256 partitions' (decode_tensors rejects the result "
-                   "tile before replay's nc_matmul check runs), naming neither nc_matmul nor the stationary limit")
 def test_stationary_free_size_over_128_names_the_call(kit, prob):
     fails(kit, prob, STATIONARY_256, "# MM", "nc_matmul", "stationary", "at most 128")
 
@@ -94,9 +91,6 @@ nl.store(out, nl.copy(r[0:128, 0:64]))
 """, "# MM", "nc_matmul", "moving", "1024", "at most 512")
 
 
-@pytest.mark.xfail(strict=True, reason="simulator gap: a PSUM tile of 4 KiB per partition ([128, 1024] fp32) is "
-                   "accepted (layout only checks the 16 KiB total), although rules.md promises an error for PSUM "
-                   "tiles over one 2 KiB bank")
 def test_psum_tile_over_one_bank(kit, prob):
     fails(kit, prob, """
 acc = nl.zeros((128, 1024), nl.float32, buffer=nl.psum)       # PSUM
@@ -179,10 +173,6 @@ nl.store(out, t)
 """, "# LOAD", "nl.load", "out of bounds", "200..327")
 
 
-@pytest.mark.xfail(strict=True, reason="simulator gap: a slice past the end of a tensor (x[0:128, 960:1088] on a "
-                   "1024-wide tensor, a tile sliced t[:, 0:128] when 64 wide) is clamped like a numpy slice "
-                   "instead of being reported out of bounds, so a kernel relying on it passes on the simulator "
-                   "and fails under the Neuron compiler")
 def test_slice_past_the_end_is_out_of_bounds(kit, prob):
     fails(kit, prob, """
 t = nl.load(x[0:128, 960:1088])        # LOAD
@@ -201,8 +191,6 @@ def test_reduction_over_the_partition_axis(kit, prob):
     fails(kit, prob, PARTITION_SUM, "# SUM", "cannot reduce along the partition dimension")
 
 
-@pytest.mark.xfail(strict=True, reason="simulator message bug: nl.sum(t, axis=0) is reported as 'nl.add cannot "
-                   "reduce along the partition dimension' (language._reduce names the ALU op, not the call)")
 def test_reduction_over_the_partition_axis_names_the_call(kit, prob):
     fails(kit, prob, PARTITION_SUM, "# SUM", "nl.sum")
 

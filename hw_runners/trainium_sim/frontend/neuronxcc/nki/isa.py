@@ -50,6 +50,15 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
     if len(s.shape) != 2 or len(m.shape) != 2:
         raise NKIError(f"nc_matmul takes 2-D tiles, got stationary {s.shape} and moving {m.shape}")
+    if s.shape[1] > 128:
+        raise NKIError(f"nc_matmul: the stationary tile's free size is {s.shape[1]}; at most 128 "
+                       f"(nl.tile_size.gemm_stationary_fmax)")
+    if m.shape[1] > 512:
+        raise NKIError(f"nc_matmul: the moving tile's free size is {m.shape[1]}; at most 512 "
+                       f"(nl.tile_size.gemm_moving_fmax)")
+    if s.shape[0] != m.shape[0] or s.shape[0] > 128:
+        raise NKIError(f"nc_matmul: stationary {s.shape} and moving {m.shape} must share the contraction "
+                       f"(partition) size, at most 128")
     return nl._compute("matmul", "pe", [s, m], nl._attrs(mask, acc=False), "float32", nl.psum,
                        shape=(s.shape[1], m.shape[1]))
 
@@ -84,7 +93,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:
     x = nl._view(data, "tensor_reduce's data")
-    out = nl._reduce(op_name(op), x, axis, dtype, mask, keepdims)
+    out = nl._reduce(op_name(op), x, axis, dtype, mask, keepdims, name="nisa.tensor_reduce")
     if negate:
         RECORDER.instrs[-1][4]["negate"] = True
     return out
@@ -136,6 +145,18 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
         raise NKIError("affine_select's on_false_value must be a Python number")
     attrs = nl._attrs(mask, pred=pred.clauses)
     return nl._compute("select", "pool", [x, float(on_false_value)], attrs, dtype, shape=x.shape)
+
+
+def bn_stats(data, mask=None, dtype=None, **_) -> View:
+    """Per-partition statistics of up to 512 elements (count, mean, M2), for bn_aggr; shape (P, 6)."""
+    x = nl._view(data, "bn_stats's data")
+    return nl._compute("bn_stats", "dve", [x], nl._attrs(mask), dtype or "float32", shape=(x.shape[0], 6))
+
+
+def bn_aggr(data, mask=None, dtype=None, **_) -> View:
+    """Combine bn_stats results laid side by side (P, 6 * k) into (P, 2): mean and (population) variance."""
+    x = nl._view(data, "bn_aggr's data")
+    return nl._compute("bn_aggr", "dve", [x], nl._attrs(mask), dtype or "float32", shape=(x.shape[0], 2))
 
 
 def reciprocal(data, dtype=None, mask=None, **_) -> View:

@@ -267,12 +267,13 @@ def where(condition, x, y, dtype=None, mask=None, **_) -> View:
     return _ew("where", "dve", condition, x, y, dtype=dtype, mask=mask)
 
 
-def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, **_) -> View:
-    x = _view(x, f"nl.{op}'s input")
+def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, name: str = "", **_) -> View:
+    name = name or f"a {op} reduction"
+    x = _view(x, f"{name}'s input")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     axes = tuple(_int(a) % len(x.shape) for a in axes)
     if 0 in axes:
-        raise NKIError(f"nl.{op} cannot reduce along the partition dimension (axis 0): transpose the tile or "
+        raise NKIError(f"{name} cannot reduce along the partition dimension (axis 0): transpose the tile or "
                        f"use a matmul with a ones vector")
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes)
     return _compute("reduce", "dve", [x], _attrs(mask, op=op, axes=list(axes), keepdims=bool(keepdims)), dtype,
@@ -280,27 +281,27 @@ def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, **_) -> Vie
 
 
 def sum(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
-    return _reduce("add", x, axis, dtype, mask, keepdims)
+    return _reduce("add", x, axis, dtype, mask, keepdims, name="nl.sum")
 
 
 def prod(x, axis, dtype=None, mask=None, keepdims=False, **kw):
-    return _reduce("multiply", x, axis, dtype, mask, keepdims)
+    return _reduce("multiply", x, axis, dtype, mask, keepdims, name="nl.prod")
 
 
 def max(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
-    return _reduce("maximum", x, axis, dtype, mask, keepdims)
+    return _reduce("maximum", x, axis, dtype, mask, keepdims, name="nl.max")
 
 
 def min(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
-    return _reduce("minimum", x, axis, dtype, mask, keepdims)
+    return _reduce("minimum", x, axis, dtype, mask, keepdims, name="nl.min")
 
 
 def mean(x, axis, dtype=None, mask=None, keepdims=False, **kw):
-    return _reduce("mean", x, axis, dtype, mask, keepdims)
+    return _reduce("mean", x, axis, dtype, mask, keepdims, name="nl.mean")
 
 
 def all(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
-    return _reduce("minimum", x, axis, dtype, mask, keepdims)
+    return _reduce("minimum", x, axis, dtype, mask, keepdims, name="nl.all")
 
 
 def softmax(x, axis, dtype=None, mask=None, **_):
@@ -322,6 +323,7 @@ def _install_operators() -> None:
             if dunder in ("add", "sub", "mul", "truediv", "pow", "and", "or", "xor"):
                 setattr(cls, f"__r{dunder}__", lambda a, b, f=f: f(b, a))
     for cls in (Tensor, View):
+        cls.broadcast_to = lambda a, shape: broadcast_to(a, shape)
         cls.__neg__ = lambda a: g["negative"](a)
         cls.__abs__ = lambda a: g["abs"](a)
         cls.__iadd__ = _iadd
@@ -340,6 +342,8 @@ def _iadd(self, other):
             instr[4]["acc"] = True
             RECORDER.tensors[src.tensor.tid][0] = "dead"
             src.tensor.producer = None
+            src.tensor.gone = (f"the matmul result from kernel.py line {instr[5]} was accumulated into another "
+                               f"PSUM tile with += and has no value of its own; use that tile, or keep a copy")
             dst.tensor.producer = producer
             return self
     RECORDER.emit("ew", "dve", [dst], [dst, other if not isinstance(other, (int, float)) else float(other)],
