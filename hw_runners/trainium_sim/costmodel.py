@@ -4,10 +4,13 @@ The engines work in parallel, each executing its own instructions in program ord
 Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. An instruction starts when its engine
 is free and every earlier instruction it depends on through memory has finished: read-after-write,
 write-after-read and write-after-write on overlapping bytes of the same physical buffer. On-chip
-tensors are placed as a compiler does: all tiles allocated at one kernel line share that line's
-buffers (two, rotating, when the line allocates repeatedly and SBUF has room; else one), so reusing a
-buffer waits for its previous readers, which is what multi-buffering avoids. Instruction costs follow
-the published NKI ISA cost formulas; every parameter and its source is in params.toml.
+tensors are placed as an allocator would: all tiles allocated at one kernel line share that line's
+buffers (as many as are alive at once, and two, rotating, when the line allocates repeatedly and SBUF
+has room), so reusing a buffer waits for its previous readers, which is what multi-buffering avoids.
+Loads and stores each have the 16 DMA engines' bandwidth; the HBM limit on their sum is not enforced
+per transfer (it enters the roofline bound), so a kernel that saturates both directions at once is
+timed optimistically. Instruction costs follow the published NKI ISA cost formulas; every parameter
+and its source is in params.toml.
 """
 from __future__ import annotations
 
@@ -174,7 +177,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
             for i in picked:
                 qs[i] = start + occupancy
             end = start + occupancy + latency          # the fixed latency overlaps other transfers
-            busy = occupancy
+            busy = occupancy * n / len(qs)             # the share of this direction's DMA engines in use
+            tl.busy_ns["dma_" + ("out" if qs is queues["out"] else "in")] += busy
             tl.dma_bytes += st.dma_bytes
             if st.run_bytes < 512:
                 tl.dma_small_rows += 1
@@ -184,7 +188,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
             if ready > free[st.engine]:
                 tl.waits_ns[(st.engine, cause)] += ready - free[st.engine]
             end = free[st.engine] = start + busy
-        tl.busy_ns[st.engine] += busy
+        tl.busy_ns[st.engine] = max(tl.busy_ns.get("dma_in", 0.0), tl.busy_ns.get("dma_out", 0.0)) \
+            if st.engine == "dma" else tl.busy_ns[st.engine] + busy
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1
         tl.total_ns = max(tl.total_ns, end)

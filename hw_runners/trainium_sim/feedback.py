@@ -9,10 +9,11 @@ CYCLE_GHZ = 1.4     # cycles are reported at the NeuronCore-v2 Scalar/GpSimd clo
 def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[int, int]) -> dict:
     total_us = tl.total_ns / 1000.0
     busy = {ENGINE_NAMES[e]: tl.busy_ns.get(e, 0.0) / max(tl.total_ns, 1e-9) for e in ENGINE_NAMES}
-    binding = max(busy, key=busy.get)
-    dma_peak_gbps = p["dma_queues"] * p["dma_queue_gbps"]          # 16 engines: below HBM's bandwidth
+    binding = max(busy, key=busy.get) if any(busy.values()) else "none"
+    dma_peak_gbps = p["dma_queues"] * p["dma_queue_gbps"]          # per direction (loads, stores)
     need = sum(compulsory)
-    bound_ns = max(need / min(dma_peak_gbps, p["hbm_gbps_per_core"]), flops / (p["tensor_peak_bf16_tflops"] * 1e3))
+    bound_ns = max(compulsory[0] / dma_peak_gbps, compulsory[1] / dma_peak_gbps, need / p["hbm_gbps_per_core"],
+                   flops / (p["tensor_peak_bf16_tflops"] * 1e3))
     waits = sorted(((ENGINE_NAMES[a], ENGINE_NAMES[b], ns / 1000.0) for (a, b), ns in tl.waits_ns.items()),
                    key=lambda w: -w[2])[:4]
     sites = sorted(((line, ENGINE_NAMES[e], ns / 1000.0) for (line, e), ns in tl.site_ns.items()),
@@ -30,7 +31,7 @@ def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[in
         "psum_banks": lay.psum_banks,
         "bound_us": round(bound_ns / 1000.0, 3),
         "roofline_fraction": round(min(1.0, bound_ns / max(tl.total_ns, 1e-9)), 4),
-        "utilization": round(busy[binding], 4),
+        "utilization": round(busy.get(binding, 0.0), 4),
         "stalls": [{"engine": a, "waited_for": b, "us": round(us, 3)} for a, b, us in waits],
         "hot_lines": [{"line": line, "engine": e, "us": round(us, 3)} for line, e, us in sites],
     }

@@ -1,0 +1,210 @@
+"""The trainium-sim offline heuristic: its schedules render to kernels the simulator accepts as correct,
+its plans pick applicable menu options whose parameters the coder reproduces, and it refuses problems
+it cannot handle.
+
+Each covered family gets a small problem of its own (same layouts and dtypes as the real one, sizes
+chosen so ragged edges and every schedule knob still occur); the kernels of the starting schedule,
+of every schedule one mutation away from it, and of a few seeded random walks through the mutations are
+evaluated on it with the real sandboxed simulator.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agents.heuristic import for_target
+from agents.heuristic.errors import HeuristicError
+from agents.heuristic.trainium import TrainiumHeuristic
+from agents.heuristic.trainium_codegen import FAMILIES, parse_schedule, render
+from protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from tests.trainium_sim.simkit import SimKit, explain
+
+pytestmark = pytest.mark.system
+
+F32, BF16 = "float32", "bfloat16"
+BF16_MAKER = """
+def _bf16(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+def make_inputs(rng):
+    return {"lhsT": _bf16(rng.standard_normal((256, 256))),
+            "rhs": _bf16(rng.standard_normal((256, 1024)) / 16.0)}
+"""
+
+# family -> small problem: dims (as problem.toml gives them) and what SimKit.problem needs
+CASES = {
+    "gemm": dict(dims={"K": 256, "M": 256, "N": 1024}, inputs={"lhsT": ((256, 256), BF16), "rhs": ((256, 1024), BF16)},
+                 outputs={"result": ((256, 1024), BF16)}, atol=1e-2, rtol=1e-2, make_inputs=BF16_MAKER,
+                 reference="def reference(lhsT, rhs):\n    return lhsT.T.astype(np.float64) @ rhs\n"),
+    "rmsnorm": dict(dims={"M": 256, "N": 1024}, inputs={"a_tensor": ((256, 1024), F32), "g_tensor": ((1024,), F32)},
+                    outputs={"out": ((256, 1024), F32)}, atol=1e-4, rtol=1e-2,
+                    reference="def reference(a_tensor, g_tensor):\n    a = a_tensor.astype(np.float64)\n"
+                              "    return a / np.sqrt(np.mean(a * a, axis=1, keepdims=True)) * g_tensor\n"),
+    "layernorm": dict(dims={"M": 256, "N": 1024}, call=["input_tensor", 1e-5, "gamma_vector", "beta_vector"],
+                      inputs={"input_tensor": ((256, 1024), F32), "gamma_vector": ((1024,), F32),
+                              "beta_vector": ((1024,), F32)},
+                      outputs={"out": ((256, 1024), F32)}, atol=1e-4, rtol=1e-2,
+                      reference="def reference(input_tensor, arg1, gamma_vector, beta_vector):\n"
+                                "    x = input_tensor.astype(np.float64)\n"
+                                "    m, v = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)\n"
+                                "    return (x - m) / np.sqrt(v + arg1) * gamma_vector + beta_vector\n"),
+    "transpose": dict(dims={"D0": 2, "B": 256, "N": 512}, call=["ref", 1], inputs={"ref": ((2, 256, 512), F32)},
+                      outputs={"out": ((2, 512, 256), F32)}, atol=1e-6, rtol=1e-6,
+                      reference="def reference(ref, arg1):\n    return ref.transpose(0, 2, 1)\n"),
+    "maxpool": dict(dims={"H": 300, "W": 700, "K": 3}, call=["in_tensor", 3], inputs={"in_tensor": ((300, 700), F32)},
+                    outputs={"out": ((298, 698), F32)}, atol=1e-6, rtol=1e-6,
+                    reference="def reference(in_tensor, arg1):\n    x, k = in_tensor, arg1\n"
+                              "    h, w = x.shape[0] - k + 1, x.shape[1] - k + 1\n"
+                              "    return np.max([x[a:a + h, b:b + w] for a in range(k) for b in range(k)], axis=0)\n"),
+    "conv1d": dict(dims={"N": 4, "C": 256, "W": 300, "WF": 3}, kwargs={"padding": [[0, 0], [1, 1]]},
+                   inputs={"img_ref": ((4, 256, 1, 300), F32), "filter_ref": ((256, 1, 1, 3), F32)},
+                   outputs={"out": ((4, 256, 1, 300), F32)}, atol=1e-4, rtol=1e-2,
+                   reference="def reference(img_ref, filter_ref, padding):\n"
+                             "    x = np.pad(img_ref[:, :, 0, :].astype(np.float64), ((0, 0), (0, 0), padding[1]))\n"
+                             "    f = filter_ref[:, 0, 0, :]\n"
+                             "    out = sum(x[:, :, w:w + img_ref.shape[3]] * f[None, :, w, None] for w in range(3))\n"
+                             "    return out[:, :, None, :]\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    return SimKit(tmp_path_factory.mktemp("trn-heuristic"))
+
+
+def small_problem(kit: SimKit, family: str):
+    case = dict(CASES[family])
+    dims = case.pop("dims")
+    return kit.problem(name=f"h-{family}", **case), Problem(target="trainium-sim", name=f"h-{family}",
+                                                            family=family, dims=dims)
+
+
+def schedules_to_check(family: str, dims: dict, walks: int = 3, steps: int = 5) -> list:
+    """The starting schedule, every schedule one mutation away, and the ends of a few seeded random walks."""
+    fam = FAMILIES[family]
+    h = TrainiumHeuristic()
+    start = fam.default(dims)
+    found = [start]
+    mutations = sorted(set(fam.OPTIONS.values()))
+    for m in mutations:
+        found += [c for c in h._candidates(fam, m, start, dims) if c not in found]
+    rng = random.Random(7)
+    for _ in range(walks):
+        s = start
+        for _ in range(steps):
+            moves = [c for m in mutations for c in h._candidates(fam, m, s, dims)]
+            if moves:
+                s = rng.choice(moves)
+        if s not in found:
+            found.append(s)
+    return found
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_schedules_render_correct_kernels(kit, family):
+    sim_problem, problem = small_problem(kit, family)
+    checked = schedules_to_check(family, problem.dims)
+    assert len(checked) >= 4, checked              # the start and at least a few mutations apply
+    for s in checked:
+        code = render(s, problem.dims)
+        assert parse_schedule(code, family) == s
+        r = kit.sim.evaluate(sim_problem, code)
+        assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
+
+
+MENU = [MenuOption(id=i, title=i) for i in ("max-tiles", "hoist-loads", "block-bigger", "loop-order", "multi-buffer",
+                                            "engine-balance", "evict-efficiently", "large-dma", "spread-dma",
+                                            "fuse-activation", "fewer-bigger-instructions", "pre-transposed-operands",
+                                            "reduce-on-tensor", "combine-vector-ops", "online-softmax")]
+
+
+def plan_request(problem: Problem, code: str = "", metrics: dict | None = None, seed: int = 0,
+                 menu=MENU) -> PlanRequest:
+    return PlanRequest(problem=problem, parent=Parent(id="p", code=code, metrics=metrics or {}), menu=menu,
+                       model="heuristic", iteration=0, iterations=4, seed=seed)
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_plan_picks_an_applicable_option_and_the_coder_follows_it(family):
+    problem = Problem(target="trainium-sim", name=f"h-{family}", family=family, dims=CASES[family]["dims"])
+    fam, h = FAMILIES[family], for_target("trainium-sim")
+    for seed in range(4):
+        plan = h.plan(plan_request(problem, seed=seed))        # a parent without a schedule: the naive start
+        assert plan.option_id in fam.OPTIONS and plan.params["mutation"] == fam.OPTIONS[plan.option_id]
+        chosen = plan.params["schedule"]
+        assert chosen in plan.params["variants"] and fam.fits(fam.Schedule(**chosen), problem.dims)
+        assert fam.Schedule(**chosen) != fam.default(problem.dims)
+        for code_seed in (0, 1, 3):
+            code = h.code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=plan, model="heuristic",
+                                      seed=code_seed))
+            got = parse_schedule(code, family)
+            assert got is not None and got.__dict__ in plan.params["variants"]
+        first = h.code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=plan, model="heuristic",
+                                   seed=0))
+        assert parse_schedule(first, family) == fam.Schedule(**chosen)
+        # the next iteration continues from the rendered schedule, not from the start
+        child = h.plan(plan_request(problem, code=first, seed=seed))
+        assert "not written by this agent" not in child.text
+
+
+def test_plan_follows_the_feedback():
+    """DMA traffic far above the compulsory bytes points a GEMM planner at hoisting loads."""
+    problem = Problem(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
+    metrics = {"latency_us": 600.0, "dma_bytes": 64 << 20, "compulsory_bytes": 1 << 20, "binding_engine": "DMA",
+               "engine_busy": {"DMA": 0.6, "Tensor": 0.05, "Vector": 0.02, "Scalar": 0.02, "GpSimd": 0.0},
+               "instructions": {"DMA": 100}, "roofline_fraction": 0.05}
+    menu = [MenuOption(id=i, title=i) for i in ("hoist-loads", "engine-balance", "loop-order")]
+    picks = [TrainiumHeuristic().plan(plan_request(problem, metrics=metrics, seed=s, menu=menu)).option_id
+             for s in range(12)]
+    assert picks.count("hoist-loads") >= 10, picks
+
+
+def test_foreign_plan_is_implemented_from_its_option():
+    problem = Problem(target="trainium-sim", name="h-conv1d", family="conv1d", dims=CASES["conv1d"]["dims"])
+    plan = Plan(text="batch several images per instruction", option_id="fewer-bigger-instructions")
+    code = TrainiumHeuristic().code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=plan,
+                                                model="heuristic", seed=5))
+    assert parse_schedule(code, "conv1d").nb > 1
+
+
+def test_repair_falls_back_to_a_safer_schedule():
+    problem = Problem(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
+    fam = FAMILIES["gemm"]
+    risky = fam.Schedule(tn=512, level=2, bm=2, bn=1, prefetch=True, evict="alternate")
+    h = TrainiumHeuristic()
+    code = render(risky, problem.dims)
+    seen = [risky]
+    for _ in range(12):                        # every repair is safer, until only the start is left
+        try:
+            code = h.repair(RepairRequest(problem=problem, plan=Plan(text="", option_id="x"), code=code,
+                                          error="boom", model="heuristic", seed=0))
+        except HeuristicError as exc:
+            assert "no safer variant" in str(exc)
+            break
+        s = parse_schedule(code, "gemm")
+        assert s not in seen and fam.fits(s, problem.dims)
+        seen.append(s)
+    assert seen[-1] == fam.default(problem.dims) and len(seen) > 3
+    with pytest.raises(HeuristicError, match="own schedules"):
+        h.repair(RepairRequest(problem=problem, plan=Plan(text="", option_id="x"), code="@nki.jit\ndef solution(): ...",
+                               error="boom", model="heuristic", seed=0))
+
+
+@pytest.mark.parametrize("family", ["attention", "cumsum", "mha", "conv2d"])
+def test_unsupported_problem_raises_a_clear_error(family):
+    problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
+    h = for_target("trainium-sim")
+    with pytest.raises(HeuristicError, match=r"cannot optimize .*use an LLM model \(--model \.\.\.\)"):
+        h.plan(plan_request(problem))
+    with pytest.raises(HeuristicError, match="use an LLM model"):
+        h.code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=Plan(text="", option_id="max-tiles"),
+                           model="heuristic", seed=0))
+
+
+def test_sizes_the_schedules_cannot_cover_raise():
+    problem = Problem(target="trainium-sim", name="odd", family="transpose", dims={"D0": 2, "B": 100, "N": 512})
+    with pytest.raises(HeuristicError, match="do not fit the sizes"):
+        TrainiumHeuristic().plan(plan_request(problem))
