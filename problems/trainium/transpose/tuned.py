@@ -7,41 +7,44 @@ import neuronxcc.nki.language as nl
 @nki.jit
 def solution(ref, dim):
     # out[d, n, b] = src[d, b, n] for the (D0, B, N) view of the input around `dim`.
-    # Per matrix d: ONE DMA loads all of it with b on the partitions ([128, B/128, N]: 2 KiB rows), the
-    # Tensor engine transposes its 128 x 128 blocks into PSUM (B/128 of them fill one [128, B] bank), one
-    # copy per bank evacuates PSUM to SBUF (alternating the Scalar and Vector engines so neither limits),
-    # and ONE DMA stores the whole transposed matrix. The next matrix is loaded before the current one is
-    # transposed (instructions issue in program order), so the DMA queues stay busy: they are the binding
-    # resource.
+    # DMA is the binding resource, and it runs at its best with long contiguous rows per partition. So
+    # partition p loads the G consecutive rows b = G*p .. G*p + G - 1 of a matrix (one G*N*4-byte run) and
+    # stores the G consecutive output rows n = G*q .. G*q + G - 1 (one G*B*4-byte run), instead of one row
+    # each. The Tensor engine transposes 128 x 128 blocks taken with a column stride of G (n = G*q + r),
+    # and the PSUM -> SBUF copy scatters them into place (b = G*p + s) while evacuating PSUM, alternating
+    # the Scalar and Vector engines. The next matrix is loaded before the current one is transposed
+    # (instructions issue in program order), so the DMA queues never idle behind compute.
     assert len(ref.shape) >= 2 and dim != len(ref.shape) - 1
     D0 = int(np.prod(ref.shape[:dim]))
     B = ref.shape[dim]
     N = int(np.prod(ref.shape[dim + 1:]))
-    src = ref.reshape((D0, B, N))
-    out = nl.ndarray((D0, N, B), dtype=ref.dtype, buffer=nl.shared_hbm)
-
     T = nl.tile_size.pmax
-    assert B % T == 0 and N % T == 0 and B <= nl.tile_size.psum_fmax
-    NB, NN = B // T, N // T
-    i_p, i_j, i_f = nl.mgrid[0:T, 0:NB, 0:N]          # load:  partition = b % T, j = b // T, f = n
-    o_p, o_j, o_f = nl.mgrid[0:T, 0:NN, 0:B]          # store: partition = n % T, j = n // T, f = b
+    assert B % T == 0 and N % T == 0
+    GB, GN = B // T, N // T             # rows per partition on the load and on the store side
+    assert GB * T <= nl.tile_size.psum_fmax
+    src = ref.reshape((D0, T, GB * N))    # [d, p, s*N + n] = ref[d, GB*p + s, n]
+    out = nl.ndarray((D0, N, B), dtype=ref.dtype, buffer=nl.shared_hbm)
+    dst = out.reshape((D0, T, GN * B))    # [d, q, r*B + b] = out[d, GN*q + r, b]
+    i_q, i_s, i_p = nl.mgrid[0:T, 0:GB, 0:T]
 
     def load(d):
-        m = nl.ndarray((T, NB, N), dtype=ref.dtype, buffer=nl.sbuf)
-        m[i_p, i_j, i_f] = nl.load(src[d, i_j * T + i_p, i_f])
+        m = nl.ndarray((T, GB * N), dtype=ref.dtype, buffer=nl.sbuf)
+        m[...] = nl.load(src[d])
         return m
 
     def transpose_matrix(d, m, use_scalar):
-        res = nl.ndarray((T, NN, B), dtype=ref.dtype, buffer=nl.sbuf)
-        for nj in nl.static_range(NN):
-            ps = nl.ndarray((T, B), dtype=nl.float32, buffer=nl.psum)
-            for bj in nl.static_range(NB):
-                ps[:, bj * T:(bj + 1) * T] = nisa.nc_transpose(m[:, bj, nj * T:(nj + 1) * T])
+        res = nl.ndarray((T, GN * B), dtype=ref.dtype, buffer=nl.sbuf)
+        for r in nl.static_range(GN):
+            ps = nl.ndarray((T, GB * T), dtype=nl.float32, buffer=nl.psum)
+            for s in nl.static_range(GB):
+                # columns n = GN*q + r of rows b = GB*p + s  ->  [q, p]
+                ps[:, s * T:(s + 1) * T] = nisa.nc_transpose(m[:, s * N + r:(s + 1) * N:GN])
             if use_scalar:
-                res[:, nj, :] = nl.copy(ps)
+                res[i_q, r * B + GB * i_p + i_s] = nl.copy(ps[i_q, i_s * T + i_p])
             else:
-                res[:, nj, :] = nisa.tensor_copy(ps, engine=nisa.engine.vector)
-        nl.store(out[d, o_j * T + o_p, o_f], value=res[o_p, o_j, o_f])
+                res[i_q, r * B + GB * i_p + i_s] = nisa.tensor_copy(ps[i_q, i_s * T + i_p],
+                                                                    engine=nisa.engine.vector)
+        nl.store(dst[d], value=res)
 
     pending = load(0)
     for d in nl.static_range(D0):

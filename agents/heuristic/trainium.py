@@ -1,0 +1,172 @@
+"""Offline planner/coder/repairer for trainium-sim: an auto-tuner in the shape of the two-phase flow.
+
+The planner recovers the parent's schedule (from the comment the coder writes into every kernel, or the
+family's starting schedule for a kernel written by someone else, such as the problem's naive.py), reads
+the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls), scores every menu option
+that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
+differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
+kernel; the repairer falls back to a safer schedule. Families: gemm, rmsnorm, layernorm, transpose,
+maxpool, conv1d; anything else needs an LLM.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, replace
+
+from agents.heuristic.errors import HeuristicError
+from agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedule, render
+from protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+
+COMPUTE = ("Vector", "Scalar", "GpSimd")
+
+
+def _features(m: dict) -> dict[str, float]:
+    """What the trainium-sim feedback says, as numbers in [0, ~3]."""
+    busy = m.get("engine_busy") or {}
+    latency = max(float(m.get("latency_us") or 0.0), 1e-9)
+    dma_count = max(1, int((m.get("instructions") or {}).get("DMA", 1)))
+    stalls = m.get("stalls") or []
+    dma_wait = sum(float(s.get("us", 0)) for s in stalls if isinstance(s, dict) and s.get("waited_for") == "DMA")
+    compute = [float(busy.get(e, 0.0)) for e in COMPUTE]
+    return {
+        "traffic": math.log2(max(1.0, m.get("dma_bytes", 0) / max(1, m.get("compulsory_bytes", 1)))),
+        "small_dma": min(1.0, m.get("dma_small_rows", 0) / dma_count),
+        "dma_wait": min(1.0, dma_wait / latency),
+        "imbalance": max(compute) - min(compute[:2]) if compute else 0.0,
+        "vector": float(busy.get("Vector", 0.0)),
+        "gap": 1.0 - float(m.get("roofline_fraction") or 0.0),
+        "dma_bound": float(m.get("binding_engine") == "DMA"),
+    }
+
+
+# how strongly the feedback points at each kind of change (higher: try first)
+SCORES = {
+    "max_tiles": lambda f: 0.4 + 0.5 * f["gap"],
+    "tile": lambda f: 0.2,
+    "hoist": lambda f: 0.4 + 0.4 * f["traffic"],
+    "block": lambda f: 0.3 + 0.4 * f["traffic"],
+    "order": lambda f: 0.2 + 0.1 * f["traffic"],
+    "multibuf": lambda f: 0.2 + 1.5 * f["dma_wait"],
+    "bufs": lambda f: 0.2 + 1.0 * f["dma_wait"],
+    "prefetch": lambda f: 0.3 + 1.5 * f["dma_wait"],
+    "chunk": lambda f: 0.2 + 0.8 * f["dma_wait"],
+    "evict": lambda f: 0.2 + f["imbalance"],
+    "engine": lambda f: 0.3 + 1.5 * f["imbalance"],
+    "large_dma": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"],
+    "fuse": lambda f: 0.5 + f["vector"],
+    "norm": lambda f: 0.3 + f["vector"],
+    "bcast": lambda f: 0.2,
+    "method": lambda f: 0.5 + f["gap"] + f["small_dma"],
+    "batch": lambda f: 0.3 + 0.5 * f["gap"],
+}
+
+
+def _unsupported(problem: Problem) -> HeuristicError:
+    known = ", ".join(sorted(FAMILIES))
+    return HeuristicError(f"the heuristic cannot optimize {problem.name} (family {problem.family!r}; it knows "
+                          f"{known}); use an LLM model (--model ...)")
+
+
+class TrainiumHeuristic:
+    """Planner, coder and repairer for the trainium-sim families listed in trainium_codegen.FAMILIES."""
+
+    def _family(self, problem: Problem):
+        fam = FAMILIES.get(problem.family)
+        if fam is None:
+            raise _unsupported(problem)
+        return fam
+
+    def _start(self, fam, problem: Problem):
+        s = fam.default(problem.dims)
+        if not fam.fits(s, problem.dims):
+            raise HeuristicError(f"the heuristic's {problem.family} schedules do not fit the sizes of "
+                                 f"{problem.name} ({problem.dims}); use an LLM model (--model ...)")
+        return s
+
+    def _schedule_of(self, code: str, problem: Problem) -> tuple[object, bool]:
+        fam = self._family(problem)
+        parsed = parse_schedule(code, problem.family)
+        if parsed is not None and fam.fits(parsed, problem.dims):
+            return parsed, True
+        guess = getattr(fam, "guess", None)
+        if guess is not None and code:
+            s = guess(code, problem.dims)
+            if fam.fits(s, problem.dims):
+                return s, False
+        return self._start(fam, problem), False
+
+    def _candidates(self, fam, mutation: str, s, dims: dict) -> list:
+        out = []
+        for c in fam.candidates(mutation, s, dims):
+            if c != s and c not in out and fam.fits(c, dims):
+                out.append(c)
+        return out
+
+    def plan(self, req: PlanRequest) -> Plan:
+        problem, parent = req.problem, req.parent
+        fam = self._family(problem)
+        current, own = self._schedule_of(parent.code, problem)
+        feats = _features(parent.metrics or {})
+        rng = random.Random(req.seed)
+        options = []
+        for opt in req.menu:
+            mutation = fam.OPTIONS.get(opt.id)
+            cands = self._candidates(fam, mutation, current, problem.dims) if mutation else []
+            if cands:
+                options.append((SCORES[mutation](feats) * rng.uniform(0.6, 1.4), opt, mutation, cands))
+        if not options:
+            raise HeuristicError("none of the menu options that survived dropout ("
+                                 + ", ".join(o.id for o in req.menu) +
+                                 f") changes the current schedule ({fam.describe(current)})")
+        _, opt, mutation, cands = max(options, key=lambda o: o[0])
+        rng.shuffle(cands)
+        chosen = cands[0]
+        origin = "" if own else " (the parent was not written by this agent: taken as the starting schedule)"
+        m = parent.metrics or {}
+        text = (f"Apply '{opt.title}'. Change the schedule from {fam.describe(current)}{origin} to "
+                f"{fam.describe(chosen)}. Feedback: binding engine {m.get('binding_engine', '?')}, "
+                f"{float(m.get('roofline_fraction') or 0):.1%} of roofline, DMA traffic "
+                f"{2 ** feats['traffic']:.2f}x compulsory.")
+        return Plan(text=text, option_id=opt.id,
+                    params={"mutation": mutation, "schedule": asdict(chosen), "variants": [asdict(c) for c in cands]})
+
+    def code(self, req: CodeRequest) -> str:
+        problem, plan = req.problem, req.plan
+        fam = self._family(problem)
+        params = plan.params or {}
+        variants = params.get("variants") or ([params["schedule"]] if "schedule" in params else [])
+        if variants:
+            pick = variants[0] if req.seed % 2 == 0 or len(variants) == 1 else \
+                variants[1 + req.seed % (len(variants) - 1)]
+            try:
+                schedule = from_dict(fam, pick)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise HeuristicError(f"the plan carries an invalid {problem.family} schedule: {exc}") from None
+        else:  # a plan written by another model: apply its menu option ourselves
+            mutation = fam.OPTIONS.get(plan.option_id)
+            current, _ = self._schedule_of(req.parent.code, problem)
+            cands = self._candidates(fam, mutation, current, problem.dims) if mutation else []
+            if not cands:
+                raise HeuristicError(f"the heuristic cannot implement option {plan.option_id!r} on "
+                                     f"{fam.describe(current)}")
+            schedule = random.Random(req.seed).choice(cands)
+        if schedule.family != problem.family or not fam.fits(schedule, problem.dims):
+            raise HeuristicError(f"schedule {fam.describe(schedule)} does not fit problem {problem.name}")
+        return render(schedule, problem.dims)
+
+    def repair(self, req: RepairRequest) -> str:
+        problem = req.problem
+        fam = self._family(problem)
+        schedule = parse_schedule(req.code, problem.family)
+        if schedule is None:
+            raise HeuristicError("the heuristic repairer only repairs kernels rendered from its own schedules "
+                                 "(this kernel has no autocomp-schedule line)")
+        for reset in fam.SAFER:          # undo the riskiest features first, one at a time
+            safer = replace(schedule, **reset)
+            if safer != schedule and fam.fits(safer, problem.dims):
+                return render(safer, problem.dims)
+        start = self._start(fam, problem)
+        if start != schedule:
+            return render(start, problem.dims)
+        raise HeuristicError(f"no safer variant of {fam.describe(schedule)} is left to try")

@@ -1,0 +1,233 @@
+"""GEMM schedules (result[M, N] = lhsT[K, M].T @ rhs[K, N], bf16 in and out) and their NKI kernels.
+
+Level 0 loads one lhsT tile and one rhs tile per matmul (the naive kernel). Level 1 loads, per output
+block of bm x bn tiles, the lhsT and rhs panels over all of K once and reuses them across the block.
+Level 2 also keeps the outer loop's panel resident across the whole inner loop (order "mn": the lhsT
+panel stays while the n blocks stream by; "nm": the rhs panel stays).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
+
+TM_CHOICES = (32, 64, 128)            # stationary free size (output partitions); <= gemm_stationary_fmax
+TN_CHOICES = (128, 256, 512)          # moving free size (one PSUM bank of fp32); <= gemm_moving_fmax
+BLOCK_CHOICES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    tm: int = 128
+    tn: int = 512
+    bm: int = 1                # output tiles per block along M (level >= 1)
+    bn: int = 1                # along N
+    level: int = 0             # 0: per-matmul loads; 1: panels per block; 2: outer panel resident
+    order: str = "mn"          # outer loop over M blocks ("mn") or N blocks ("nm")
+    bufs: int = 2              # 2: panels allocated per iteration (DMA overlaps compute); 1: one buffer reused
+    evict: str = "scalar"      # engine of the PSUM -> SBUF copy: scalar, vector or alternate
+    prefetch: bool = False     # level >= 1: load the next block's panels before computing this block
+    family: str = "gemm"
+
+
+OPTIONS = {"max-tiles": "max_tiles", "hoist-loads": "hoist", "block-bigger": "block", "loop-order": "order",
+           "multi-buffer": "multibuf", "engine-balance": "evict", "evict-efficiently": "evict",
+           "large-dma": "large_dma", "spread-dma": "prefetch", "software-pipeline": "prefetch", "fewer-bigger-instructions": "max_tiles",
+           "psum-accumulate": "hoist"}
+SAFER = ({"prefetch": False}, {"bufs": 1}, {"evict": "scalar"}, {"order": "mn"}, {"bn": 1}, {"bm": 1}, {"level": 0})
+
+
+def default(dims: dict) -> Schedule:
+    return Schedule()
+
+
+def guess(code: str, dims: dict) -> Schedule:
+    """The schedule closest to a kernel this module did not write: 128 x 512 tiles unless it never
+    mentions the moving-tile maximum (then 128 x 128 tiles, the pmax-square naive choice)."""
+    wide = "gemm_moving_fmax" in code or "512" in code
+    return Schedule(tn=512 if wide else 128)
+
+
+def sbuf_bytes(s: Schedule, d: dict) -> int:
+    kt = d["K"] // 128
+    if s.level == 0:
+        return 2 * (s.tm + s.tn) * 2 + s.tn * 2 * 2
+    return kt * s.bm * s.tm * 2 + kt * s.bn * s.tn * 2 + s.bm * s.bn * s.tn * 2
+
+
+def fits(s: Schedule, d: dict) -> bool:
+    if s.tm not in TM_CHOICES or s.tn not in TN_CHOICES or s.bm not in BLOCK_CHOICES or s.bn not in BLOCK_CHOICES:
+        return False
+    if s.level not in (0, 1, 2) or s.order not in ("mn", "nm") or s.bufs not in (1, 2) \
+            or s.evict not in ("scalar", "vector", "alternate"):
+        return False
+    if s.level == 0 and (s.bm, s.bn, s.order, s.bufs, s.prefetch) != (1, 1, "mn", 2, False):
+        return False                      # level 0 has no blocks: one canonical form
+    if s.prefetch and s.bufs == 1:
+        return False                      # one buffer cannot be loaded while it is being read
+    if d["K"] % 128 or d["M"] % (s.tm * s.bm) or d["N"] % (s.tn * s.bn):
+        return False
+    return sbuf_bytes(s, d) <= SBUF_LIMIT
+
+
+def describe(s: Schedule) -> str:
+    tiles = f"{s.tm}x{s.tn} output tiles"
+    ev = {"scalar": "Scalar", "vector": "Vector", "alternate": "alternating Scalar/Vector"}[s.evict]
+    if s.level == 0:
+        return f"{tiles}, lhsT/rhs tiles loaded per matmul, PSUM evicted on {ev}"
+    outer = "lhsT" if s.order == "mn" else "rhs"
+    reuse = f", the {outer} panel resident across the inner loop" if s.level == 2 else ""
+    return (f"{tiles} in blocks of {s.bm}x{s.bn} ({s.bm * s.tm} x {s.bn * s.tn}), full-K panels loaded once per "
+            f"block{reuse}, {'double' if s.bufs == 2 else 'single'}-buffered panels, PSUM evicted on {ev}"
+            f"{', next panels prefetched' if s.prefetch else ''}")
+
+
+def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
+    lvl0 = s.level == 0
+    if mutation == "max_tiles":
+        if (s.tm, s.tn) == (128, 512):
+            return []
+        bm = max(1, s.bm * s.tm // 128)
+        bn = max(1, s.bn * s.tn // 512)
+        return [replace(s, tm=128, tn=512, bm=bm, bn=bn), replace(s, tm=128, tn=max(s.tn, 256), bm=bm)]
+    if mutation == "tile":
+        return ([replace(s, tm=v) for v in step_choices(s.tm, TM_CHOICES)]
+                + [replace(s, tn=v) for v in step_choices(s.tn, TN_CHOICES)])
+    if mutation == "hoist":
+        if lvl0:
+            return [replace(s, level=1, bm=bm, bn=bn, bufs=b) for bm in (1, 2, 4) for bn in (1, 2) for b in (2, 1)]
+        if s.level == 1:
+            return [replace(s, level=2), replace(s, level=2, order="nm" if s.order == "mn" else "mn")]
+        return []
+    if mutation == "block":
+        if lvl0:
+            return []
+        return [replace(s, bm=s.bm * 2), replace(s, bn=s.bn * 2), replace(s, bm=s.bm * 2, bn=s.bn * 2),
+                replace(s, bm=max(1, s.bm // 2), bn=s.bn * 2), replace(s, bm=s.bm * 2, bn=max(1, s.bn // 2))]
+    if mutation == "order":
+        return [] if lvl0 else [replace(s, order="nm" if s.order == "mn" else "mn")]
+    if mutation == "multibuf":
+        return [replace(s, bufs=2)] if s.bufs == 1 else []
+    if mutation == "prefetch":
+        return [replace(s, prefetch=True, bufs=2)] if not lvl0 and not s.prefetch else []
+    if mutation == "evict":
+        return [replace(s, evict=e) for e in ("alternate", "vector", "scalar") if e != s.evict]
+    if mutation == "large_dma":
+        if lvl0:
+            return [replace(s, tn=v) for v in TN_CHOICES if v > s.tn] + candidates("hoist", s, d)[:2]
+        # widen whichever panel has the shorter contiguous rows
+        if s.bm * s.tm <= s.bn * s.tn:
+            return [replace(s, bm=s.bm * 2), replace(s, bm=s.bm * 4)]
+        return [replace(s, bn=s.bn * 2), replace(s, bn=s.bn * 4)]
+    return []
+
+
+def body(s: Schedule) -> str:
+    head = f"""@nki.jit
+def solution(lhsT, rhs):
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    TM, TN = {s.tm}, {s.tn}              # output tile: TM partitions x TN fp32 columns (one PSUM bank)
+    KT = K // 128                        # contraction tiles on the partition axis
+    assert K % 128 == 0 and M % ({s.bm} * TM) == 0 and N % ({s.bn} * TN) == 0
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+"""
+    if s.level == 0:
+        loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
+        return head + f"""    for m in nl.affine_range(M // TM):
+        for n in {loop_j}(N // TN):
+            acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(KT):
+                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * TM:(m + 1) * TM])
+                b = nl.load(rhs[k * 128:(k + 1) * 128, n * TN:(n + 1) * TN])
+                acc += nisa.nc_matmul(a, b)
+            res = {evict(s.evict, "acc", "result.dtype", "n")}
+            nl.store(result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=res)
+    return result
+"""
+    return head + (_pipelined(s) if s.prefetch else _blocked(s))
+
+
+def _blocked(s: Schedule) -> str:
+    """Levels 1 and 2: panels over all of K per block, bm x bn output tiles computed from them."""
+    outer, inner = ("mb", "nb") if s.order == "mn" else ("nb", "mb")
+    panel = {"mb": ("lhs_p", "lhsT", "WM", "mb"), "nb": ("rhs_p", "rhs", "WN", "nb")}
+
+    def load(which: str, indent: str) -> str:
+        name, src, width, var = panel[which]
+        return (f"{indent}{name} = nl.ndarray((KT, nl.par_dim(128), {width}), dtype={src}.dtype, buffer=nl.sbuf)\n"
+                if s.bufs == 2 else "") + (
+                f"{indent}for k in nl.affine_range(KT):\n"
+                f"{indent}    {name}[k] = nl.load({src}[k * 128:(k + 1) * 128, {var} * {width}:({var} + 1) * {width}])\n")
+
+    pre = ""
+    if s.bufs == 1:   # one buffer per panel and for the output block, reused by every iteration
+        pre = ("    lhs_p = nl.ndarray((KT, nl.par_dim(128), WM), dtype=lhsT.dtype, buffer=nl.sbuf)\n"
+               "    rhs_p = nl.ndarray((KT, nl.par_dim(128), WN), dtype=rhs.dtype, buffer=nl.sbuf)\n"
+               "    out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n")
+    n_of = {"mb": "M // WM", "nb": "N // WN"}
+    code = f"    BM, BN = {s.bm}, {s.bn}\n    WM, WN = BM * TM, BN * TN            # block width along M and N\n" + pre
+    code += f"    for {outer} in nl.affine_range({n_of[outer]}):\n"
+    if s.level == 2:
+        code += load(outer, "        ")
+    code += f"        for {inner} in nl.affine_range({n_of[inner]}):\n"
+    if s.level == 1:
+        code += load("mb", "            ")
+    code += load(inner if s.level == 2 else "nb", "            ")
+    if s.bufs == 2:
+        code += "            out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n"
+    loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
+    code += f"""            for i in {loop_j}(BM):
+                for j in {loop_j}(BN):
+                    acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+                    for k in nl.affine_range(KT):
+                        acc += nisa.nc_matmul(lhs_p[k, :, i * TM:(i + 1) * TM], rhs_p[k, :, j * TN:(j + 1) * TN])
+                    out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
+                nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
+    return result
+"""
+    return code
+
+
+def _pipelined(s: Schedule) -> str:
+    """Levels 1 and 2 with prefetching: the blocks are listed at trace time and the panels of block i + 1
+    are loaded before block i is computed (DMAs run in program order, so a store that waits for block i's
+    matmuls would otherwise hold back every later load)."""
+    outer, inner = ("mb", "nb") if s.order == "mn" else ("nb", "mb")
+    loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
+    keep = "True" if s.level == 2 else "False"
+    return f"""    BM, BN = {s.bm}, {s.bn}
+    WM, WN = BM * TM, BN * TN            # block width along M and N
+
+    def panel(src, b, width):            # all K rows of `width` columns starting at block b
+        p = nl.ndarray((KT, nl.par_dim(128), width), dtype=src.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(KT):
+            p[k] = nl.load(src[k * 128:(k + 1) * 128, b * width:(b + 1) * width])
+        return p
+
+    def panels(mb, nb, prev):            # level 2 keeps the outer panel while the outer block is unchanged
+        if {keep} and prev is not None and prev[2] == {outer}:
+            return (prev[0], panel(rhs, nb, WN), {outer}) if "{outer}" == "mb" else \
+                (panel(lhsT, mb, WM), prev[1], {outer})
+        return panel(lhsT, mb, WM), panel(rhs, nb, WN), {outer}
+
+    steps = [({outer}, {inner}) for {outer} in range({"M // WM" if outer == "mb" else "N // WN"})
+             for {inner} in range({"N // WN" if outer == "mb" else "M // WM"})]
+    steps = [(a, b) if "{outer}" == "mb" else (b, a) for a, b in steps]      # as (mb, nb)
+    nxt = panels(steps[0][0], steps[0][1], None)
+    for step in nl.static_range(len(steps)):
+        mb, nb = steps[step]
+        cur = nxt
+        if step + 1 < len(steps):        # prefetch the next block's panels
+            nxt = panels(steps[step + 1][0], steps[step + 1][1], cur)
+        lhs_p, rhs_p = cur[0], cur[1]
+        out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)
+        for i in {loop_j}(BM):
+            for j in {loop_j}(BN):
+                acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+                for k in nl.affine_range(KT):
+                    acc += nisa.nc_matmul(lhs_p[k, :, i * TM:(i + 1) * TM], rhs_p[k, :, j * TN:(j + 1) * TN])
+                out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
+            nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
+    return result
+"""

@@ -1,0 +1,270 @@
+"""RMSNorm and LayerNorm schedules (rows of a float32 [M, N] tensor on the 128 partitions) and kernels.
+
+Both normalize each row by statistics over its N columns, then scale by a weight vector that must be
+broadcast to all partitions. The knobs: how the statistics are computed (separate square and sum, or
+one fused activation_reduce on the Scalar engine), which engine applies the per-row scale (Vector with
+a broadcast tile, a Vector tensor_scalar, or a Scalar activation with a per-partition scale), which
+engine multiplies by the weights (Vector or GpSimd), and whether the weights are broadcast once
+outside the row loop (hoisted) by a Vector copy or by a ones-vector matmul on the Tensor engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+
+from agents.heuristic.trainium_kit import SBUF_LIMIT, ew_engine, row_loop
+
+NORMS = ("broadcast", "tensor_scalar", "scalar")
+
+
+def _bcast(mode: str, row: str, name: str, p: str, indent: str) -> str:
+    """Code broadcasting the [1, N] HBM view `row` to a [P, N] SBUF tile `name`, GB columns at a time
+    (small [1, GB] staging tiles instead of a whole [1, N] row in SBUF)."""
+    if mode == "vector":
+        put = f"nl.broadcast_to({name}1, shape=({p}, GB))"
+    else:   # Tensor engine: ones[1, P].T @ row[1, GB] puts the row on every partition (one PSUM bank)
+        put = f"nisa.activation(op=nl.copy, data=nisa.nc_matmul(ones_row, {name}1))"
+    return (f"{indent}{name} = nl.ndarray(({p}, N), dtype=nl.float32, buffer=nl.sbuf)\n"
+            f"{indent}for c in nl.affine_range(N // GB):\n"
+            f"{indent}    {name}1 = nl.load({row}[0:1, c * GB:(c + 1) * GB])\n"
+            f"{indent}    {name}[:, c * GB:(c + 1) * GB] = {put}\n")
+
+
+def _bcast_setup(s, p: str) -> str:
+    ones = f"    ones_row = nl.ones((1, {p}), dtype=nl.float32)\n" if s.bcast == "tensor" else ""
+    return ("    GB = min(N, 512)                         # weight columns per broadcast step (one PSUM bank)\n"
+            "    assert N % GB == 0\n" + ones)
+
+
+def _scale(norm: str, src: str, col: str) -> str:
+    """`src` times a per-row [P, 1] column."""
+    return {"broadcast": f"nl.multiply({src}, {col})",
+            "tensor_scalar": f"nisa.tensor_scalar({src}, nl.multiply, {col})",
+            "scalar": f"nisa.activation(op=nl.copy, data={src}, scale={col})"}[norm]
+
+
+def _mul(engine: str, a: str, b: str, op: str = "multiply") -> str:
+    if engine == "vector":
+        return f"nl.{op}({a}, {b})"
+    return f"nisa.tensor_tensor({a}, {b}, nl.{op}{ew_engine(engine)})"
+
+
+# ---------------------------------------------------------------------------- RMSNorm
+@dataclass(frozen=True)
+class RmsSchedule:
+    rows: int = 128            # partitions per row tile
+    fuse: bool = False         # square + row sum in one activation_reduce (Scalar) instead of square + nl.sum
+    norm: str = "broadcast"    # how x * rinv is applied (see _scale)
+    gmul: str = "vector"       # engine of the weight multiply: vector or gpsimd
+    hoist: bool = False        # broadcast g once, outside the row loop
+    bcast: str = "vector"      # how g reaches all partitions: vector copy or ones-matmul on Tensor
+    prefetch: bool = False     # issue the next row tile's load before this tile's compute and store
+    chunk: int = 0             # columns per scale/weight/store step (0: the whole row)
+    family: str = "rmsnorm"
+
+
+def _rms_fits(s: RmsSchedule, d: dict) -> bool:
+    if s.rows not in (32, 64, 128) or d["M"] % s.rows or s.norm not in NORMS or s.gmul not in ("vector", "gpsimd"):
+        return False
+    if s.bcast not in ("vector", "tensor") or d["N"] % min(d["N"], 512):
+        return False
+    if s.chunk and (s.chunk >= d["N"] or d["N"] % s.chunk):
+        return False
+    # x (a third buffer when prefetching), square, g, and the scaled and weighted step tiles
+    return ((3 + s.prefetch) * d["N"] + 2 * (s.chunk or d["N"])) * 4 <= SBUF_LIMIT
+
+
+def _rms_body(s: RmsSchedule) -> str:
+    p = "P"
+    g = _bcast(s.bcast, "g_row", "g_b", p, "    " if s.hoist else "        ")
+    if s.fuse:
+        stats = ("        ss = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+                 "        sq = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add, reduce_res=ss)\n")
+    else:
+        stats = ("        sq = nl.square(x)\n"
+                 "        ss = nl.sum(sq, axis=1, keepdims=True)\n")
+    loop = row_loop(s.prefetch, "M // P", "x", "a_tensor[{t} * P:({t} + 1) * P, 0:N]")
+    cols = "c * CW:(c + 1) * CW"
+    return f"""@nki.jit
+def solution(a_tensor, g_tensor):
+    M, N = a_tensor.shape
+    P = {s.rows}                              # rows per tile, one per partition
+    CW = {s.chunk or "N"}                               # columns per scale/weight/store step
+    assert M % P == 0 and N % CW == 0
+    out = nl.ndarray((M, N), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
+    g_row = g_tensor.reshape((1, N))
+{_bcast_setup(s, p)}{g if s.hoist else ""}{loop}{"" if s.hoist else g}{stats}        rinv = nisa.activation(op=nl.rsqrt, data=ss, scale=1.0 / N)     # 1 / sqrt(mean(x^2))
+        for c in nl.affine_range(N // CW):
+            y = {_scale(s.norm, "x[:, " + cols + "]", "rinv")}
+            z = {_mul(s.gmul, "y", "g_b[:, " + cols + "]")}
+            nl.store(out[t * P:(t + 1) * P, {cols}], value=z)
+    return out
+"""
+
+
+def _rms_describe(s: RmsSchedule) -> str:
+    return (f"{s.rows}-row tiles, {'fused activation_reduce' if s.fuse else 'separate square + sum'} statistics, "
+            f"row scale by {s.norm}, weight multiply on {s.gmul}, g broadcast by {s.bcast}"
+            f"{' once (hoisted)' if s.hoist else ' per tile'}{', next tile prefetched' if s.prefetch else ''}"
+            f"{f', {s.chunk}-column steps' if s.chunk else ''}")
+
+
+def _rms_candidates(mutation: str, s: RmsSchedule, d: dict) -> list:
+    if mutation == "max_tiles":
+        return [replace(s, rows=128)] if s.rows < 128 else []
+    if mutation == "fuse":
+        return [replace(s, fuse=True)] if not s.fuse else []
+    if mutation == "hoist":
+        return [replace(s, hoist=True), replace(s, hoist=True, bcast="tensor")] if not s.hoist else []
+    if mutation == "bcast":
+        return [replace(s, bcast="tensor" if s.bcast == "vector" else "vector")]
+    if mutation == "norm":
+        return [replace(s, norm=n) for n in NORMS if n != s.norm]
+    if mutation == "engine":
+        return ([replace(s, norm=n) for n in ("scalar", "tensor_scalar") if n != s.norm]
+                + [replace(s, gmul="gpsimd" if s.gmul == "vector" else "vector")]
+                + ([replace(s, fuse=True)] if not s.fuse else []))
+    if mutation == "prefetch":
+        return [replace(s, prefetch=True)] if not s.prefetch else []
+    if mutation == "chunk":
+        return [replace(s, chunk=c) for c in (0, 512, 1024, 2048) if c != s.chunk]
+    return []
+
+
+RMSNORM = SimpleNamespace(
+    Schedule=RmsSchedule, default=lambda dims: RmsSchedule(), fits=_rms_fits, body=_rms_body,
+    describe=_rms_describe, candidates=_rms_candidates,
+    OPTIONS={"fuse-activation": "fuse", "fuse-through-sbuf": "fuse", "hoist-loads": "hoist",
+             "remove-redundant": "hoist", "reduce-on-tensor": "bcast", "combine-vector-ops": "norm",
+             "engine-balance": "engine", "max-tiles": "max_tiles", "fewer-bigger-instructions": "max_tiles",
+             "spread-dma": "prefetch", "multi-buffer": "prefetch", "large-dma": "chunk"},
+    SAFER=({"prefetch": False}, {"chunk": 0}, {"gmul": "vector"}, {"bcast": "vector"}, {"norm": "broadcast"}, {"fuse": False}, {"hoist": False}))
+
+
+# ---------------------------------------------------------------------------- LayerNorm
+STATS = ("two_pass", "two_pass_fused", "one_pass", "one_pass_scalar")
+AFFINES = ("vector", "gpsimd_mul", "gpsimd_add")
+
+
+@dataclass(frozen=True)
+class LnSchedule:
+    stats: str = "two_pass"    # two_pass: mean, then centred squares; one_pass: E[x^2] - E[x]^2 (see STATS)
+    norm: str = "broadcast"    # how (x - mean) * rstd is applied (see _scale)
+    affine: str = "vector"     # which of the gamma multiply / beta add runs on GpSimd (see AFFINES)
+    hoist: bool = False        # broadcast gamma and beta once, outside the row loop
+    bcast: str = "vector"
+    chunk: int = 0             # columns per normalize/affine/store step (0: the whole row)
+    prefetch: bool = False     # issue the next row tile's load before this tile's compute and store
+    family: str = "layernorm"
+
+
+def _ln_sbuf(s: LnSchedule, d: dict) -> int:
+    """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta."""
+    full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 3}[s.stats]
+    return (full + 2 + s.prefetch) * d["N"] * 4 + (s.chunk or d["N"]) * 4
+
+
+def _ln_fits(s: LnSchedule, d: dict) -> bool:
+    if s.stats not in STATS or s.norm not in NORMS or s.affine not in AFFINES or s.bcast not in ("vector", "tensor"):
+        return False
+    if d["M"] % 128 or (s.chunk and (s.chunk > d["N"] or d["N"] % s.chunk)):
+        return False
+    if d["N"] % min(d["N"], 512):
+        return False
+    return _ln_sbuf(s, d) <= SBUF_LIMIT
+
+
+def _ln_body(s: LnSchedule) -> str:
+    ind = "    " if s.hoist else "        "
+    gb = _bcast(s.bcast, "gam_row", "gam_b", "P", ind) + _bcast(s.bcast, "bet_row", "bet_b", "P", ind)
+    two = s.stats.startswith("two_pass")
+    if two:
+        centre = ("nl.subtract(x, mean)" if s.norm == "broadcast" else "nisa.tensor_scalar(x, nl.subtract, mean)")
+        if s.stats == "two_pass_fused":
+            square = ("        ss = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+                      "        junk = nisa.activation_reduce(op=nl.square, data=xc, reduce_op=nl.add, reduce_res=ss)\n"
+                      "        var = nisa.tensor_scalar(ss, nl.multiply, 1.0 / N)\n")
+        else:
+            square = ("        x[...] = nl.square(xc)                # x is no longer needed: reuse its buffer\n"
+                      "        var = nl.mean(x, axis=1, keepdims=True)\n")
+        stats = (f"        mean = nl.mean(x, axis=1, keepdims=True)\n"
+                 f"        xc = {centre}\n" + square)
+        norm = _scale(s.norm, "xc[:, c * CW:(c + 1) * CW]", "rstd")
+    else:
+        if s.stats == "one_pass_scalar":
+            s1 = ("        s1 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+                  "        junk1 = nisa.activation_reduce(op=nl.copy, data=x, reduce_op=nl.add, reduce_res=s1)\n")
+        else:
+            s1 = "        s1 = nl.sum(x, axis=1, keepdims=True)\n"
+        stats = (s1 + "        s2 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+                 + "        junk = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add, reduce_res=s2)\n"
+                 "        mean = nisa.tensor_scalar(s1, nl.multiply, 1.0 / N)\n"
+                 "        msq = nl.multiply(mean, mean)\n"
+                 "        var = nisa.tensor_scalar(s2, nl.multiply, 1.0 / N, op1=nl.subtract, operand1=msq)\n")
+        xs = "x[:, c * CW:(c + 1) * CW]"
+        norm = {"broadcast": f"nl.multiply(nl.subtract({xs}, mean), rstd)",
+                "tensor_scalar": f"nisa.tensor_scalar({xs}, nl.subtract, mean, op1=nl.multiply, operand1=rstd)",
+                "scalar": f"nisa.activation(op=nl.copy, data={xs}, scale=rstd, bias=nbias)"}[s.norm]
+    nbias = ""
+    if s.norm == "scalar" and not two:
+        nbias = "        nbias = nisa.tensor_scalar(mean, nl.multiply, rstd, op1=nl.multiply, operand1=-1.0)\n"
+    gm = "vector" if s.affine != "gpsimd_mul" else "gpsimd"
+    ba = "vector" if s.affine != "gpsimd_add" else "gpsimd"
+    cols = "c * CW:(c + 1) * CW"
+    return f"""@nki.jit
+def solution(input_tensor, epsilon, gamma_vector, beta_vector):
+    M, N = input_tensor.shape
+    P = 128                                  # rows per tile, one per partition
+    CW = {s.chunk or "N"}                               # columns per normalize/affine/store step
+    assert M % P == 0 and N % CW == 0
+    out = nl.ndarray((M, N), dtype=input_tensor.dtype, buffer=nl.shared_hbm)
+    gam_row = gamma_vector.reshape((1, N))
+    bet_row = beta_vector.reshape((1, N))
+{_bcast_setup(s, "P")}{gb if s.hoist else ""}{row_loop(s.prefetch, "M // P", "x", "input_tensor[{t} * P:({t} + 1) * P, 0:N]")}{"" if s.hoist else gb}{stats}        rstd = nisa.activation(op=nl.rsqrt, data=nisa.tensor_scalar(var, nl.add, epsilon))
+{nbias}        for c in nl.affine_range(N // CW):
+            w = {norm}
+            w[...] = {_mul(gm, "w", "gam_b[:, " + cols + "]")}
+            w[...] = {_mul(ba, "w", "bet_b[:, " + cols + "]", "add")}
+            nl.store(out[t * P:(t + 1) * P, {cols}], value=w)
+    return out
+"""
+
+
+def _ln_describe(s: LnSchedule) -> str:
+    chunk = f"{s.chunk}-column steps" if s.chunk else "whole rows per step"
+    return (f"128-row tiles, {s.stats} statistics, normalize by {s.norm}, affine on {s.affine}, "
+            f"gamma/beta broadcast by {s.bcast}{' once (hoisted)' if s.hoist else ' per tile'}, {chunk}"
+            f"{', next tile prefetched' if s.prefetch else ''}")
+
+
+def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
+    if mutation == "fuse":
+        nxt = {"two_pass": ["two_pass_fused", "one_pass"], "two_pass_fused": ["one_pass"],
+               "one_pass": ["one_pass_scalar"], "one_pass_scalar": []}[s.stats]
+        return [replace(s, stats=v) for v in nxt]
+    if mutation == "hoist":
+        return [replace(s, hoist=True), replace(s, hoist=True, bcast="tensor")] if not s.hoist else []
+    if mutation == "bcast":
+        return [replace(s, bcast="tensor" if s.bcast == "vector" else "vector")]
+    if mutation == "norm":
+        return [replace(s, norm=n) for n in NORMS if n != s.norm]
+    if mutation == "engine":
+        return ([replace(s, affine=a) for a in AFFINES if a != s.affine]
+                + [replace(s, norm="scalar")] * (s.norm != "scalar")
+                + [replace(s, stats=v) for v in ("one_pass", "one_pass_scalar") if v != s.stats])
+    if mutation == "chunk":
+        return [replace(s, chunk=c) for c in (0, 512, 1024, 2048, 4096) if c != s.chunk]
+    if mutation == "prefetch":
+        return [replace(s, prefetch=True), replace(s, prefetch=True, chunk=2048)] if not s.prefetch else []
+    return []
+
+
+LAYERNORM = SimpleNamespace(
+    Schedule=LnSchedule, default=lambda dims: LnSchedule(), fits=_ln_fits, body=_ln_body,
+    describe=_ln_describe, candidates=_ln_candidates,
+    OPTIONS={"fuse-activation": "fuse", "fuse-through-sbuf": "fuse", "hoist-loads": "hoist",
+             "remove-redundant": "hoist", "reduce-on-tensor": "bcast", "combine-vector-ops": "norm",
+             "engine-balance": "engine", "multi-buffer": "prefetch", "spread-dma": "prefetch",
+             "fewer-bigger-instructions": "chunk", "large-dma": "chunk"},
+    SAFER=({"prefetch": False}, {"affine": "vector"}, {"bcast": "vector"}, {"chunk": 0}, {"norm": "broadcast"}, {"stats": "two_pass"},
+           {"hoist": False}))
