@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, register
@@ -167,7 +168,9 @@ class TrainiumSim(Target):
             first, last = uses(instrs, len(tensors))
             lay = costmodel.layout(tensors, first, last, p)     # capacity is checked before anything runs
             replay = Replayer(tensors, inputs, len(sets), last)
-            steps = replay.run(instrs, deadline=time.monotonic() + self.options.replay_time_s)
+            # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
+            with threadpool_limits(limits=1):
+                steps = replay.run(instrs, deadline=time.monotonic() + self.options.replay_time_s)
             tl = costmodel.simulate(steps, lay, p)
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)

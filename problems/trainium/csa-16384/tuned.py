@@ -18,6 +18,8 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
     The max pass of the tile after next is interleaved with this tile's exp pass, and scores of the
     next four key tiles are issued before P @ V of the current ones, so no engine stalls in order.
     """
+    # Every loop is nl.static_range (unrolled while tracing): the schedule branches on loop indices
+    # and keeps Python lists of tiles, which symbolic affine_range indices would not allow.
     H = 1
 
     def q_rows(h, r0, r1):
@@ -74,14 +76,14 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         h, g = groups[x]
         k_sb[:, h, g * F:(g + 1) * F] = nl.load(k_cols(h, g * F, (g + 1) * F), dtype=dt)
         q_grp[h, g] = nl.ndarray((nl.par_dim(P), G, d_head), dtype=dt, buffer=nl.sbuf)
-        for j in nl.affine_range(G):
+        for j in nl.static_range(G):
             t = g * G + j
             q_grp[h, g][:, j, :] = nl.load(q_rows(h, t * P, (t + 1) * P), dtype=dt)
-        for j in nl.affine_range(G):
+        for j in nl.static_range(G):
             t = g * G + j
             vx[:, h, t, 0:d_head] = nl.load(v_rows(h, t * P, (t + 1) * P), dtype=dt)
 
-    for x in nl.affine_range(min(2, len(groups))):
+    for x in nl.static_range(min(2, len(groups))):
         load_group(x)
 
     ones2 = nisa.memset((2, P), 1.0, dt)    # stationary of the -m matmul: [2, 128 keys]
@@ -109,7 +111,7 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         if x + 2 < len(groups):
             load_group(x + 2)
         t_ps = new_small_ps()
-        for j in nl.affine_range(G):
+        for j in nl.static_range(G):
             t_ps[0:d_head, j * P:(j + 1) * P] = nisa.nc_transpose(q_grp[h, g][:, j, :])
         qT[:, h, g * F:(g + 1) * F] = nl.copy(t_ps[0:d_head, :], dtype=dt)
         del q_grp[h, g]
@@ -146,7 +148,7 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         h, i = tiles[n]
         gt = min(G, i + 1 - g * G)
         st_ps = new_st_bank()
-        for j in nl.affine_range(gt):
+        for j in nl.static_range(gt):
             t = g * G + j
             blk = slice(j * P, (j + 1) * P)
             st_ps[:, blk] = nisa.nc_matmul(k_sb[:, h, t * P:(t + 1) * P], qT[:, h, i * P:(i + 1) * P])
@@ -164,7 +166,7 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         ahead_chunks = n_chunks[tiles[ahead][1]] if ahead < len(tiles) else 0
         acc = new_acc()
         pt = scores_t(n, 0)
-        for g in nl.affine_range(max(n_grp, ahead_chunks)):
+        for g in nl.static_range(max(n_grp, ahead_chunks)):
             if g < ahead_chunks:
                 max_chunk(ahead, g)
                 if g == ahead_chunks - 1:
@@ -172,7 +174,7 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
             if g >= n_grp:
                 continue
             nxt = scores_t(n, g + 1) if g + 1 < n_grp else None
-            for j in nl.affine_range(min(G, i + 1 - g * G)):
+            for j in nl.static_range(min(G, i + 1 - g * G)):
                 t = g * G + j
                 if t == 0:
                     acc[...] = nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, h, t, :])
@@ -192,7 +194,7 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         del rows[n]
 
     for n in range(min(2, len(tiles))):
-        for c in nl.affine_range(n_chunks[tiles[n][1]]):
+        for c in nl.static_range(n_chunks[tiles[n][1]]):
             max_chunk(n, c)
         max_finish(n)
     max_rows(0)

@@ -15,6 +15,8 @@ def solution(lhsT, rhs):
     loaded while the current chunk computes (their DMAs are issued first, so stores never queue in
     front of them).
     """
+    # Every loop is nl.static_range (unrolled while tracing): the schedule branches on loop indices
+    # and keeps Python lists of tiles, which symbolic affine_range indices would not allow.
     K, M = lhsT.shape
     K2, N = rhs.shape
     assert K == K2
@@ -82,9 +84,9 @@ def solution(lhsT, rhs):
 
         if kc == 0:
             acc = nl.ndarray((MT, nl.par_dim(TM), TN), dtype=nl.float32, buffer=nl.psum)
-        for k in nl.affine_range(KC):
+        for k in nl.static_range(KC):
             kt = kc * KC + k
-            for mt in nl.affine_range(MT):
+            for mt in nl.static_range(MT):
                 if kt == 0:
                     acc[mt] = nisa.nc_matmul(block[:, kt, mt * TM:(mt + 1) * TM], slab[:, k, :])
                 else:
@@ -93,7 +95,7 @@ def solution(lhsT, rhs):
         if kc == NC - 1:
             # Evacuate PSUM with the bf16 cast, alternating Scalar and Vector engines.
             out = nl.ndarray((nl.par_dim(TM), MT, TN), dtype=result.dtype, buffer=nl.sbuf)
-            for mt in nl.affine_range(MT):
+            for mt in nl.static_range(MT):
                 if mt % 2 == 0:
                     out[:, mt, :] = nl.copy(acc[mt], dtype=result.dtype)
                 else:

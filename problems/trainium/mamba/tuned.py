@@ -16,6 +16,8 @@ def solution(delta, u, A, B, C):
       Scalar engine: exp(delta * A[:, n]) (A as the per-partition scale) and the PSUM evacuation.
       Vector engine: only (delta * u) * B, the scan itself and h * C, reading B and C from PSUM.
     """
+    # Every loop is nl.static_range (unrolled while tracing): the schedule branches on loop indices
+    # and keeps Python lists of tiles, which symbolic affine_range indices would not allow.
     batch, channels, seq_len = delta.shape
     _, N = A.shape
     P = nl.tile_size.pmax
@@ -50,10 +52,10 @@ def solution(delta, u, A, B, C):
                                             op=nl.subtract, dtype=bf16)
         return hl
 
-    for b in nl.affine_range(batch):
+    for b in nl.static_range(batch):
         b_hl = split_rows(B, b)
         c_hl = split_rows(C, b)
-        for ct in nl.affine_range(n_ct):
+        for ct in nl.static_range(n_ct):
             c0 = ct * P
             delta_t = nl.load(delta[b, c0:c0 + P, :])
             u_t = nl.load(u[b, c0:c0 + P, :])
@@ -61,7 +63,7 @@ def solution(delta, u, A, B, C):
             du = nisa.tensor_tensor(delta_t, u_t, op=nl.multiply)
             y_sb = nl.ndarray((nl.par_dim(P), seq_len), dtype=out.dtype, buffer=nl.sbuf)
             h_prev = [None] * N
-            for ch in nl.affine_range(n_ch):
+            for ch in nl.static_range(n_ch):
                 t = slice(ch * F, (ch + 1) * F)
                 y_ps = nl.ndarray((nl.par_dim(P), F), dtype=f32, buffer=nl.psum)
 
@@ -80,7 +82,7 @@ def solution(delta, u, A, B, C):
                 # so the Vector engine never waits for the Tensor engine's identity matmuls.
                 bc = broadcast(0)
                 scan(0, bc[0])
-                for n in nl.affine_range(N):
+                for n in nl.static_range(N):
                     nxt = broadcast(n + 1) if n + 1 < N else None
                     y_n = nisa.tensor_tensor(h_prev[n], bc[1], op=nl.multiply, dtype=f32)
                     if n == 0:

@@ -16,6 +16,8 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
     of P, no online rescaling. The next tile's max pass is interleaved with this tile's exp pass,
     and scores of the next 512 keys are issued before P @ V of the current ones.
     """
+    # Every loop is nl.static_range (unrolled while tracing): the schedule branches on loop indices
+    # and keeps Python lists of tiles, which symbolic affine_range indices would not allow.
     seqlen, d_head = q_ref.shape
     P = nl.tile_size.pmax                   # 128 queries per tile, 128 keys per key tile
     F = nl.tile_size.gemm_moving_fmax       # 512 keys per row-layout score bank
@@ -48,19 +50,19 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
     k_flat = nl.ndarray((nl.par_dim(P), n_t * d_head), dtype=dt, buffer=nl.sbuf)
     v_flat = nl.ndarray((nl.par_dim(P), n_t * d_head), dtype=dt, buffer=nl.sbuf)
     if use_causal_mask:
-        for t in nl.affine_range(n_t):
+        for t in nl.static_range(n_t):
             k_flat[:, t * d_head:(t + 1) * d_head] = nl.load(k_ref[t * P:(t + 1) * P, :], dtype=dt)
     else:
         k_flat[...] = nl.load(k_ref.reshape((P, n_t * d_head)), dtype=dt)
 
     # Query rows scaled, with two extra columns that later hold -m: [128 queries, tiles, d + 2].
     qn = nl.ndarray((nl.par_dim(P), n_t, D2), dtype=dt, buffer=nl.sbuf)
-    for t in nl.affine_range(n_t):
+    for t in nl.static_range(n_t):
         qn[:, t, 0:d_head] = nisa.activation(nl.copy, nl.load(q_ref[t * P:(t + 1) * P, :], dtype=nl.float32),
                                              scale=scale, dtype=dt)
         if t == G - 1:
             if use_causal_mask:
-                for u in nl.affine_range(n_t):
+                for u in nl.static_range(n_t):
                     v_flat[:, u * d_head:(u + 1) * d_head] = nl.load(v_ref[u * P:(u + 1) * P, :], dtype=dt)
             else:
                 v_flat[...] = nl.load(v_ref.reshape((P, n_t * d_head)), dtype=dt)
@@ -78,10 +80,10 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
     kx = nl.ndarray((nl.par_dim(D2), seqlen), dtype=dt, buffer=nl.sbuf)
     kx[d_head:D2, :] = nisa.memset((2, seqlen), 1.0, dt)
     qT = nl.ndarray((nl.par_dim(d_head), seqlen), dtype=dt, buffer=nl.sbuf)
-    for g in nl.affine_range(n_t // G):
+    for g in nl.static_range(n_t // G):
         k_ps = new_small_ps()
         q_ps = new_small_ps()
-        for j in nl.affine_range(G):
+        for j in nl.static_range(G):
             t = g * G + j
             k_ps[0:d_head, j * P:(j + 1) * P] = nisa.nc_transpose(k_flat[:, t * d_head:(t + 1) * d_head])
             q_ps[0:d_head, j * P:(j + 1) * P] = nisa.nc_transpose(qn[:, t, 0:d_head])
@@ -137,7 +139,7 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
         n_vis = visible(i) // P
         gt = min(G, n_vis - g * G)
         st_ps = new_st_bank()
-        for j in nl.affine_range(gt):
+        for j in nl.static_range(gt):
             t = g * G + j
             blk = slice(j * P, (j + 1) * P)
             st_ps[:, blk] = nisa.nc_matmul(kx[:, t * P:(t + 1) * P], qx[i])
@@ -152,7 +154,7 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
         ahead_chunks = n_chunks[i + 2] if i + 2 < n_q else 0
         acc = new_acc()
         pt = scores_t(i, 0)
-        for g in nl.affine_range(max(n_grp, ahead_chunks)):
+        for g in nl.static_range(max(n_grp, ahead_chunks)):
             if g < ahead_chunks:
                 max_chunk(i + 2, g)
                 if g == ahead_chunks - 1:
@@ -160,7 +162,7 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
             if g >= n_grp:
                 continue
             nxt = scores_t(i, g + 1) if g + 1 < n_grp else None
-            for j in nl.affine_range(min(G, n_vis - g * G)):
+            for j in nl.static_range(min(G, n_vis - g * G)):
                 t = g * G + j
                 if t == 0:
                     acc[...] = nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, t, :])
@@ -175,7 +177,7 @@ def solution(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
         del qx[i]
 
     for i in range(min(2, n_q)):
-        for c in nl.affine_range(n_chunks[i]):
+        for c in nl.static_range(n_chunks[i]):
             max_chunk(i, c)
         max_finish(i)
     max_rows(0)
