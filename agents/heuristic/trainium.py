@@ -75,6 +75,11 @@ class TrainiumHeuristic:
         fam = FAMILIES.get(problem.family)
         if fam is None:
             raise _unsupported(problem)
+        missing = [k for k in fam.DIMS if not isinstance(problem.dims.get(k), int)]
+        if missing:
+            raise HeuristicError(f"problem {problem.name} does not declare the dims {', '.join(missing)} that the "
+                                 f"heuristic's {problem.family} schedules need (problem.toml `dims`); use an LLM "
+                                 f"model (--model ...)")
         return fam
 
     def _start(self, fam, problem: Problem):

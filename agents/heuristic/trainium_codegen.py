@@ -2,7 +2,9 @@
 
 Each supported problem family has a module (trainium_gemm, trainium_norm, trainium_move, trainium_conv)
 that defines its schedule dataclass and:
+    DIMS                          the problem.toml dims the schedules read
     default(dims)                 the starting schedule (what a first-time NKI user writes)
+    guess(code, dims)             optional: the schedule closest to a kernel another author wrote
     fits(s, dims)                 whether the schedule renders to a correct kernel for these sizes
     body(s)                       the kernel source after the imports
     describe(s)                   the schedule in words, for plan texts
@@ -16,15 +18,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from types import ModuleType
 
 from agents.heuristic import trainium_conv, trainium_gemm, trainium_move, trainium_norm
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
 
-# problem family (problem.toml `family`, or the problem's name) -> the module that handles it
-FAMILIES: dict[str, ModuleType] = {
+# problem family (problem.toml `family`, or the problem's name) -> the module (or namespace) that handles it
+FAMILIES: dict[str, object] = {
     "gemm": trainium_gemm,
     "rmsnorm": trainium_norm.RMSNORM,
     "layernorm": trainium_norm.LAYERNORM,
@@ -32,9 +33,6 @@ FAMILIES: dict[str, ModuleType] = {
     "maxpool": trainium_move.MAXPOOL,
     "conv1d": trainium_conv,
 }
-
-def family_of(family: str):
-    return FAMILIES.get(family)
 
 
 def parse_schedule(code: str, family: str):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from agents.heuristic.trainium_kit import SBUF_LIMIT, evict, ew_engine
 
+DIMS = ("N", "C", "W", "WF")          # problem.toml dims the schedules need
 NB_CHOICES = (1, 2, 4, 8)
 
 
@@ -33,7 +34,8 @@ class Schedule:
 OPTIONS = {"fewer-bigger-instructions": "batch", "block-bigger": "batch", "large-dma": "batch",
            "engine-balance": "engine", "hoist-loads": "hoist", "remove-redundant": "hoist",
            "multi-buffer": "bufs", "spread-dma": "prefetch", "reduce-on-tensor": "method",
-           "swap-stationary-moving": "method", "evict-efficiently": "evict", "combine-vector-ops": "engine"}
+           "swap-stationary-moving": "method", "psum-accumulate": "method", "evict-efficiently": "evict",
+           "combine-vector-ops": "engine", "fuse-activation": "engine", "max-tiles": "batch"}
 SAFER = ({"prefetch": False}, {"evict": "scalar"}, {"add": "vector"}, {"mul": "vector"}, {"bufs": 2},
          {"method": "vector"}, {"nb": 1}, {"hoist": False})
 

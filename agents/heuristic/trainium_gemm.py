@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
+from agents.heuristic.trainium_kit import SBUF_LIMIT, evict
 
+DIMS = ("K", "M", "N")                # problem.toml dims the schedules need
 TM_CHOICES = (32, 64, 128)            # stationary free size (output partitions); <= gemm_stationary_fmax
 TN_CHOICES = (128, 256, 512)          # moving free size (one PSUM bank of fp32); <= gemm_moving_fmax
 BLOCK_CHOICES = (1, 2, 4, 8)
@@ -32,8 +33,8 @@ class Schedule:
 
 OPTIONS = {"max-tiles": "max_tiles", "hoist-loads": "hoist", "block-bigger": "block", "loop-order": "order",
            "multi-buffer": "multibuf", "engine-balance": "evict", "evict-efficiently": "evict",
-           "large-dma": "large_dma", "spread-dma": "prefetch", "software-pipeline": "prefetch", "fewer-bigger-instructions": "max_tiles",
-           "psum-accumulate": "hoist"}
+           "large-dma": "large_dma", "spread-dma": "prefetch", "software-pipeline": "prefetch",
+           "fewer-bigger-instructions": "max_tiles"}
 SAFER = ({"prefetch": False}, {"bufs": 1}, {"evict": "scalar"}, {"order": "mn"}, {"bn": 1}, {"bm": 1}, {"level": 0})
 
 
@@ -52,7 +53,8 @@ def sbuf_bytes(s: Schedule, d: dict) -> int:
     kt = d["K"] // 128
     if s.level == 0:
         return 2 * (s.tm + s.tn) * 2 + s.tn * 2 * 2
-    return kt * s.bm * s.tm * 2 + kt * s.bn * s.tn * 2 + s.bm * s.bn * s.tn * 2
+    panels = kt * s.bm * s.tm * 2 + kt * s.bn * s.tn * 2
+    return panels * (2 if s.prefetch else 1) + s.bm * s.bn * s.tn * 2     # prefetch: next panels live too
 
 
 def fits(s: Schedule, d: dict) -> bool:
@@ -90,9 +92,6 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
         bm = max(1, s.bm * s.tm // 128)
         bn = max(1, s.bn * s.tn // 512)
         return [replace(s, tm=128, tn=512, bm=bm, bn=bn), replace(s, tm=128, tn=max(s.tn, 256), bm=bm)]
-    if mutation == "tile":
-        return ([replace(s, tm=v) for v in step_choices(s.tm, TM_CHOICES)]
-                + [replace(s, tn=v) for v in step_choices(s.tn, TN_CHOICES)])
     if mutation == "hoist":
         if lvl0:
             return [replace(s, level=1, bm=bm, bn=bn, bufs=b) for bm in (1, 2, 4) for bn in (1, 2) for b in (2, 1)]
@@ -100,8 +99,8 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
             return [replace(s, level=2), replace(s, level=2, order="nm" if s.order == "mn" else "mn")]
         return []
     if mutation == "block":
-        if lvl0:
-            return []
+        if lvl0:      # blocks of output tiles need shared panels: the first blocked level
+            return [replace(s, level=1, bm=2), replace(s, level=1, bn=2), replace(s, level=1, bm=2, bn=2)]
         return [replace(s, bm=s.bm * 2), replace(s, bn=s.bn * 2), replace(s, bm=s.bm * 2, bn=s.bn * 2),
                 replace(s, bm=max(1, s.bm // 2), bn=s.bn * 2), replace(s, bm=s.bm * 2, bn=max(1, s.bn // 2))]
     if mutation == "order":
@@ -109,7 +108,9 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     if mutation == "multibuf":
         return [replace(s, bufs=2)] if s.bufs == 1 else []
     if mutation == "prefetch":
-        return [replace(s, prefetch=True, bufs=2)] if not lvl0 and not s.prefetch else []
+        if lvl0:      # per-matmul tiles have nothing to prefetch: prefetched per-block panels instead
+            return [replace(s, level=1, prefetch=True), replace(s, level=1, bm=2, prefetch=True)]
+        return [replace(s, prefetch=True, bufs=2)] if not s.prefetch else []
     if mutation == "evict":
         return [replace(s, evict=e) for e in ("alternate", "vector", "scalar") if e != s.evict]
     if mutation == "large_dma":
@@ -155,10 +156,11 @@ def _blocked(s: Schedule) -> str:
 
     def load(which: str, indent: str) -> str:
         name, src, width, var = panel[which]
+        cols = f"{var} * {width}:({var} + 1) * {width}"
         return (f"{indent}{name} = nl.ndarray((KT, nl.par_dim(128), {width}), dtype={src}.dtype, buffer=nl.sbuf)\n"
                 if s.bufs == 2 else "") + (
                 f"{indent}for k in nl.affine_range(KT):\n"
-                f"{indent}    {name}[k] = nl.load({src}[k * 128:(k + 1) * 128, {var} * {width}:({var} + 1) * {width}])\n")
+                f"{indent}    {name}[k] = nl.load({src}[k * 128:(k + 1) * 128, {cols}])\n")
 
     pre = ""
     if s.bufs == 1:   # one buffer per panel and for the output block, reused by every iteration
@@ -193,27 +195,35 @@ def _pipelined(s: Schedule) -> str:
     """Levels 1 and 2 with prefetching: the blocks are listed at trace time and the panels of block i + 1
     are loaded before block i is computed (DMAs run in program order, so a store that waits for block i's
     matmuls would otherwise hold back every later load)."""
-    outer, inner = ("mb", "nb") if s.order == "mn" else ("nb", "mb")
     loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
-    keep = "True" if s.level == 2 else "False"
+    if s.order == "mn":
+        order = "[(mb, nb) for mb in range(M // WM) for nb in range(N // WN)]"
+        keep = "prev[0], rhs_panel(nb), mb"
+    else:
+        order = "[(mb, nb) for nb in range(N // WN) for mb in range(M // WM)]"
+        keep = "lhs_panel(mb), prev[1], nb"
+    outer = "mb" if s.order == "mn" else "nb"
+    reuse = (f"        if prev is not None and prev[2] == {outer}:     # level 2: the outer panel stays resident\n"
+             f"            return {keep}\n") if s.level == 2 else ""
     return f"""    BM, BN = {s.bm}, {s.bn}
     WM, WN = BM * TM, BN * TN            # block width along M and N
 
-    def panel(src, b, width):            # all K rows of `width` columns starting at block b
-        p = nl.ndarray((KT, nl.par_dim(128), width), dtype=src.dtype, buffer=nl.sbuf)
+    def lhs_panel(mb):                   # all K rows of lhsT's columns of M block mb
+        p = nl.ndarray((KT, nl.par_dim(128), WM), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(KT):
-            p[k] = nl.load(src[k * 128:(k + 1) * 128, b * width:(b + 1) * width])
+            p[k] = nl.load(lhsT[k * 128:(k + 1) * 128, mb * WM:(mb + 1) * WM])
         return p
 
-    def panels(mb, nb, prev):            # level 2 keeps the outer panel while the outer block is unchanged
-        if {keep} and prev is not None and prev[2] == {outer}:
-            return (prev[0], panel(rhs, nb, WN), {outer}) if "{outer}" == "mb" else \
-                (panel(lhsT, mb, WM), prev[1], {outer})
-        return panel(lhsT, mb, WM), panel(rhs, nb, WN), {outer}
+    def rhs_panel(nb):                   # all K rows of rhs's columns of N block nb
+        p = nl.ndarray((KT, nl.par_dim(128), WN), dtype=rhs.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(KT):
+            p[k] = nl.load(rhs[k * 128:(k + 1) * 128, nb * WN:(nb + 1) * WN])
+        return p
 
-    steps = [({outer}, {inner}) for {outer} in range({"M // WM" if outer == "mb" else "N // WN"})
-             for {inner} in range({"N // WN" if outer == "mb" else "M // WM"})]
-    steps = [(a, b) if "{outer}" == "mb" else (b, a) for a, b in steps]      # as (mb, nb)
+    def panels(mb, nb, prev):
+{reuse}        return lhs_panel(mb), rhs_panel(nb), {outer}
+
+    steps = {order}            # (mb, nb) blocks, known at trace time
     nxt = panels(steps[0][0], steps[0][1], None)
     for step in nl.static_range(len(steps)):
         mb, nb = steps[step]

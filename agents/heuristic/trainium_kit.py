@@ -1,7 +1,9 @@
 """Helpers shared by the trainium-sim heuristic's family modules (kernel snippets, parameter steps)."""
 from __future__ import annotations
 
-SBUF_LIMIT = 176 * 1024        # bytes per partition a schedule may plan for (the simulator allows 192 KiB)
+# bytes per partition a schedule's large tiles may take: the simulator (and nl.tile_size on NeuronCore-v2)
+# allows 176 KiB; 8 KiB stay free for the small tiles the estimates leave out (staging rows, [P, 1] columns)
+SBUF_LIMIT = 168 * 1024
 
 
 def evict(engine: str, src: str, dtype: str, parity: str = "0") -> str:

@@ -39,7 +39,7 @@ def _tr_fits(s: TrSchedule, d: dict) -> bool:
         return s.tb in (128, 256, 512) and b % s.tb == 0 and s == TrSchedule(method="dma", tb=s.tb)
     if s.group not in (1, 2, 4) or (b // 128) % s.group:
         return False
-    return ((2 + s.prefetch) * (b // 128) * n + 2 * b) * 4 <= SBUF_LIMIT
+    return ((1 + 2 * s.prefetch) * (b // 128) * n + 2 * b) * 4 <= SBUF_LIMIT
 
 
 def _tr_body(s: TrSchedule) -> str:
@@ -135,14 +135,15 @@ def _tr_candidates(mutation: str, s: TrSchedule, d: dict) -> list:
 
 
 TRANSPOSE = SimpleNamespace(
-    Schedule=TrSchedule, default=lambda dims: TrSchedule(), fits=_tr_fits,
+    DIMS=("B", "N"), Schedule=TrSchedule, default=lambda dims: TrSchedule(), fits=_tr_fits,
     # a kernel with transposing DMAs starts from the dma method; any other from 128x128 Tensor transposes
     guess=lambda code, dims: TrSchedule(method="dma") if "load_transpose2d" in code else TrSchedule(),
     body=_tr_body, describe=_tr_describe,
     candidates=_tr_candidates,
     OPTIONS={"pre-transposed-operands": "method", "engine-balance": "evict", "evict-efficiently": "evict",
-             "fewer-bigger-instructions": "max_tiles", "max-tiles": "max_tiles", "large-dma": "large_dma",
-             "multi-buffer": "prefetch", "spread-dma": "prefetch"},
+             "fewer-bigger-instructions": "max_tiles", "max-tiles": "max_tiles", "block-bigger": "max_tiles",
+             "large-dma": "large_dma", "hoist-loads": "large_dma", "multi-buffer": "prefetch",
+             "spread-dma": "prefetch"},
     SAFER=({"prefetch": False}, {"evict": "scalar"}, {"assemble": False}, {"wide_load": False}, {"group": 1}))
 
 
@@ -163,7 +164,8 @@ def _pool_sbuf(s: PoolSchedule, d: dict) -> int:
     cw = s.cw or (d["W"] - k + 1)
     if s.layout == "shift":
         return (k + 1 + k * s.prefetch) * d["W"] * 4 + cw * 4
-    return ((s.rows + k - 1) * (cw + k - 1) * s.prefetch + (s.rows + k - 1) * (cw + k - 1) + s.rows * (cw + k - 1) + s.rows * cw) * 4
+    x = (s.rows + k - 1) * (cw + k - 1)                      # input block (two when prefetching)
+    return (x * (1 + s.prefetch) + s.rows * (cw + k - 1) + s.rows * cw) * 4
 
 
 def _pool_fits(s: PoolSchedule, d: dict) -> bool:
@@ -180,8 +182,9 @@ def _maxes(eng: str, name: str, first: str, rest: list[str], indent: str) -> str
     def mx(a: str, b: str) -> str:
         return f"nl.maximum({a}, {b})" if eng == "vector" else \
             f"nisa.tensor_tensor({a}, {b}, nl.maximum{ew_engine(eng)})"
+    # later window offsets update the tile in place: one buffer per chain, not one per offset
     return f"{indent}{name} = {mx(first, rest[0])}\n" + "".join(
-        f"{indent}for a in nl.static_range(2, K):\n{indent}    {name} = {mx(name, r)}\n" for r in rest[1:])
+        f"{indent}for a in nl.static_range(2, K):\n{indent}    {name}[...] = {mx(name, r)}\n" for r in rest[1:])
 
 
 def _pool_body(s: PoolSchedule) -> str:
@@ -211,7 +214,7 @@ def solution(in_tensor, pool_size):
         nl.store(out[r0:r0 + n, 0:WO], value=m)
 """
     else:
-        code = head + f"""    R, CW = {s.rows}, {s.cw or "WO"}                      # output rows per partition, output columns per step
+        code = head + f"""    R, CW = {s.rows}, {s.cw or "WO"}          # output rows per partition, columns per step
 
     def load(r0, c0, np_, rr, cw):              # partition p: output rows r0+p*rr .. +rr-1, columns c0 .. +cw-1
         i_p = nl.arange(np_)[:, None, None]
@@ -248,8 +251,9 @@ def solution(in_tensor, pool_size):
     return code + """
     blocks = []                                 # all blocks, known at trace time
     rest = HO % (P * R)
-    for r0, np_, rr in ([(t * P * R, P, R) for t in range(HO // P // R)]
-                        + [(HO - rest, rest // R, R)] * (rest // R > 0) + [(HO - rest % R, rest % R, 1)] * (rest % R > 0)):
+    groups = [(t * P * R, P, R) for t in range(HO // P // R)]
+    groups += [(HO - rest, rest // R, R)] * (rest // R > 0) + [(HO - rest % R, rest % R, 1)] * (rest % R > 0)
+    for r0, np_, rr in groups:
         blocks += [(r0, c * CW, np_, rr, CW) for c in range(WO // CW)]
         blocks += [(r0, WO - WO % CW, np_, rr, WO % CW)] * (WO % CW > 0)
     x_next = load(*blocks[0])
@@ -296,9 +300,10 @@ def _pool_candidates(mutation: str, s: PoolSchedule, d: dict) -> list:
 
 
 MAXPOOL = SimpleNamespace(
-    Schedule=PoolSchedule, default=lambda dims: PoolSchedule(), fits=_pool_fits, body=_pool_body,
+    DIMS=("H", "W", "K"), Schedule=PoolSchedule, default=lambda dims: PoolSchedule(), fits=_pool_fits, body=_pool_body,
     describe=_pool_describe, candidates=_pool_candidates,
-    OPTIONS={"hoist-loads": "block", "block-bigger": "block", "remove-redundant": "block",
+    OPTIONS={"hoist-loads": "block", "block-bigger": "block", "remove-redundant": "block", "max-tiles": "block",
              "engine-balance": "engine", "fewer-bigger-instructions": "chunk", "multi-buffer": "prefetch",
              "large-dma": "large_dma", "spread-dma": "prefetch"},
-    SAFER=({"prefetch": False}, {"veng": "vector"}, {"heng": "vector"}, {"cw": 0}, {"rows": 1, "layout": "shift", "cw": 0}))
+    SAFER=({"prefetch": False}, {"veng": "vector"}, {"heng": "vector"}, {"cw": 0},
+           {"rows": 1, "layout": "shift", "cw": 0}))

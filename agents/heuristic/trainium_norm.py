@@ -70,8 +70,8 @@ def _rms_fits(s: RmsSchedule, d: dict) -> bool:
         return False
     if s.chunk and (s.chunk >= d["N"] or d["N"] % s.chunk):
         return False
-    # x (a third buffer when prefetching), square, g, and the scaled and weighted step tiles
-    return ((3 + s.prefetch) * d["N"] + 2 * (s.chunk or d["N"])) * 4 <= SBUF_LIMIT
+    # x (two more when prefetching: the first tile and the next one), square, g, and the step tiles
+    return ((3 + 2 * s.prefetch) * d["N"] + 2 * (s.chunk or d["N"])) * 4 <= SBUF_LIMIT
 
 
 def _rms_body(s: RmsSchedule) -> str:
@@ -93,7 +93,8 @@ def solution(a_tensor, g_tensor):
     assert M % P == 0 and N % CW == 0
     out = nl.ndarray((M, N), dtype=a_tensor.dtype, buffer=nl.shared_hbm)
     g_row = g_tensor.reshape((1, N))
-{_bcast_setup(s, p)}{g if s.hoist else ""}{loop}{"" if s.hoist else g}{stats}        rinv = nisa.activation(op=nl.rsqrt, data=ss, scale=1.0 / N)     # 1 / sqrt(mean(x^2))
+{_bcast_setup(s, p)}{g if s.hoist else ""}{loop}{"" if s.hoist else g}{stats}\
+        rinv = nisa.activation(op=nl.rsqrt, data=ss, scale=1.0 / N)     # 1 / sqrt(mean(x^2))
         for c in nl.affine_range(N // CW):
             y = {_scale(s.norm, "x[:, " + cols + "]", "rinv")}
             z = {_mul(s.gmul, "y", "g_b[:, " + cols + "]")}
@@ -132,13 +133,14 @@ def _rms_candidates(mutation: str, s: RmsSchedule, d: dict) -> list:
 
 
 RMSNORM = SimpleNamespace(
-    Schedule=RmsSchedule, default=lambda dims: RmsSchedule(), fits=_rms_fits, body=_rms_body,
+    DIMS=("M", "N"), Schedule=RmsSchedule, default=lambda dims: RmsSchedule(), fits=_rms_fits, body=_rms_body,
     describe=_rms_describe, candidates=_rms_candidates,
     OPTIONS={"fuse-activation": "fuse", "fuse-through-sbuf": "fuse", "hoist-loads": "hoist",
              "remove-redundant": "hoist", "reduce-on-tensor": "bcast", "combine-vector-ops": "norm",
              "engine-balance": "engine", "max-tiles": "max_tiles", "fewer-bigger-instructions": "max_tiles",
              "spread-dma": "prefetch", "multi-buffer": "prefetch", "large-dma": "chunk"},
-    SAFER=({"prefetch": False}, {"chunk": 0}, {"gmul": "vector"}, {"bcast": "vector"}, {"norm": "broadcast"}, {"fuse": False}, {"hoist": False}))
+    SAFER=({"prefetch": False}, {"chunk": 0}, {"gmul": "vector"}, {"bcast": "vector"}, {"norm": "broadcast"},
+           {"fuse": False}, {"hoist": False}))
 
 
 # ---------------------------------------------------------------------------- LayerNorm
@@ -151,7 +153,7 @@ class LnSchedule:
     stats: str = "two_pass"    # two_pass: mean, then centred squares; one_pass: E[x^2] - E[x]^2 (see STATS)
     norm: str = "broadcast"    # how (x - mean) * rstd is applied (see _scale)
     affine: str = "vector"     # which of the gamma multiply / beta add runs on GpSimd (see AFFINES)
-    hoist: bool = False        # broadcast gamma and beta once, outside the row loop
+    hoist: bool = True         # broadcast gamma and beta once, outside the row loop (as the naive kernel does)
     bcast: str = "vector"
     chunk: int = 0             # columns per normalize/affine/store step (0: the whole row)
     prefetch: bool = False     # issue the next row tile's load before this tile's compute and store
@@ -161,7 +163,8 @@ class LnSchedule:
 def _ln_sbuf(s: LnSchedule, d: dict) -> int:
     """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta."""
     full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 3}[s.stats]
-    return (full + 2 + s.prefetch) * d["N"] * 4 + (s.chunk or d["N"]) * 4
+    steps = 2 if s.norm == "broadcast" and not s.stats.startswith("two_pass") else 1   # (x - mean) temporary
+    return (full + 2 + 2 * s.prefetch) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
 
 
 def _ln_fits(s: LnSchedule, d: dict) -> bool:
@@ -208,6 +211,7 @@ def _ln_body(s: LnSchedule) -> str:
     nbias = ""
     if s.norm == "scalar" and not two:
         nbias = "        nbias = nisa.tensor_scalar(mean, nl.multiply, rstd, op1=nl.multiply, operand1=-1.0)\n"
+    loop = row_loop(s.prefetch, "M // P", "x", "input_tensor[{t} * P:({t} + 1) * P, 0:N]")
     gm = "vector" if s.affine != "gpsimd_mul" else "gpsimd"
     ba = "vector" if s.affine != "gpsimd_add" else "gpsimd"
     cols = "c * CW:(c + 1) * CW"
@@ -220,7 +224,8 @@ def solution(input_tensor, epsilon, gamma_vector, beta_vector):
     out = nl.ndarray((M, N), dtype=input_tensor.dtype, buffer=nl.shared_hbm)
     gam_row = gamma_vector.reshape((1, N))
     bet_row = beta_vector.reshape((1, N))
-{_bcast_setup(s, "P")}{gb if s.hoist else ""}{row_loop(s.prefetch, "M // P", "x", "input_tensor[{t} * P:({t} + 1) * P, 0:N]")}{"" if s.hoist else gb}{stats}        rstd = nisa.activation(op=nl.rsqrt, data=nisa.tensor_scalar(var, nl.add, epsilon))
+{_bcast_setup(s, "P")}{gb if s.hoist else ""}{loop}{"" if s.hoist else gb}{stats}\
+        rstd = nisa.activation(op=nl.rsqrt, data=nisa.tensor_scalar(var, nl.add, epsilon))
 {nbias}        for c in nl.affine_range(N // CW):
             w = {norm}
             w[...] = {_mul(gm, "w", "gam_b[:, " + cols + "]")}
@@ -260,11 +265,11 @@ def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
 
 
 LAYERNORM = SimpleNamespace(
-    Schedule=LnSchedule, default=lambda dims: LnSchedule(), fits=_ln_fits, body=_ln_body,
+    DIMS=("M", "N"), Schedule=LnSchedule, default=lambda dims: LnSchedule(), fits=_ln_fits, body=_ln_body,
     describe=_ln_describe, candidates=_ln_candidates,
     OPTIONS={"fuse-activation": "fuse", "fuse-through-sbuf": "fuse", "hoist-loads": "hoist",
              "remove-redundant": "hoist", "reduce-on-tensor": "bcast", "combine-vector-ops": "norm",
              "engine-balance": "engine", "multi-buffer": "prefetch", "spread-dma": "prefetch",
              "fewer-bigger-instructions": "chunk", "large-dma": "chunk"},
-    SAFER=({"prefetch": False}, {"affine": "vector"}, {"bcast": "vector"}, {"chunk": 0}, {"norm": "broadcast"}, {"stats": "two_pass"},
-           {"hoist": False}))
+    SAFER=({"prefetch": False}, {"affine": "vector"}, {"bcast": "vector"}, {"chunk": 0}, {"norm": "broadcast"},
+           {"stats": "two_pass"}, {"hoist": True}))

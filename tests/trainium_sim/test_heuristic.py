@@ -208,3 +208,6 @@ def test_sizes_the_schedules_cannot_cover_raise():
     problem = Problem(target="trainium-sim", name="odd", family="transpose", dims={"D0": 2, "B": 100, "N": 512})
     with pytest.raises(HeuristicError, match="do not fit the sizes"):
         TrainiumHeuristic().plan(plan_request(problem))
+    problem = Problem(target="trainium-sim", name="bare", family="gemm", dims={"M": 256})
+    with pytest.raises(HeuristicError, match="does not declare the dims K, N"):
+        TrainiumHeuristic().plan(plan_request(problem))
