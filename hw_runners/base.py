@@ -105,6 +105,19 @@ class Problem:
 
 # A target's verdict is the evaluator's answer on the wire, one type for both (protocols/jobs.py).
 EvalResult = EvalReport
+RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}   # keep results < 64 KiB
+
+
+def bounded(result: EvalResult) -> EvalResult:
+    """Whatever a kernel wrote, a result stays small (it travels on the bus and into prompts): texts are
+    cut in the middle to their limits, sandbox notes capped."""
+    for name, limit in RESULT_TEXT_LIMITS.items():
+        text = getattr(result, name) or ""
+        if len(text) > limit:
+            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
+                    + text[-limit // 2:])
+    result.sandbox = [note[:200] for note in result.sandbox[:16]]
+    return result
 
 
 class Target(abc.ABC):

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import sandbox
-from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.gemmini_sim import feedback
 from hw_runners.gemmini_sim.policy import PolicyError, check_source
 from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
@@ -46,7 +46,6 @@ _REPLAYER = ("replay.c", "stream.c", "moves.c", "dram.c", "fsm.c", "functional.c
              "timing.c", "memtiming.c", "job.c", "diag.c")
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 KERNEL_OUTPUT_BYTES = 4 << 20   # what a kernel may write to stdout/stderr/diagnostics, in all
-RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}   # keep results < 64 KiB
 
 
 def _headers() -> list[Path]:
@@ -152,7 +151,7 @@ class GemminiSim(Target):
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)
         result.wall_s = time.monotonic() - started
-        return _bounded(result)
+        return bounded(result)
 
     # -- steps ----------------------------------------------------------------
     def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None) -> EvalResult:
@@ -277,16 +276,6 @@ class GemminiSim(Target):
             for fd in pipes:
                 os.close(fd)
 
-
-def _bounded(result: EvalResult) -> EvalResult:
-    """Whatever a kernel wrote, a result stays small (it travels on the bus and into prompts)."""
-    for name, limit in RESULT_TEXT_LIMITS.items():
-        text = getattr(result, name) or ""
-        if len(text) > limit:
-            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
-                    + text[-limit // 2:])
-    result.sandbox = [note[:200] for note in result.sandbox[:16]]
-    return result
 
 
 def _parse_stats(path: Path, limit: int = 32 * 1024) -> tuple[dict[str, float], dict]:

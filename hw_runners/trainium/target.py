@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import sandbox
-from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.trainium import harness
 from hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESULT_LIMIT, feedback_text, latencies, max_errors,
                                          mismatch, performance, profile_metrics, read_json, round_bf16, scaled)
@@ -38,7 +38,6 @@ from hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_B
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
-RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}
 # what each harness stage failing means, for the error kind and the sentence the repair prompt reads
 STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
           "inputs": ("setup", "the harness could not load the inputs"),
@@ -137,7 +136,7 @@ class Trainium(Target):
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)
         result.wall_s = time.monotonic() - started
-        return _bounded(result)
+        return bounded(result)
 
     # -- steps ----------------------------------------------------------------------------------------
     def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, claim: CoreClaim,
@@ -286,13 +285,3 @@ def _no_result(run: sandbox.Outcome, limits: sandbox.Limits, common: dict) -> Ev
                               "(the kernel must return from solution(), not exit)" + (f":\n{tail}" if tail else ""),
                               **common)
 
-
-def _bounded(result: EvalResult) -> EvalResult:
-    """Results travel on the bus and into prompts: texts are cut in the middle to their limits."""
-    for name, limit in RESULT_TEXT_LIMITS.items():
-        text = getattr(result, name) or ""
-        if len(text) > limit:
-            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
-                    + text[-limit // 2:])
-    result.sandbox = [note[:200] for note in result.sandbox[:16]]
-    return result

@@ -42,7 +42,7 @@ def text(m: dict) -> str:
     lines = [f"latency {m['latency_us']:,.2f} us ({m['cycles']:,} cycles at 1.4 GHz); "
              f"{m['roofline_fraction']:.1%} of the roofline bound {m['bound_us']:,.2f} us",
              f"engine busy: {busy}; binding engine: {m['binding_engine']}",
-             f"instructions: " + ", ".join(f"{k} {v:,}" for k, v in m["instructions"].items()),
+             "instructions: " + ", ".join(f"{k} {v:,}" for k, v in m["instructions"].items()),
              f"DMA traffic {m['dma_bytes'] / 2**20:,.2f} MiB vs {m['compulsory_bytes'] / 2**20:,.2f} MiB compulsory"
              + (f"; {m['dma_small_rows']:,} transfers move rows under 512 contiguous bytes (inefficient DMA)"
                 if m["dma_small_rows"] else ""),

@@ -3,12 +3,15 @@
 Each problem is a directory problems/trainium/<name>/ holding problem.toml (signature, input and output
 tensors, literal arguments, tolerance), reference.py (trusted numpy: input maker and reference outputs)
 and its starting (naive.py) and hand-tuned (tuned.py) NKI kernels. The directory is data: adding a
-problem touches no Python of the product.
+problem touches no Python of the product. A sibling at another size declares `like = "NAME"` and uses
+that problem's reference and kernels; a reference whose make_inputs takes `shapes` gets the declared
+input shapes (name -> shape), so one reference serves every size.
 """
 from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -42,7 +45,8 @@ class TensorSpec:
 class ProblemSpec:
     """What evaluating a kernel for one problem needs beyond the Problem record."""
     name: str
-    directory: Path
+    directory: Path                     # where reference.py and the kernels are (a `like` problem's)
+    defined_in: Path                    # the directory of this problem's problem.toml
     signature: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
@@ -66,7 +70,10 @@ class ProblemSpec:
         return mod
 
     def make_inputs(self, seed: int | np.random.SeedSequence) -> dict[str, np.ndarray]:
-        arrays = self.module.make_inputs(np.random.default_rng(seed))
+        make = self.module.make_inputs
+        shapes = {t.name: t.shape for t in self.inputs}
+        rng = np.random.default_rng(seed)
+        arrays = make(rng, shapes=shapes) if "shapes" in inspect.signature(make).parameters else make(rng)
         out = {}
         for t in self.inputs:
             a = np.asarray(arrays[t.name])
@@ -108,7 +115,8 @@ def _spec(directory: Path) -> ProblemSpec:
         meta = tomllib.loads(path.read_text())
         tensors = lambda key: tuple(TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in meta[key])  # noqa: E731
         tol = meta.get("tolerance", {})
-        spec = ProblemSpec(name=meta["name"], directory=directory, signature=meta["signature"],
+        home = directory.parent / meta["like"] if "like" in meta else directory
+        spec = ProblemSpec(name=meta["name"], directory=home, defined_in=directory, signature=meta["signature"],
                            inputs=tensors("inputs"), outputs=tensors("outputs"),
                            call=tuple(_literal(c) for c in meta["call"]),
                            kwargs={k: _literal(v) for k, v in meta.get("kwargs", {}).items()},
@@ -137,7 +145,7 @@ def load_specs(directory: Path) -> dict[str, ProblemSpec]:
 def load_problems(target: str, directory: Path) -> tuple[Problem, ...]:
     problems = []
     for name, spec in load_specs(directory).items():
-        meta = tomllib.loads((spec.directory / "problem.toml").read_text())
+        meta = tomllib.loads((spec.defined_in / "problem.toml").read_text())
         kernels = {role: spec.directory / f"{role}.py" for role in ("naive", "tuned")
                    if (spec.directory / f"{role}.py").exists()}
         shapes = "; ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in spec.inputs)

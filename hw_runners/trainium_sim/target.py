@@ -26,7 +26,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import sandbox
-from hw_runners.base import EvalResult, Problem, Target, register
+from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.trainium_sim import costmodel, feedback
 from hw_runners.trainium_sim.program import StreamError, decode_tensors, uses
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, spec_of
@@ -37,13 +37,11 @@ FRONTEND = HERE / "frontend"
 CHILD = HERE / "sandboxed" / "child.py"
 MAX_SOURCE = 256 * 1024
 TRACE_LIMIT = 512 << 20
-RESULT_TEXT_LIMITS = {"error": 8000, "stdout": 4000, "stderr": 8000, "feedback_text": 8000}
 
 
 def _python_paths() -> tuple[str, ...]:
     """What the child's interpreter must read: its installation, numpy and msgpack, trainium-sim."""
-    import msgpack as _m
-    paths = {sys.base_prefix, sys.prefix, str(Path(np.__file__).parent.parent), str(Path(_m.__file__).parent),
+    paths = {sys.base_prefix, sys.prefix, str(Path(np.__file__).parent.parent), str(Path(msgpack.__file__).parent),
              str(HERE)}
     paths |= {str(Path(p)) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()}
     libs = Path(np.__file__).parent.parent / "numpy.libs"
@@ -105,7 +103,7 @@ class TrainiumSim(Target):
         finally:
             shutil.rmtree(work, ignore_errors=True)
         result.wall_s = time.monotonic() - started
-        return _bounded(result)
+        return bounded(result)
 
     def _trace(self, work: Path, spec: ProblemSpec, code: str, limits: sandbox.Limits):
         """Run the kernel in the sandbox; (trace dict, None) or (None, failure)."""
@@ -235,12 +233,3 @@ def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> st
     return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at {list(first)}: "
             f"got {got[first]:.6g}, expected {want[first]:.6g}{note}")
 
-
-def _bounded(result: EvalResult) -> EvalResult:
-    for name, limit in RESULT_TEXT_LIMITS.items():
-        text = getattr(result, name) or ""
-        if len(text) > limit:
-            setattr(result, name, text[:limit // 2] + f"\n[... {len(text) - limit:,} characters omitted ...]\n"
-                    + text[-limit // 2:])
-    result.sandbox = [note[:200] for note in result.sandbox[:16]]
-    return result

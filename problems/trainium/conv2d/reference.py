@@ -1,14 +1,8 @@
-"""conv2d: 2-D cross-correlation, NCHW image, OIHW filter, zero padding, stride, no bias."""
+"""conv2d (and conv2d-small): 2-D cross-correlation, NCHW image, OIHW filter, zero padding, stride, no bias."""
 import numpy as np
 
-SHAPES = {"img_ref": (16, 128, 128, 128), "filter_ref": (512, 128, 3, 3)}
 
-
-def make_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return inputs_of_shapes(rng, SHAPES)
-
-
-def inputs_of_shapes(rng: np.random.Generator, shapes: dict) -> dict[str, np.ndarray]:
+def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     # A positive image and filters of mean 0.25 keep every output far from zero (no cancellation, so a relative
     # tolerance means something), while the filters' spread makes a wrong tap, channel or weight layout move
     # outputs by several percent.

@@ -1,4 +1,4 @@
-"""Trusted numpy reference for csa-2048: causal self-attention forward with flash-attention outputs.
+"""Trusted numpy reference for csa-2048 (and its siblings csa-4096, csa-16384): causal self-attention forward with flash-attention outputs.
 
 Layouts follow the kernel's: q [S, D], k [D, S] (already transposed), v [S, D]. Scores s = q @ k are not
 scaled; key j is visible to query i when j <= i. Per query row: m = max of the visible scores,
@@ -6,30 +6,26 @@ p = exp(s - m), l = log(sum p) + m (the log-sum-exp), o = p @ v (NOT divided by 
 """
 import numpy as np
 
+from hw_runners.trainium_sim.ops import to_bf16 as _bf16   # the simulator's rounding: inputs equal
+
 SEQ, D_HEAD = 2048, 128
 ROW_BLOCK = 1024   # rows per step, so the S x S score matrix never has to exist at once
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even) so the kernel's bf16 inputs equal ours."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.view(np.float32)
-
-
-def make_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     # q and k entries of std 0.42 give scores of std ~2 over d_head 128: softmax neither flat nor one-hot.
     # v is positive so the unnormalised o (a sum of positive weights) cannot cancel towards zero, where
     # bf16 rounding of p would otherwise dominate the tolerance.
-    sigma = np.float32(np.sqrt(2.0 / np.sqrt(D_HEAD)))
-    q = _bf16(rng.standard_normal((SEQ, D_HEAD), dtype=np.float32) * sigma)
-    k = _bf16(rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * sigma)
-    v = _bf16(rng.uniform(0.5, 1.5, (SEQ, D_HEAD)).astype(np.float32))
+    seq, d_head = shapes["q"]
+    sigma = np.float32(np.sqrt(2.0 / np.sqrt(d_head)))
+    q = _bf16(rng.standard_normal((seq, d_head), dtype=np.float32) * sigma)
+    k = _bf16(rng.standard_normal((d_head, seq), dtype=np.float32) * sigma)
+    v = _bf16(rng.uniform(0.5, 1.5, (seq, d_head)).astype(np.float32))
     return {"q": q, "k": k, "v": v}
 
 
 def causal_olm(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(o, l, m) of one head in float64; shared by the multi-head problem's reference."""
+    """(o, l, m) of one head in float64, a block of query rows at a time."""
     seq = q.shape[0]
     q64, k64, v64 = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     o = np.empty((seq, v.shape[1]))

@@ -1,21 +1,16 @@
-"""Trusted numpy reference for gemm: result = lhsT.T @ rhs (bf16 in and out, fp32 accumulation)."""
+"""Trusted numpy reference for gemm (and its siblings gemm-1024, gemm-2048): result = lhsT.T @ rhs (bf16 in and out, fp32 accumulation)."""
 import numpy as np
 
-K, M, N = 8192, 4096, 8192
+from hw_runners.trainium_sim.ops import to_bf16 as _bf16   # the simulator's rounding: inputs equal
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even) so the kernel's bf16 inputs equal ours."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.view(np.float32)
 
-
-def make_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     # Zero-mean operands with rhs scaled by 1/sqrt(K) keep every output near N(0, 1): a wrong tile or a
     # missing partial sum moves results far beyond the bf16 output tolerance.
-    lhsT = _bf16(rng.standard_normal((K, M), dtype=np.float32))
-    rhs = _bf16(rng.standard_normal((K, N), dtype=np.float32) / np.float32(np.sqrt(K)))
+    k = shapes["lhsT"][0]
+    lhsT = _bf16(rng.standard_normal(shapes["lhsT"], dtype=np.float32))
+    rhs = _bf16(rng.standard_normal(shapes["rhs"], dtype=np.float32) / np.float32(np.sqrt(k)))
     return {"lhsT": lhsT, "rhs": rhs}
 
 

@@ -1,12 +1,12 @@
-"""transpose: view as (D0, B, N) around `dim`, return (D0, N, B) with out[d0, n, b] = ref[d0, b, n]."""
+"""transpose (and transpose-small): view as (D0, B, N) around `dim`, return (D0, N, B) with out[d0, n, b] = ref[d0, b, n]."""
 import math
 
 import numpy as np
 
 
-def make_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     # Distinct values everywhere, so any misplaced element is caught.
-    return {"ref": rng.standard_normal((512, 512, 512), dtype=np.float32)}
+    return {"ref": rng.standard_normal(shapes["ref"], dtype=np.float32)}
 
 
 def reference(ref, dim):

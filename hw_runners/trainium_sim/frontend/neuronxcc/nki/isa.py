@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as _np
 
 from neuronxcc.nki import language as nl
-from neuronxcc.nki._trace import RECORDER, IndexExpr, NKIError, Predicate, Tensor, View, _broadcast, dtype_name
+from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _broadcast
+from neuronxcc.nki._trace import RECORDER, Tensor, View, dtype_name
 
 engine = SimpleNamespace(unknown="unknown", tensor="pe", vector="dve", scalar="act", gpsimd="pool")
 _ENGINES = {"unknown", "pe", "dve", "act", "pool"}

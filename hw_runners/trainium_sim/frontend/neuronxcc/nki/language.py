@@ -6,13 +6,12 @@ transpose on the Tensor engine. Which engine a call uses matters only to the cos
 """
 from __future__ import annotations
 
-import math as _math
 from types import SimpleNamespace
 
 import numpy as _np
 
-from neuronxcc.nki._trace import (RECORDER, DTYPES, IndexExpr, NKIError, Predicate, Tensor, View, _broadcast,
-                                  _int, arange, bfloat16, broadcast_shapes, dtype_name, mgrid)
+from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _broadcast, _int, arange, broadcast_shapes, mgrid
+from neuronxcc.nki._trace import RECORDER, DTYPES, Tensor, View, bfloat16, dtype_name
 
 float32, float16, int32, int8, uint8 = _np.float32, _np.float16, _np.int32, _np.int8, _np.uint8
 tfloat32 = _np.float32
@@ -352,6 +351,5 @@ def _iadd(self, other):
 
 
 _install_operators()
-nl_math = _math
 __all__ = [n for n in globals() if not n.startswith("_")]
 __all__ += ["arange", "mgrid", "IndexExpr", "bfloat16", "DTYPES"]

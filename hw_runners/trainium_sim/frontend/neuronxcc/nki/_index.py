@@ -1,0 +1,184 @@
+"""Index expressions of trainium-sim's NKI front end: nl.arange axes, their affine combinations, masks
+(comparisons of them) and the encoding of `tensor[key]` for the instruction stream (see _trace.py for
+the wire format). Nothing here knows of tensors' values: there are none in a trace."""
+from __future__ import annotations
+
+
+class NKIError(Exception):
+    """Misuse of the NKI API, found while tracing (the message names the call)."""
+
+
+# -- index expressions ----------------------------------------------------------------------------
+class IndexExpr:
+    """const + sum(coef * axis), each axis an nl.arange placed at `pos` of a shape of `rank` dims."""
+    __array_priority__ = 1000
+
+    def __init__(self, const: int = 0, terms: tuple = ()) -> None:
+        self.const = int(const)
+        self.terms = terms    # ((extent, rank, pos, coef), ...)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        rank = max((t[1] for t in self.terms), default=0)
+        shape = [1] * rank
+        for extent, r, pos, _ in self.terms:
+            shape[pos + rank - r] = max(shape[pos + rank - r], extent)
+        return tuple(shape)
+
+    def encode(self) -> list:
+        return [self.const, [list(t) for t in self.terms]]
+
+    def __add__(self, other):
+        if isinstance(other, IndexExpr):
+            return IndexExpr(self.const + other.const, self.terms + other.terms)
+        return IndexExpr(self.const + _int(other), self.terms)
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self + (-other if isinstance(other, IndexExpr) else -_int(other))
+
+    def __rsub__(self, other):
+        return (-self) + _int(other)
+
+    def __neg__(self):
+        return self * -1
+
+    def __mul__(self, k):
+        k = _int(k)
+        return IndexExpr(self.const * k, tuple((e, r, p, c * k) for e, r, p, c in self.terms))
+    __rmul__ = __mul__
+
+    def __getitem__(self, key):
+        """arange(n)[:, None] / [None, :]: place the axis in a higher-rank shape."""
+        key = key if isinstance(key, tuple) else (key,)
+        rank = len(self.shape)
+        if sum(k is not None for k in key) != rank or any(k is not None and k != slice(None) for k in key):
+            raise NKIError(f"an index expression can only be reshaped with ':' and None, e.g. [:, None]; got {key}")
+        placed = [i for i, k in enumerate(key) if k is not None]
+        terms = tuple((e, len(key), placed[p + rank - r], c) for e, r, p, c in self.terms)
+        return IndexExpr(self.const, terms)
+
+    def _cmp(self, op, value):
+        return Predicate([[self.encode(), op, _int(value)]], self.shape)
+
+    def __lt__(self, v): return self._cmp("<", v)
+    def __le__(self, v): return self._cmp("<=", v)
+    def __gt__(self, v): return self._cmp(">", v)
+    def __ge__(self, v): return self._cmp(">=", v)
+    def __eq__(self, v): return self._cmp("==", v)   # noqa: E704
+    def __ne__(self, v): return self._cmp("!=", v)   # noqa: E704
+    __hash__ = object.__hash__
+
+
+class Predicate:
+    """A conjunction of comparisons of index expressions with integers (NKI masks)."""
+    def __init__(self, clauses: list, shape) -> None:
+        self.clauses, self.shape = clauses, tuple(shape)
+
+    def __and__(self, other):
+        if not isinstance(other, Predicate):
+            raise NKIError("masks combine with & only with other index comparisons")
+        return Predicate(self.clauses + other.clauses, _broadcast(self.shape, other.shape))
+
+    def __bool__(self):
+        raise NKIError("a mask is symbolic: it cannot be used in Python control flow (if/while/and/or)")
+
+
+def _int(v) -> int:
+    if isinstance(v, IndexExpr):
+        raise NKIError("index expressions can only be multiplied by integers")
+    if getattr(v, "_nki_handle", False):
+        raise NKIError("tensor values cannot be used as indices or sizes: kernels are traced, values are unknown "
+                       "until the kernel runs (control flow and addresses must not depend on data)")
+    try:
+        i = int(v)
+    except (TypeError, ValueError):
+        raise NKIError(f"expected an integer index, got {type(v).__name__}") from None
+    if i != v:
+        raise NKIError(f"expected an integer index, got {v!r}")
+    return i
+
+
+def _broadcast(a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise NKIError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def broadcast_shapes(*shapes):
+    out = ()
+    for s in shapes:
+        out = _broadcast(out, s)
+    return out
+
+
+def arange(*args) -> IndexExpr:
+    r = range(*(_int(a) for a in args))
+    if len(r) <= 0 or r.step != 1:
+        raise NKIError(f"nl.arange needs a non-empty unit-step range, got range{args}")
+    return IndexExpr(r.start, ((len(r), 1, 0, 1),))
+
+
+class _MGrid:
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        out = []
+        for pos, k in enumerate(key):
+            if not isinstance(k, slice) or k.step not in (None, 1):
+                raise NKIError("nl.mgrid takes unit-step slices, e.g. nl.mgrid[0:128, 0:512]")
+            start, stop = _int(k.start or 0), _int(k.stop)
+            out.append(IndexExpr(start, ((stop - start, len(key), pos, 1),)))
+        return tuple(out) if len(out) > 1 else out[0]
+
+
+mgrid = _MGrid()
+
+
+def whole_index(shape) -> list:
+    return [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+
+
+def index(shape: tuple, key) -> tuple[list, tuple]:
+    """Encode `tensor[key]`; returns (per-dim index, tile shape)."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        fill = len(shape) - (len(key) - 1)
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    if len(key) < len(shape):
+        key = key + (slice(None),) * (len(shape) - len(key))
+    if len(key) != len(shape):
+        raise NKIError(f"{len(key)} indices for a tensor of {len(shape)} dimensions {shape}")
+    nslice = sum(isinstance(k, slice) for k in key)
+    rank = max([nslice] + [len(k.shape) for k in key if isinstance(k, IndexExpr)])
+    out, shapes, pos = [], [], 0
+    for dim, (k, n) in enumerate(zip(key, shape)):
+        if isinstance(k, slice):
+            for b in (k.start, k.stop):
+                if b is not None and not -n <= _int(b) <= n:
+                    raise NKIError(f"slice {k.start}:{k.stop} is out of bounds for dimension {dim} of size {n}")
+            start, stop, step = k.indices(n)
+            if step <= 0 or stop <= start:
+                raise NKIError(f"empty or reversed slice {k} of dimension {dim} (size {n})")
+            extent = len(range(start, stop, step))
+            e = IndexExpr(start, ((extent, rank, pos + rank - nslice, step),))
+            pos += 1
+            out.append(e.encode())
+            shapes.append(e.shape)
+        elif isinstance(k, IndexExpr):
+            out.append(k.encode())
+            shapes.append(k.shape)
+        else:
+            i = _int(k)
+            if not -n <= i < n:
+                raise NKIError(f"index {i} is out of bounds for dimension {dim} of size {n}")
+            out.append(i % n)
+    tile = broadcast_shapes(*shapes) if shapes else ()
+    if not tile:
+        tile = (1,)
+    return out, tile
