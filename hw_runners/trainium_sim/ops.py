@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.trainium_sim.problems import DTYPES as ITEMSIZE
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}   # bytes per element
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -85,5 +85,6 @@ BINARY = {
 }
 
 REDUCE = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod, "mean": np.mean}
+REDUCE_INITIAL = {"maximum": -np.inf, "minimum": np.inf}    # what a masked max/min starts from
 
-__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "UNARY", "round_to", "storage", "to_bf16"]
+__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "REDUCE_INITIAL", "UNARY", "round_to", "storage", "to_bf16"]

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from hw_runners.base import Problem
+from hw_runners.trainium_sim.ops import ITEMSIZE, round_to
 
-DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}
 
 
 class ProblemSpecError(ValueError):
@@ -38,7 +38,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * DTYPES[self.dtype]
+        return math.prod(self.shape) * ITEMSIZE[self.dtype]
 
 
 @dataclass(frozen=True, eq=False)      # identity hash: specs are loaded once per directory
@@ -79,7 +79,8 @@ class ProblemSpec:
             a = np.asarray(arrays[t.name])
             if a.shape != t.shape:
                 raise ProblemSpecError(f"{self.name}: make_inputs gave {t.name} the shape {a.shape}, not {t.shape}")
-            out[t.name] = a.astype(np.int32 if t.dtype == "int32" else np.float32)
+            # The values a tensor of this dtype holds: kernel and reference see the same inputs.
+            out[t.name] = round_to(a, t.dtype)
         return out
 
     def reference(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -127,7 +128,7 @@ def _spec(directory: Path) -> ProblemSpec:
     except KeyError as exc:
         raise ProblemSpecError(f"{path} does not declare {exc.args[0]!r}") from None
     for t in spec.inputs + spec.outputs:
-        if t.dtype not in DTYPES:
+        if t.dtype not in ITEMSIZE:
             raise ProblemSpecError(f"{path}: tensor {t.name} has unknown dtype {t.dtype!r}")
     return spec
 

@@ -83,6 +83,11 @@ class Replayer:
         if mask is None:
             arr[a.index] = value.reshape(arr[a.index].shape)
             return
+        if not any(isinstance(x, np.ndarray) for x in a.index[1:]):     # basic slicing: a view to write through
+            sub = arr[a.index]
+            keep = mask.reshape(sub.shape[1:])
+            sub[:, keep] = value.reshape(sub.shape)[:, keep]
+            return
         idx = tuple(x[mask] if isinstance(x, np.ndarray) else x for x in a.index[1:])
         idx = tuple(np.broadcast_to(x, (int(mask.sum()),)) if not isinstance(x, np.ndarray) else x for x in idx)
         arr[(slice(None), *idx)] = value[:, mask]
@@ -111,16 +116,19 @@ class Replayer:
             raise StreamError(f"unknown instruction {op!r}")
         if engine not in ALLOWED_ENGINES[op]:
             raise StreamError(f"{what} cannot run on the {engine} engine")
+        # A reduction's mask ranges over its input (it selects the elements reduced); any other
+        # instruction's over its destination tile.
+        over_input = op in ("reduce", "bn_stats")
+        mask = None
         if attrs.get("mask") is not None:
-            if not (isinstance(dsts[0], list) and len(dsts[0]) == 2 and isinstance(dsts[0][1], list)):
+            space = srcs[0] if over_input and srcs else dsts[0]
+            if not (isinstance(space, list) and len(space) == 2 and isinstance(space[1], list)):
                 raise StreamError(f"malformed operand in {what}")
-            mask = mask_array(attrs["mask"], tile_shape(dsts[0][1], what), what)
-        else:
-            mask = None
-        first = resolve(dsts[0], self.tensors, what, mask)
+            mask = mask_array(attrs["mask"], tile_shape(space[1], what), what)
+        first = resolve(dsts[0], self.tensors, what, None if over_input else mask)
         writes = [first] + [resolve(d, self.tensors, what) for d in dsts[1:]]
-        reads = [resolve(s, self.tensors, what, mask if self._same_space(op) else None)
-                 if isinstance(s, list) else s for s in srcs]
+        reads = [resolve(s, self.tensors, what, mask if self._same_space(op) or (over_input and i == 0) else None)
+                 if isinstance(s, list) else s for i, s in enumerate(srcs)]
         self._check_memories(op, engine, what, reads, writes)
         step = Step(op, engine, site, attrs.get("fn", attrs.get("op", op)) if op != "dma" else "dma",
                     [r for r in reads if isinstance(r, Access)], writes, partitions=first.partitions,
@@ -156,6 +164,8 @@ class Replayer:
             if len(src.shape) != 2:
                 raise StreamError(f"{what}: a transposing load takes a 2-D source")
             v = v.swapaxes(1, 2)
+        if _core(v.shape[1:]) == _core(dst.shape):      # (P, 1) into (P,) and the like: same elements
+            v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
         self.write(dst, v, mask)
         hbm = src if src.tensor.buffer == "hbm" else dst
@@ -228,7 +238,7 @@ class Replayer:
             if isinstance(operand, Access):
                 if operand.shape[-1] != 1 or operand.shape[0] not in (1, reads[0].partitions):
                     raise StreamError(f"{what}: a tile operand must be per-partition, shape ({reads[0].partitions}, 1)")
-                operand = self.read(operand)
+                operand = _per_partition(self.read(operand), x.ndim)
             with np.errstate(all="ignore"):
                 f = ops.BINARY[attrs[key]]
                 r = f(operand, r) if attrs.get("reverse" + key[-1]) else f(r, operand)
@@ -241,12 +251,21 @@ class Replayer:
                 not all(isinstance(a, int) and 0 < a < len(x.shape) for a in axes):
             raise StreamError(f"{what}: unsupported reduction {op!r} over axes {axes} (free axes only)")
         v = self.read(x)
+        axis = tuple(a + 1 for a in axes)
+        masked = {} if mask is None else {"where": mask[None], "initial": ops.REDUCE_INITIAL.get(op)}
+        masked = {k: w for k, w in masked.items() if w is not None}
         with np.errstate(all="ignore"):
-            r = ops.REDUCE[op](v, axis=tuple(a + 1 for a in axes), keepdims=bool(attrs.get("keepdims")))
+            r = ops.REDUCE[op](v, axis=axis, keepdims=True, **masked)
+        # Without keepdims the reduced axes go, but a tile keeps at least one free axis: (P,) is (P, 1).
+        kept = [1 if d in axes else n for d, n in enumerate(x.shape) if attrs.get("keepdims") or d not in axes] + [1]
+        kept = kept[:max(2, len(kept) - 1)]
+        r = r.reshape((self.sets, *kept))
         if attrs.get("negate"):
             r = -r
         self._fits(r.shape[1:], dst.shape, what)
-        self.write(dst, r, mask)
+        rows = None if mask is None else np.broadcast_to(mask.any(axis=tuple(axes), keepdims=True).reshape(kept),
+                                                         dst.shape)
+        self.write(dst, r, rows)
         step.free = x.free
 
     def _activation(self, step, reads, writes, attrs, mask, what):
@@ -258,9 +277,10 @@ class Replayer:
         for name, operand in (("scale", scale), ("bias", bias)):
             if isinstance(operand, Access) and (operand.shape[-1] != 1 or operand.shape[0] not in (1, x.partitions)):
                 raise StreamError(f"{what}: {name} must be a number or a ({x.partitions}, 1) tile")
-        s = self.read(scale) if isinstance(scale, Access) else (1.0 if scale is None else scale)
+        s = _per_partition(self.read(scale), v.ndim) if isinstance(scale, Access) else (1.0 if scale is None else scale)
+        b = _per_partition(self.read(bias), v.ndim) if isinstance(bias, Access) else 0.0
         with np.errstate(all="ignore"):
-            r = ops.UNARY[fn](v * s + (self.read(bias) if isinstance(bias, Access) else 0.0))
+            r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
         if len(writes) > 1:
             red = attrs.get("reduce")
@@ -298,10 +318,14 @@ class Replayer:
         if x.free > 512 or len(x.shape) != 2 or dst.shape != (x.partitions, 6):
             raise StreamError(f"{what}: bn_stats takes a (P, F<=512) tile and gives (P, 6), got {x.shape}")
         v = self.read(x).astype(np.float64)
-        mean = v.mean(axis=-1)
+        keep = np.ones(x.shape, dtype=bool) if mask is None else mask      # the elements counted
+        count = keep.sum(axis=-1)
+        with np.errstate(all="ignore"):
+            mean = np.where(keep, v, 0.0).sum(axis=-1) / count
+            m2 = np.where(keep, (v - mean[..., None]) ** 2, 0.0).sum(axis=-1)
         stats = np.zeros((self.sets, x.partitions, 6))
-        stats[..., 0], stats[..., 1], stats[..., 2] = v.shape[-1], mean, ((v - mean[..., None]) ** 2).sum(axis=-1)
-        self.write(dst, stats, mask)
+        stats[..., 0], stats[..., 1], stats[..., 2] = count, mean, m2
+        self.write(dst, stats, None if mask is None else np.broadcast_to((count > 0)[:, None], dst.shape))
         step.free = x.free
 
     def _bn_aggr(self, step, reads, writes, attrs, mask, what):
@@ -341,3 +365,16 @@ class Replayer:
             ok = False
         if not ok:
             raise StreamError(f"{what}: a result of shape {tuple(shape)} does not fit the destination {dst_shape}")
+
+
+def _per_partition(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A (sets, P, 1) per-partition operand shaped to broadcast over every free axis of a tile."""
+    return v.reshape(v.shape[:2] + (1,) * (ndim - 2))
+
+
+def _core(shape: tuple) -> tuple:
+    """A shape without its trailing size-1 axes."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,6 +175,15 @@ class TrainiumSim(Target):
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
         except TimeoutError as exc:
             return EvalResult.failure("timeout", str(exc), **common)
+        except MemoryError:
+            return EvalResult.failure("limit", "replaying the kernel needed more memory than the evaluator has",
+                                      **common)
+        except Exception as exc:     # the stream is untrusted: anything it provokes is its verdict, never a crash
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            return EvalResult.failure(
+                "crash", f"trainium-sim could not replay this kernel ({type(exc).__name__}: {exc}, in "
+                f"{Path(where.filename).name}:{where.lineno}); an NKI construct the simulator does not "
+                f"support, or a simulator bug worth reporting", **common)
         m = feedback.metrics(tl, lay, p, spec.flops, spec.compulsory_bytes)
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,

@@ -318,13 +318,13 @@ def reference(aT, b):
     return a.T @ bb, a
 """
     ok(kit.evaluate(kit.problem(*io, good, atol=1e-4, rtol=1e-5), kernel))
-    # the unrounded inputs differ from what a bf16 tensor holds
-    raw = """
+    # the reference is given the values the bf16 tensors hold, so it needs no rounding of its own
+    raw = rounding + """
 def reference(aT, b):
+    assert (_bf16(aT) == aT).all() and (_bf16(b) == b).all(), "inputs reach the reference unrounded"
     return aT.T.astype(np.float64) @ b, aT.astype(np.float64)
 """
-    bad = kit.evaluate(kit.problem(*io, raw, atol=1e-4, rtol=1e-5), kernel)
-    assert not bad.correct and bad.error_kind == "wrong_result", explain(bad)
+    ok(kit.evaluate(kit.problem(*io, raw, atol=1e-4, rtol=1e-5), kernel))
     # bf16 accumulation would drift by ~1e-2 relative: the fp32 result is far closer than that
     bf16_acc = rounding + """
 def reference(aT, b):
@@ -635,3 +635,57 @@ def reference(a):
         return out, acc_out
     """)
     assert not r.correct and "has no value of its own" in r.error, r.error
+
+
+def test_masks_over_a_reduction_select_the_reduced_elements(kit):
+    p = kit.problem({"x": ((128, 64), F32)},
+                    {"s": ((128, 1), F32), "mx": ((128, 1), F32), "me": ((128, 1), F32), "st": ((128, 2), F32)}, """
+def reference(x):
+    h = x[:, :40].astype(np.float64)
+    return h.sum(1, keepdims=True), h.max(1, keepdims=True), h.mean(1, keepdims=True), \\
+        np.stack([h.mean(1), h.var(1)], axis=1)
+""", atol=1e-4, rtol=1e-4)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(x):
+        outs = [nl.ndarray((128, n), dtype=nl.float32, buffer=nl.shared_hbm) for n in (1, 1, 1, 2)]
+        t = nl.load(x)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        first40 = i_f < 40                                   # a mask over the input's free axis
+        nl.store(outs[0], nl.sum(t[i_p, i_f], axis=1, mask=first40))
+        nl.store(outs[1], nisa.tensor_reduce(np.max, t[i_p, i_f], axis=(1,), mask=first40))
+        nl.store(outs[2], nl.mean(t[i_p, i_f], axis=1, mask=first40))
+        nl.store(outs[3], nisa.bn_aggr(nisa.bn_stats(t[i_p, i_f], mask=first40)))
+        return tuple(outs)
+    """))
+
+
+def test_python_bool_masks_and_per_partition_operands_on_3d_tiles(kit):
+    p = kit.problem({"x": ((128, 4, 16), F32), "c": ((128, 1), F32)},
+                    {"o": ((128, 4, 16), F32), "acc": ((128, 512), F32)}, """
+def reference(x, c):
+    c3 = c[:, :, None].astype(np.float64)
+    o = np.exp((x * c3 + c3) - c3)
+    return o, np.zeros((128, 512)) + 2 * 128
+""", atol=1e-3, rtol=1e-3)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(x, c):
+        o = nl.ndarray((128, 4, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc_out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        t, ct = nl.load(x), nl.load(c)
+        # (P, 1) operands broadcast over every free axis of a (P, 4, 16) tile
+        u = nisa.tensor_scalar(t, np.multiply, ct, op1=np.add, operand1=ct, engine=nisa.vector_engine)
+        v = nisa.activation(np.exp, u, bias=nl.negative(ct), scale=1.0)
+        nl.store(o, v)
+        ones = nl.ones((128, 128), dtype=nl.bfloat16)
+        rhs = nl.ones((128, 512), dtype=nl.bfloat16)
+        acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(3):
+            # a condition on loop indices is a Python bool while tracing: k == 1 is skipped
+            acc += nl.matmul(ones, rhs, transpose_x=True, mask=(k != 1))
+        keep = nl.copy(acc)
+        keep[...] = nl.exp(keep, mask=False)                 # masked off entirely: keep is unchanged
+        nl.store(acc_out, keep)
+        return o, acc_out
+    """))

@@ -5,7 +5,6 @@ them); scores are not scaled and not masked; the softmax runs over keys; out is 
 """
 import numpy as np
 
-from hw_runners.trainium_sim.ops import to_bf16 as _bf16   # the simulator's rounding: inputs equal
 
 D_HEAD, SEQ = 128, 4096
 
@@ -14,9 +13,9 @@ def make_inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
     # Scores of std ~2 keep about 75 keys with weight per query: the softmax is neither flat nor one-hot.
     # v of std 3 puts outputs (weighted averages of v) around 0.3-0.5, well above the absolute tolerance.
     sigma = np.float32(np.sqrt(2.0 / np.sqrt(D_HEAD)))
-    q = _bf16(rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * sigma)
-    k = _bf16(rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * sigma)
-    v = _bf16(rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * np.float32(3.0))
+    q = rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * sigma
+    k = rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * sigma
+    v = rng.standard_normal((D_HEAD, SEQ), dtype=np.float32) * np.float32(3.0)
     return {"q": q, "k": k, "v": v}
 
 

@@ -1,7 +1,6 @@
 """Trusted numpy reference for gemm (and its siblings gemm-1024, gemm-2048): result = lhsT.T @ rhs (bf16 in and out, fp32 accumulation)."""
 import numpy as np
 
-from hw_runners.trainium_sim.ops import to_bf16 as _bf16   # the simulator's rounding: inputs equal
 
 
 
@@ -9,8 +8,8 @@ def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str,
     # Zero-mean operands with rhs scaled by 1/sqrt(K) keep every output near N(0, 1): a wrong tile or a
     # missing partial sum moves results far beyond the bf16 output tolerance.
     k = shapes["lhsT"][0]
-    lhsT = _bf16(rng.standard_normal(shapes["lhsT"], dtype=np.float32))
-    rhs = _bf16(rng.standard_normal(shapes["rhs"], dtype=np.float32) / np.float32(np.sqrt(k)))
+    lhsT = rng.standard_normal(shapes["lhsT"], dtype=np.float32)
+    rhs = rng.standard_normal(shapes["rhs"], dtype=np.float32) / np.float32(np.sqrt(k))
     return {"lhsT": lhsT, "rhs": rhs}
 
 

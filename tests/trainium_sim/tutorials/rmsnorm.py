@@ -1,5 +1,6 @@
-"""RMSNorm in the form of the NKI "RMSNorm" tutorial (nki-samples, src/nki_samples/tutorials/rmsnorm):
-out = a / sqrt(mean(a^2 along the row)) * g, 128 rows per tile, written with nki.language calls."""
+"""RMSNorm written the way the NKI "RMSNorm" tutorial (nki-samples, src/nki_samples/tutorials/rmsnorm)
+writes it: out = a / sqrt(mean(a^2 along the row)) * g, 128 rows per tile, with index vectors from
+nl.arange(...)[:, None] / [None, :] and nki.language calls only."""
 import math
 
 import neuronxcc.nki as nki
@@ -9,28 +10,29 @@ import neuronxcc.nki.language as nl
 @nki.jit
 def nki_rmsnorm_kernel(a_tensor, g_tensor):
     out_tensor = nl.ndarray(a_tensor.shape, dtype=a_tensor.dtype, buffer=nl.shared_hbm)
-    num_rows, num_cols = a_tensor.shape
-    assert g_tensor.shape[0] == num_cols
+    assert a_tensor.shape[1] == g_tensor.shape[0]
 
-    # Row index (partitions), a single-row index for the weight, and the column index.
-    i_r, i_one, i_c = nl.mgrid[0:128, 0:1, 0:num_cols]
+    # Partition (row) index, a one-row index for the weight, and the column index.
+    ix = nl.arange(128)[:, None]
+    iw = nl.arange(1)[:, None]
+    iy = nl.arange(a_tensor.shape[1])[None, :]
+    num_rows = a_tensor.shape[0]
 
-    # The weight vector is loaded once as a [1, num_cols] tile and reused by every row tile.
-    g_row = nl.load(g_tensor.reshape((1, num_cols))[i_one, i_c])
+    # The weight is loaded once as a [1, cols] tile and reused by every row tile.
+    g_tile = nl.load(g_tensor.reshape((1, g_tensor.shape[0]))[iw, iy])
 
-    # Rows are independent, so the 128-row tiles are too.
-    for t in nl.affine_range(math.ceil(num_rows / 128)):
-        rows_ok = t * 128 + i_r < num_rows          # the last tile may be partial
-        a_tile = nl.load(a_tensor[t * 128 + i_r, i_c], mask=rows_ok)
+    # Row tiles are independent of each other.
+    for i in nl.affine_range(math.ceil(a_tensor.shape[0] / 128)):
+        a_tile = nl.load(a_tensor[i * 128 + ix, iy], mask=(i * 128 + ix < num_rows))
 
-        sq = nl.square(a_tile)
-        sq_sum = nl.sum(sq, axis=[1])               # [128, 1]: reduce along the free axis
-        mean_sq = sq_sum / num_cols
-        inv_rms = nl.rsqrt(mean_sq)                 # one Scalar-engine instruction
+        in_square = nl.square(a_tile)
+        square_sum = nl.sum(in_square, axis=[1])            # [128, 1]
+        mean = square_sum / a_tensor.shape[1]
+        rms_reciprocal = nl.rsqrt(mean)                     # one Scalar-engine instruction
 
-        scaled = nl.multiply(a_tile, inv_rms)       # broadcast [128, 1] along the row
-        g_all = g_row.broadcast_to((128, num_cols))
-        scaled[...] = nl.multiply(scaled, g_all, mask=rows_ok)
+        out_tile = nl.multiply(a_tile, rms_reciprocal)      # [128, 1] broadcast along the row
+        g_bcast = g_tile.broadcast_to((128, g_tensor.shape[0]))
+        out_tile[...] = nl.multiply(out_tile, g_bcast, mask=(i * 128 + ix < num_rows))
 
-        nl.store(out_tensor[t * 128 + i_r, i_c], value=scaled, mask=rows_ok)
+        nl.store(out_tensor[i * 128 + ix, iy], value=out_tile, mask=(i * 128 + ix < num_rows))
     return out_tensor

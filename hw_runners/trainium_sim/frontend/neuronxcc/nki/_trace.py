@@ -74,7 +74,12 @@ class Recorder:
         self.tensors.append([buffer, list(shape), dtype, pdim, self.site(), alias])
         return Tensor(tid, shape, dtype, buffer)
 
-    def emit(self, op: str, engine: str, dsts: list, srcs: list, attrs: dict | None = None) -> list:
+    def emit(self, op: str, engine: str, dsts: list, srcs: list, attrs: dict | None = None) -> list | None:
+        if attrs and attrs.get("mask") is False:      # masked off entirely: nothing runs, nothing is written
+            for d in dsts:
+                if d.tensor.producer is None and d.tensor.reads == 0:
+                    d.tensor.skipped = True
+            return None
         if len(self.instrs) >= MAX_INSTRUCTIONS:
             raise NKIError(f"the kernel issued more than {MAX_INSTRUCTIONS:,} instructions")
         instr = [op, engine, [d.encode() for d in dsts], [_encode_src(s) for s in srcs], attrs or {}, self.site()]
@@ -105,6 +110,11 @@ def _encode_src(s):
                    f"(NKI kernels cannot pass numpy arrays or other Python objects to instructions)")
 
 
+def _is_everything(key) -> bool:
+    """`[...]` (checked by identity: comparing index expressions builds masks, not booleans)."""
+    return key is Ellipsis or (type(key) is tuple and len(key) == 1 and key[0] is Ellipsis)
+
+
 # -- tensors and views ----------------------------------------------------------------------------
 class Tensor:
     """A tensor in HBM, SBUF or PSUM: a handle, never a value."""
@@ -119,6 +129,7 @@ class Tensor:
         self.producer: int | None = None
         self.redirect: "View | None" = None    # where this tile's value went (see View.assign)
         self.gone: str | None = None           # why this tile's value is not available
+        self.skipped = False                   # made by an instruction whose mask was False: no value
 
     @property
     def ndim(self) -> int:
@@ -147,8 +158,8 @@ class Tensor:
         if self.gone:
             raise NKIError(self.gone)
         if self.redirect is not None:
-            if key is Ellipsis or key == (Ellipsis,) or self.redirect.is_whole():
-                return self.redirect if key is Ellipsis or key == (Ellipsis,) else self.redirect.tensor[key]
+            if _is_everything(key) or self.redirect.is_whole():
+                return self.redirect if _is_everything(key) else self.redirect.tensor[key]
             raise NKIError("this tile was assigned into part of another tile; index that tile instead")
         return View(self, *index(self.shape, key))
 
@@ -212,7 +223,7 @@ class View:
         return self.shape == self.tensor.shape and self.idx == whole_index(self.tensor.shape)
 
     def __getitem__(self, key) -> "View":
-        if key is Ellipsis or key == (Ellipsis,):
+        if _is_everything(key):
             return self
         if self.is_whole():
             return self.tensor[key]
@@ -229,6 +240,8 @@ class View:
         if isinstance(value, View):
             if value.tensor is self.tensor and value.idx == self.idx:
                 return          # `t[...] += x` ends with t[...] = t[...]
+            if value.tensor.skipped:
+                return          # `t[...] = op(..., mask=False)` leaves t as it was
             src = value.tensor
             if (value.is_whole() and src.producer is not None and src.reads == 0 and src.buffer != "hbm"
                     and _broadcast(value.shape, self.shape) == self.shape and value.shape == self.shape):

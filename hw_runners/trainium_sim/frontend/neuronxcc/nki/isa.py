@@ -12,6 +12,8 @@ from neuronxcc.nki._trace import RECORDER, Tensor, View, dtype_name
 
 engine = SimpleNamespace(unknown="unknown", tensor="pe", vector="dve", scalar="act", gpsimd="pool")
 _ENGINES = {"unknown", "pe", "dve", "act", "pool"}
+# the module-level spellings NKI also exports (nisa.vector_engine, ...)
+unknown_engine, tensor_engine, vector_engine, scalar_engine, gpsimd_engine = "unknown", "pe", "dve", "act", "pool"
 
 _ALIASES = {"true_divide": "divide", "absolute": "abs", "max": "maximum", "amax": "maximum", "min": "minimum",
             "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs"}
@@ -94,10 +96,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:
     x = nl._view(data, "tensor_reduce's data")
-    out = nl._reduce(op_name(op), x, axis, dtype, mask, keepdims, name="nisa.tensor_reduce")
-    if negate:
-        RECORDER.instrs[-1][4]["negate"] = True
-    return out
+    return nl._reduce(op_name(op), x, axis, dtype, mask, keepdims, name="nisa.tensor_reduce", negate=bool(negate))
 
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,

@@ -22,7 +22,8 @@ sbuf, psum, hbm, shared_hbm, private_hbm = "sbuf", "psum", "hbm", "shared_hbm", 
 _HBM = (hbm, shared_hbm, private_hbm)
 
 tile_size = SimpleNamespace(pmax=128, gemm_stationary_fmax=128, gemm_moving_fmax=512, psum_fmax=512,
-                            psum_partition_bytes=16384, sbuf_partition_bytes=196608, total_available_sbuf_size=196608)
+                            psum_partition_bytes=16384, sbuf_partition_bytes=196608, total_available_sbuf_size=196608,
+                            bn_stats_fmax=512)
 
 
 class par_dim(int):
@@ -115,6 +116,12 @@ def _view(x, what: str) -> View:
 
 
 def _attrs(mask, **attrs) -> dict:
+    if isinstance(mask, (bool, _np.bool_)):
+        # A condition on loop indices, known while tracing: True masks nothing; False makes the
+        # instruction a no-op (RECORDER.emit drops it).
+        if not mask:
+            attrs["mask"] = False
+        return attrs
     if mask is not None:
         if not isinstance(mask, Predicate):
             raise NKIError("mask= takes a comparison of nl.arange index expressions, e.g. mask=(i_p < n)")
@@ -154,8 +161,18 @@ def _ew(fn: str, engine: str, *operands, dtype=None, mask=None, **_) -> View:
                     _attrs(mask, fn=fn), dtype)
 
 
+def _core(shape: tuple) -> tuple:
+    """A shape without its trailing size-1 axes: a (P, 1) tile stores into a (P,) tensor."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
+
+
 def _copy_into(dst: View, src: View) -> None:
-    if _broadcast(src.shape, dst.shape) != dst.shape:
+    if (src.buffer == "hbm" or dst.buffer == "hbm") and _core(src.shape) == _core(dst.shape):
+        pass
+    elif _broadcast(src.shape, dst.shape) != dst.shape:
         raise NKIError(f"cannot assign a tile of shape {src.shape} to a view of shape {dst.shape}")
     if src.buffer == "hbm" or dst.buffer == "hbm":
         RECORDER.emit("dma", "dma", [dst], [src], {})
@@ -186,7 +203,7 @@ def store(dst, value, mask=None, **_) -> None:
     value = _view(value, "nl.store's value")
     if value.buffer == "hbm":
         raise NKIError("nl.store's value must be an SBUF tile, not an HBM tensor")
-    if _broadcast(value.shape, dst.shape) != dst.shape:
+    if _core(value.shape) != _core(dst.shape) and _broadcast(value.shape, dst.shape) != dst.shape:
         raise NKIError(f"nl.store: value shape {value.shape} does not match destination shape {dst.shape}")
     RECORDER.emit("dma", "dma", [dst], [value], _attrs(mask))
 
@@ -266,7 +283,7 @@ def where(condition, x, y, dtype=None, mask=None, **_) -> View:
     return _ew("where", "dve", condition, x, y, dtype=dtype, mask=mask)
 
 
-def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, name: str = "", **_) -> View:
+def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, name: str = "", negate=False, **_) -> View:
     name = name or f"a {op} reduction"
     x = _view(x, f"{name}'s input")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -275,7 +292,8 @@ def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, name: str =
         raise NKIError(f"{name} cannot reduce along the partition dimension (axis 0): transpose the tile or "
                        f"use a matmul with a ones vector")
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes)
-    return _compute("reduce", "dve", [x], _attrs(mask, op=op, axes=list(axes), keepdims=bool(keepdims)), dtype,
+    shape = shape if len(shape) > 1 else shape + (1,)     # a per-partition result is a (P, 1) tile
+    return _compute("reduce", "dve", [x], _attrs(mask, op=op, axes=list(axes), keepdims=bool(keepdims), negate=negate), dtype,
                     shape=shape)
 
 
@@ -333,6 +351,8 @@ def _iadd(self, other):
     dst = self.view() if isinstance(self, Tensor) else self
     if isinstance(other, (View, Tensor)):
         src = _view(other, "+=")
+        if src.tensor.skipped:
+            return self          # `acc += nl.matmul(..., mask=False)` adds nothing
         producer = src.tensor.producer
         if (dst.buffer == "psum" and producer is not None and src.is_whole() and src.tensor.reads == 0
                 and RECORDER.instrs[producer][0] == "matmul" and src.shape == dst.shape):
