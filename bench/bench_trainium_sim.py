@@ -67,7 +67,7 @@ def main() -> int:
         row += [f"{walls[r]:.2f}" if r in walls else "-" for r in ("naive", "tuned")]
         row.append(t.bound if t and t.correct else "-")
         table.add_row(*row)
-    Console().print(table)
+    Console(width=max(120, Console().width)).print(table)   # full names in logs and pipes too
     print(f"evaluations over the {args.goal_s:g} s goal: " + ("; ".join(over) if over else "none"))
     return 1 if failures else 0
 

@@ -109,7 +109,9 @@ def cycles(step: Step, p: dict) -> float:
         factor = 1 if step.op in ("iota", "select") else p["gpsimd_factor"]
         return p["gpsimd_start_cycles"] + n * factor
     body = max(min_ii, n)
-    if step.op == "ew" and len(step.reads) == 2 and step.engine == "dve":
+    if step.extra.get("tensor1"):       # scalar_tensor_tensor streams a second tile
+        body = max(min_ii, p["vector_two_input_factor"] * n)
+    elif step.op == "ew" and len(step.reads) == 2 and step.engine == "dve":
         bf16 = all(r.tensor.dtype == "bfloat16" for r in step.reads) and step.fn in ("add", "subtract", "multiply")
         if not (step.psum_read or bf16):
             body = max(min_ii, p["vector_two_input_factor"] * n)
@@ -157,6 +159,7 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
     queues = {"in": [0.0] * int(p["dma_queues"]), "out": [0.0] * int(p["dma_queues"])}
     records: dict[tuple, list] = defaultdict(list)
     latency = p["dma_fixed_us"] * 1000.0
+    hbm_bytes = 0
 
     def key(a):
         t = a.tensor
@@ -174,10 +177,16 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
             qs = queues["out" if st.writes[0].tensor.buffer == "hbm" else "in"]
             picked = heapq.nsmallest(n, range(len(qs)), key=qs.__getitem__)
             start = max(ready, max(qs[i] for i in picked))
+            done = start + occupancy
+            if "hbm" in (st.reads[0].tensor.buffer, st.writes[0].tensor.buffer):
+                # both directions share the core's HBM bandwidth: no transfer completes before every HBM
+                # byte issued up to it could have moved at that rate
+                hbm_bytes += st.dma_bytes
+                done = max(done, hbm_bytes / p["hbm_gbps_per_core"])
             for i in picked:
-                qs[i] = start + occupancy
-            end = start + occupancy + latency          # the fixed latency overlaps other transfers
-            busy = occupancy * n / len(qs)             # the share of this direction's DMA engines in use
+                qs[i] = done
+            end = done + latency                       # the fixed latency overlaps other transfers
+            busy = (done - start) * n / len(qs)        # the share of this direction's DMA engines in use
             tl.busy_ns["dma_" + ("out" if qs is queues["out"] else "in")] += busy
             tl.dma_bytes += st.dma_bytes
             if st.run_bytes < 512:

@@ -237,21 +237,27 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
 
 
 def _run_bytes(t: TensorDecl, idx: list, rank: int) -> int:
-    """Contiguous bytes per row: unit-stride innermost dims, merged while each is covered whole."""
+    """Contiguous bytes per row: unit-stride innermost dims, merged while each is covered whole. On chip a
+    row never spans partitions (each partition is its own memory), so the partition dim is not merged."""
     run = 1
-    for d in range(len(t.shape) - 1, -1, -1):
+    last = t.pdim + 1 if t.buffer in ("sbuf", "psum") else 0
+    for d in range(len(t.shape) - 1, last - 1, -1):
         e = idx[d]
         if isinstance(e, int):
             if run == 1:
                 continue
             break
         terms = e[1]
-        if len(terms) != 1 or terms[0][3] != 1:
+        if len(terms) != 1:
+            # a sum of axes (i * 4 + j): the run is the innermost tile axis, if it has unit stride
+            inner = max(terms, key=lambda term: term[2] + rank - term[1])
+            return run * (inner[0] if inner[3] == 1 else 1) * t.itemsize
+        if terms[0][3] != 1:
             break
         run *= terms[0][0]
         if terms[0][0] != t.shape[d]:
             break
-    return run * t.itemsize
+    return max(run, 1) * t.itemsize
 
 
 def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:

@@ -227,6 +227,7 @@ class Replayer:
         self.write(writes[0], r, mask)
 
     def _tensor_scalar(self, step, reads, writes, attrs, mask, what):
+        """tensor_scalar, scalar_tensor_tensor (tensor1: operand1 is a whole tile) and tensor_scalar_reduce."""
         x = self.read(reads[0])
         r = x
         for i, key in enumerate(("op0", "op1")):
@@ -235,7 +236,11 @@ class Replayer:
             if attrs[key] not in ops.BINARY or len(reads) < i + 2:
                 raise StreamError(f"{what}: unsupported operator {attrs[key]!r}")
             operand = reads[i + 1]
-            if isinstance(operand, Access):
+            if key == "op1" and attrs.get("tensor1") and isinstance(operand, Access):
+                self._fits(operand.shape, reads[0].shape, what)
+                operand = self.read(operand)
+                step.extra["tensor1"] = True
+            elif isinstance(operand, Access):
                 if operand.shape[-1] != 1 or operand.shape[0] not in (1, reads[0].partitions):
                     raise StreamError(f"{what}: a tile operand must be per-partition, shape ({reads[0].partitions}, 1)")
                 operand = _per_partition(self.read(operand), x.ndim)
@@ -243,6 +248,19 @@ class Replayer:
                 f = ops.BINARY[attrs[key]]
                 r = f(operand, r) if attrs.get("reverse" + key[-1]) else f(r, operand)
         self.write(writes[0], r, mask)
+        if len(writes) > 1:
+            self._reduce_into(writes[1], r, writes[0].tensor.dtype, attrs.get("reduce"), step, what)
+
+    def _reduce_into(self, dst: Access, r: np.ndarray, dtype: str, op, step, what) -> None:
+        """The free-axis reduction some instructions also write (activation's, tensor_scalar_reduce's)."""
+        if op not in ops.REDUCE:
+            raise StreamError(f"{what}: unsupported reduce_op {op!r}")
+        with np.errstate(all="ignore"):
+            out = ops.REDUCE[op](ops.round_to(r, dtype), axis=tuple(range(2, r.ndim)), keepdims=True)
+        out = out.reshape(out.shape[:2] + (1,))
+        self._fits(out.shape[1:], dst.shape, what)
+        self.write(dst, out, None)
+        step.extra["reduce"] = True
 
     def _reduce(self, step, reads, writes, attrs, mask, what):
         (x,), (dst,) = reads, writes
@@ -283,15 +301,7 @@ class Replayer:
             r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
         if len(writes) > 1:
-            red = attrs.get("reduce")
-            if red not in ops.REDUCE:
-                raise StreamError(f"{what}: unsupported reduce_op {red!r}")
-            axes = tuple(range(2, r.ndim))
-            with np.errstate(all="ignore"):
-                out = ops.REDUCE[red](ops.round_to(r, writes[0].tensor.dtype), axis=axes, keepdims=True)
-            self._fits(out.shape[1:], writes[1].shape, what)
-            self.write(writes[1], out, None)
-            step.extra["reduce"] = True
+            self._reduce_into(writes[1], r, writes[0].tensor.dtype, attrs.get("reduce"), step, what)
 
     def _scan(self, step, reads, writes, attrs, mask, what):
         a, b, init = reads
@@ -299,7 +309,10 @@ class Replayer:
         if op0 not in ops.BINARY or op1 not in ops.BINARY:
             raise StreamError(f"{what}: unsupported operators {op0!r}, {op1!r}")
         d0, d1 = np.broadcast_arrays(self.read(a), self.read(b))
-        prev = self.read(init)[..., 0] if isinstance(init, Access) else np.full(d0.shape[:-1], init, np.float32)
+        shape = d0.shape                        # the scan runs over all free axes of a partition, in order
+        d0, d1 = d0.reshape(shape[:2] + (-1,)), d1.reshape(shape[:2] + (-1,))
+        prev = (self.read(init).reshape(d0.shape[:2]) if isinstance(init, Access)
+                else np.full(d0.shape[:-1], init, np.float32))
         f0, f1 = ops.BINARY[op0], ops.BINARY[op1]
         out = np.empty(d0.shape, dtype=np.float32)
         r0, r1 = bool(attrs.get("reverse0")), bool(attrs.get("reverse1"))
@@ -311,7 +324,7 @@ class Replayer:
                     a = f0(prev, d0[..., i]) if r0 else f0(d0[..., i], prev)
                     prev = f1(d1[..., i], a) if r1 else f1(a, d1[..., i])
                     out[..., i] = prev
-        self.write(writes[0], out, mask)
+        self.write(writes[0], out.reshape(shape), mask)
 
     def _bn_stats(self, step, reads, writes, attrs, mask, what):
         (x,), (dst,) = reads, writes

@@ -689,3 +689,33 @@ def reference(x, c):
         nl.store(acc_out, keep)
         return o, acc_out
     """))
+
+
+def test_two_stage_isa_calls_dma_copy_mgrid_attributes_and_scans_over_all_free_axes(kit):
+    p = kit.problem({"x": ((128, 64), F32), "y": ((128, 64), F32), "c": ((128, 1), F32), "z": ((128, 4, 8), F32)},
+                    {"stt": ((128, 64), F32), "tsr": ((128, 64), F32), "red": ((128, 1), F32),
+                     "cp": ((128, 64), F32), "scan": ((128, 4, 8), F32)}, """
+def reference(x, y, c, z):
+    t = x * 2.0
+    flat = z.reshape(128, -1).astype(np.float64)
+    return (x * c - y, t, t.sum(1, keepdims=True), x, np.cumsum(flat, axis=1).reshape(z.shape))
+""", atol=1e-3, rtol=1e-4)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(x, y, c, z):
+        stt, tsr, cp = (nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm) for _ in range(3))
+        red = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        scan = nl.ndarray((128, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        i = nl.mgrid[0:128, 0:64]
+        xt, yt, ct = nl.load(x[i.p, i.x]), nl.load(y), nl.load(c)
+        nl.store(stt, nisa.scalar_tensor_tensor(data=xt, op0=np.multiply, operand0=ct, op1=np.subtract,
+                                                operand1=yt))
+        acc = nl.ndarray((128, 1), dtype=nl.float32)
+        nl.store(tsr, nisa.tensor_scalar_reduce(data=xt, op0=np.multiply, operand0=2.0, reduce_op=np.add,
+                                                reduce_res=acc))
+        nl.store(red, acc)
+        nisa.dma_copy(dst=cp, src=x)                         # HBM to HBM
+        zt = nl.load(z)
+        nl.store(scan, nisa.tensor_tensor_scan(zt, nl.zeros((128, 4, 8), nl.float32), 0.0, np.add, np.add))
+        return stt, tsr, red, cp, scan
+    """))

@@ -133,7 +133,13 @@ class _MGrid:
                 raise NKIError("nl.mgrid takes unit-step slices, e.g. nl.mgrid[0:128, 0:512]")
             start, stop = _int(k.start or 0), _int(k.stop)
             out.append(IndexExpr(start, ((stop - start, len(key), pos, 1),)))
-        return tuple(out) if len(out) > 1 else out[0]
+        return _Grid(out) if len(out) > 1 else out[0]
+
+
+class _Grid(tuple):
+    """nl.mgrid's axes; NKI also names the first two .p (partition) and .x (free)."""
+    p = property(lambda self: self[0])
+    x = property(lambda self: self[1])
 
 
 mgrid = _MGrid()

@@ -94,6 +94,40 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
                        shape=x.shape)
 
 
+def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                         engine=engine.unknown, **_) -> View:
+    """op1(op0(data, operand0), operand1) in one instruction: operand0 is a number or a (P, 1) tile,
+    operand1 a tile shaped like data."""
+    x = nl._view(data, "scalar_tensor_tensor's data")
+    t = nl._view(operand1, "scalar_tensor_tensor's operand1")
+    if _broadcast(x.shape, t.shape) != x.shape:
+        raise NKIError(f"scalar_tensor_tensor: operand1 {t.shape} must match data {x.shape}")
+    attrs = nl._attrs(mask, op0=op_name(op0), reverse0=bool(reverse0), op1=op_name(op1), reverse1=bool(reverse1),
+                      tensor1=True)
+    return nl._compute("tensor_scalar", _engine(engine, "dve"),
+                       [x, _scalar_or_tile(operand0, "scalar_tensor_tensor's operand0"), t], attrs, dtype,
+                       shape=x.shape)
+
+
+def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **_) -> View:
+    """op0(data, operand0), also reduced with reduce_op along the free axes into reduce_res (P, 1)."""
+    x = nl._view(data, "tensor_scalar_reduce's data")
+    out = nl._new(x.shape, nl._result_dtype(dtype, [x]), nl.sbuf)
+    attrs = nl._attrs(mask, op0=op_name(op0), reverse0=bool(reverse0), reduce=op_name(reduce_op))
+    RECORDER.emit("tensor_scalar", "dve", [out.view(), nl._view(reduce_res, "tensor_scalar_reduce's reduce_res")],
+                  [x, _scalar_or_tile(operand0, "tensor_scalar_reduce's operand0")], attrs)
+    return out.view()
+
+
+def dma_copy(dst, src, mask=None, **_) -> None:
+    """A DMA transfer between any two memories (HBM or SBUF)."""
+    d, s = nl._view(dst, "dma_copy's dst"), nl._view(src, "dma_copy's src")
+    if nl._core(s.shape) != nl._core(d.shape) and _broadcast(s.shape, d.shape) != d.shape:
+        raise NKIError(f"dma_copy: src {s.shape} does not match dst {d.shape}")
+    RECORDER.emit("dma", "dma", [d], [s], nl._attrs(mask))
+
+
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:
     x = nl._view(data, "tensor_reduce's data")
     return nl._reduce(op_name(op), x, axis, dtype, mask, keepdims, name="nisa.tensor_reduce", negate=bool(negate))
