@@ -1,0 +1,77 @@
+"""The trainium-sim prompt pack tells models what they may write: every example in it is a correct
+kernel whose technique pays off, and every nl/nisa name its documents mention exists in the front end."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hw_runners import get_target
+from tests.trainium_sim.simkit import SimKit, explain
+
+PACK = Path(__file__).resolve().parents[2] / "prompts" / "trainium-sim"
+FRONTEND = Path(__file__).resolve().parents[2] / "hw_runners" / "trainium_sim" / "frontend"
+
+SOFTMAX_REF = """
+def reference(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+"""
+# what a first attempt looks like: nl calls, a broadcast divide, no fused forms
+SOFTMAX_PLAIN = """
+@nki.jit
+def solution(x):
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(rows // 128):
+        tile = nl.load(x[t * 128:(t + 1) * 128, :])
+        e = nl.exp(nl.subtract(tile, nl.max(tile, axis=1)))
+        nl.store(out[t * 128:(t + 1) * 128, :], value=nl.divide(e, nl.sum(e, axis=1)))
+    return out
+"""
+
+
+def test_every_nki_name_the_pack_mentions_exists():
+    text = "".join((PACK / f).read_text() for f in ("isa.md", "rules.md", "menu.toml"))
+    names = sorted(set(re.findall(r"\b(nl|nisa)\.([A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)?)", text)))
+    assert len(names) > 50
+    # resolved in a child that imports the front end as a kernel does (it shadows no module of ours)
+    check = ("import operator, sys\nimport neuronxcc.nki.language as nl, neuronxcc.nki.isa as nisa\n"
+             "mods = {'nl': nl, 'nisa': nisa}\nmissing = []\nfor name in sys.argv[1:]:\n"
+             "    mod, _, attr = name.partition('.')\n    try:\n        operator.attrgetter(attr)(mods[mod])\n"
+             "    except AttributeError:\n        missing.append(name)\nprint(' '.join(missing))")
+    out = subprocess.run([sys.executable, "-c", check, *[f"{m}.{n}" for m, n in names]], capture_output=True,
+                         text=True, env={"PYTHONPATH": str(FRONTEND)}, check=True)
+    assert out.stdout.split() == [], f"the prompt pack names calls the front end lacks: {out.stdout}"
+
+
+@pytest.mark.system
+def test_every_example_is_listed():
+    info = get_target("trainium-sim").info()
+    assert sorted(e.name for e in info.examples) == sorted(p.name for p in (PACK / "examples").glob("*.py"))
+
+
+@pytest.mark.system
+def test_matmul_example_is_correct_and_beats_the_starting_kernel():
+    sim = get_target("trainium-sim")
+    problem = sim.problem("gemm-1024")
+    example = sim.evaluate(problem, (PACK / "examples" / "matmul_resident_stationary.py").read_text())
+    naive = sim.evaluate(problem, problem.kernel_source("naive"))
+    assert example.correct, explain(example)
+    assert example.latency < naive.latency / 3, (example.latency, naive.latency)
+
+
+@pytest.mark.system
+def test_softmax_example_is_correct_and_beats_plain_nl_calls(tmp_path):
+    kit = SimKit(tmp_path)
+    problem = kit.problem({"x": ((512, 2048), "float32")}, {"out": ((512, 2048), "float32")}, SOFTMAX_REF,
+                          atol=1e-5, rtol=1e-3)
+    example = kit.evaluate(problem, (PACK / "examples" / "row_softmax_fused.py").read_text(), header=False)
+    plain = kit.evaluate(problem, SOFTMAX_PLAIN)
+    assert example.correct, explain(example)
+    assert plain.correct, explain(plain)
+    assert example.latency < plain.latency / 1.3, (example.latency, plain.latency)
