@@ -154,11 +154,16 @@ class Access:
 
     @property
     def partitions(self) -> int:
+        """Partitions the access spans: on chip, its extent along the tensor's partition dimension (a
+        tile with a leading block dimension, (2, par_dim(128), 512), still spans 128)."""
+        if self.tensor.buffer in ("sbuf", "psum"):
+            return self.hi[self.tensor.pdim] - self.lo[self.tensor.pdim] + 1
         return self.shape[0]
 
     @property
     def free(self) -> int:
-        return math.prod(self.shape[1:]) if len(self.shape) > 1 else 1
+        """Elements per partition."""
+        return max(1, math.prod(self.shape) // max(1, self.partitions))
 
     @property
     def nbytes(self) -> int:

@@ -246,7 +246,8 @@ class View:
             if (value.is_whole() and src.producer is not None and src.reads == 0 and src.buffer != "hbm"
                     and _broadcast(value.shape, self.shape) == self.shape and value.shape == self.shape):
                 instr = RECORDER.instrs[src.producer]
-                if len(instr[2]) == 1 and instr[2][0][0] == src.tid:
+                # the instruction's main result (a second one, e.g. activation's reduce_res, stays put)
+                if instr[2][0][0] == src.tid and all(d[0] != src.tid for d in instr[2][1:]):
                     instr[2][0] = self.encode()
                     self.tensor.producer = src.producer
                     src.producer = None
