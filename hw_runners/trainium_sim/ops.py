@@ -87,4 +87,27 @@ BINARY = {
 REDUCE = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod, "mean": np.mean}
 REDUCE_INITIAL = {"maximum": -np.inf, "minimum": np.inf}    # what a masked max/min starts from
 
-__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "REDUCE_INITIAL", "UNARY", "round_to", "storage", "to_bf16"]
+
+def per_partition(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A (sets, P, 1) per-partition operand shaped to broadcast over every free axis of a tile."""
+    return v.reshape(v.shape[:2] + (1,) * (ndim - 2)) if v.ndim > 1 else v
+
+
+def core_shape(shape: tuple) -> tuple:
+    """A shape without its trailing size-1 axes."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def free_aligned(vals: list) -> list:
+    """Tile operands padded with size-1 free axes to a common rank: NKI broadcasts tiles partition-first
+    ((P,) acts as (P, 1)), numpy from the right. Numbers pass through."""
+    rank = max((np.ndim(v) for v in vals if isinstance(v, np.ndarray)), default=0)
+    return [np.reshape(v, np.shape(v) + (1,) * (rank - np.ndim(v))) if isinstance(v, np.ndarray) else v
+            for v in vals]
+
+
+__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "REDUCE_INITIAL", "UNARY", "core_shape", "free_aligned", "per_partition",
+           "round_to", "storage", "to_bf16"]

@@ -18,7 +18,7 @@ from hw_runners.trainium_sim.ops import ITEMSIZE
 PARTITIONS = 128
 PSUM_BANK_BYTES = 2048
 SBUF_PARTITION_BYTES = 192 * 1024
-MAX_RANK = 6
+MAX_RANK = 8
 MAX_TILE_ELEMENTS = 1 << 26
 OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matmul", "transpose": "nisa.nc_transpose",
             "ew": "an elementwise instruction", "tensor_scalar": "nisa.tensor_scalar", "reduce": "a reduction",

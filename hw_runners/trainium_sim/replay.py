@@ -8,6 +8,7 @@ it reads and writes).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -79,6 +80,9 @@ class Replayer:
 
     def write(self, a: Access, value, mask: np.ndarray | None) -> None:
         arr = self._array(a.tensor.tid)
+        shape = np.shape(value)[1:]
+        if shape != a.shape and np.ndim(value) > 1 and ops.core_shape(shape) == ops.core_shape(a.shape):
+            value = np.reshape(value, (self.sets, *a.shape))         # (P, 1) into (P,) and the like
         value = ops.round_to(np.broadcast_to(value, (self.sets, *a.shape)), a.tensor.dtype)
         if mask is None:
             arr[a.index] = value.reshape(arr[a.index].shape)
@@ -164,7 +168,7 @@ class Replayer:
             if len(src.shape) != 2:
                 raise StreamError(f"{what}: a transposing load takes a 2-D source")
             v = v.swapaxes(1, 2)
-        if _core(v.shape[1:]) == _core(dst.shape):      # (P, 1) into (P,) and the like: same elements
+        if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape):     # (P, 1) into (P,) and the like
             v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
         self.write(dst, v, mask)
@@ -176,21 +180,23 @@ class Replayer:
         (s, m), (dst,) = reads, writes
         if s.tensor.buffer != "sbuf" or m.tensor.buffer != "sbuf" or dst.tensor.buffer != "psum":
             raise StreamError(f"{what}: matmul operands must be in SBUF and its result in PSUM")
-        if len(s.shape) != 2 or len(m.shape) != 2 or s.shape[0] != m.shape[0]:
-            raise StreamError(f"{what}: stationary {s.shape} and moving {m.shape} must be 2-D with the same "
+        if len(s.shape) != 2 or len(m.shape) < 2 or s.shape[0] != m.shape[0]:
+            raise StreamError(f"{what}: stationary {s.shape} (2-D) and moving {m.shape} must share the "
                               f"contraction (partition) size")
-        k, mm, n = s.shape[0], s.shape[1], m.shape[1]
+        # a moving tile may have several free axes (conv windows): they are one free axis of their product
+        k, mm, n = s.shape[0], s.shape[1], math.prod(m.shape[1:])
         if mm > 128:
             raise StreamError(f"{what}: the stationary tile's free size is {mm}; at most 128 "
                               f"(nl.tile_size.gemm_stationary_fmax)")
         if n > 512:
             raise StreamError(f"{what}: the moving tile's free size is {n}; at most 512 "
                               f"(nl.tile_size.gemm_moving_fmax)")
-        if dst.shape != (mm, n):
+        if math.prod(dst.shape) != mm * n or dst.shape[0] != mm:
             raise StreamError(f"{what}: the result tile {dst.shape} does not match ({mm}, {n})")
         if n * 4 > PSUM_BANK_BYTES:
             raise StreamError(f"{what}: a PSUM result of {n * 4} bytes per partition exceeds one 2 KiB bank")
-        r = np.matmul(self.read(s).swapaxes(1, 2), self.read(m))
+        r = np.matmul(self.read(s).swapaxes(1, 2), self.read(m).reshape(self.sets, k, n))
+        r = r.reshape((self.sets, *dst.shape))
         if attrs.get("acc"):
             r = r + self.read(dst)
         self.write(dst, r, mask)
@@ -211,7 +217,7 @@ class Replayer:
 
     def _ew(self, step, reads, writes, attrs, mask, what):
         fn = attrs.get("fn")
-        vals = [self.read(r) if isinstance(r, Access) else r for r in reads]
+        vals = ops.free_aligned([self.read(r) if isinstance(r, Access) else r for r in reads])
         if any(v is None for v in vals):
             raise StreamError(f"{what}: missing operand")
         with np.errstate(all="ignore"):
@@ -241,9 +247,9 @@ class Replayer:
                 operand = self.read(operand)
                 step.extra["tensor1"] = True
             elif isinstance(operand, Access):
-                if operand.shape[-1] != 1 or operand.shape[0] not in (1, reads[0].partitions):
+                if ops.core_shape(operand.shape) not in ((1,), (reads[0].partitions,)):
                     raise StreamError(f"{what}: a tile operand must be per-partition, shape ({reads[0].partitions}, 1)")
-                operand = _per_partition(self.read(operand), x.ndim)
+                operand = ops.per_partition(self.read(operand), x.ndim)
             with np.errstate(all="ignore"):
                 f = ops.BINARY[attrs[key]]
                 r = f(operand, r) if attrs.get("reverse" + key[-1]) else f(r, operand)
@@ -293,10 +299,11 @@ class Replayer:
             raise StreamError(f"{what}: unsupported activation function {fn!r}")
         v = self.read(x)
         for name, operand in (("scale", scale), ("bias", bias)):
-            if isinstance(operand, Access) and (operand.shape[-1] != 1 or operand.shape[0] not in (1, x.partitions)):
+            if isinstance(operand, Access) and ops.core_shape(operand.shape) not in ((1,), (x.partitions,)):
                 raise StreamError(f"{what}: {name} must be a number or a ({x.partitions}, 1) tile")
-        s = _per_partition(self.read(scale), v.ndim) if isinstance(scale, Access) else (1.0 if scale is None else scale)
-        b = _per_partition(self.read(bias), v.ndim) if isinstance(bias, Access) else 0.0
+        s = ops.per_partition(self.read(scale), v.ndim) if isinstance(scale, Access) else \
+            (1.0 if scale is None else scale)
+        b = ops.per_partition(self.read(bias), v.ndim) if isinstance(bias, Access) else 0.0
         with np.errstate(all="ignore"):
             r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
@@ -308,7 +315,7 @@ class Replayer:
         op0, op1 = attrs.get("op0"), attrs.get("op1")
         if op0 not in ops.BINARY or op1 not in ops.BINARY:
             raise StreamError(f"{what}: unsupported operators {op0!r}, {op1!r}")
-        d0, d1 = np.broadcast_arrays(self.read(a), self.read(b))
+        d0, d1 = np.broadcast_arrays(*ops.free_aligned([self.read(a), self.read(b)]))
         shape = d0.shape                        # the scan runs over all free axes of a partition, in order
         d0, d1 = d0.reshape(shape[:2] + (-1,)), d1.reshape(shape[:2] + (-1,))
         prev = (self.read(init).reshape(d0.shape[:2]) if isinstance(init, Access)
@@ -373,21 +380,10 @@ class Replayer:
     @staticmethod
     def _fits(shape, dst_shape, what) -> None:
         try:
-            ok = np.broadcast_shapes(tuple(shape), tuple(dst_shape)) == tuple(dst_shape)
+            ok = np.broadcast_shapes(tuple(shape), tuple(dst_shape)) == tuple(dst_shape) \
+                or ops.core_shape(shape) == ops.core_shape(dst_shape)
         except ValueError:
-            ok = False
+            ok = ops.core_shape(shape) == ops.core_shape(dst_shape)
         if not ok:
             raise StreamError(f"{what}: a result of shape {tuple(shape)} does not fit the destination {dst_shape}")
 
-
-def _per_partition(v: np.ndarray, ndim: int) -> np.ndarray:
-    """A (sets, P, 1) per-partition operand shaped to broadcast over every free axis of a tile."""
-    return v.reshape(v.shape[:2] + (1,) * (ndim - 2))
-
-
-def _core(shape: tuple) -> tuple:
-    """A shape without its trailing size-1 axes."""
-    shape = tuple(shape)
-    while len(shape) > 1 and shape[-1] == 1:
-        shape = shape[:-1]
-    return shape

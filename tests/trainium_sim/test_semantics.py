@@ -719,3 +719,72 @@ def reference(x, y, c, z):
         nl.store(scan, nisa.tensor_tensor_scan(zt, nl.zeros((128, 4, 8), nl.float32), 0.0, np.add, np.add))
         return stt, tsr, red, cp, scan
     """))
+
+
+def test_forms_from_published_kernels(kit):
+    """Constructs of published NKI kernels: a (P,) column as a per-partition operand, a (P, 1) reduction
+    into a column view, masks mixing index comparisons with loop conditions, predicates comparing two
+    index expressions, affine_select straight out of PSUM, and a moving tile with two free axes."""
+    p = kit.problem({"x": ((128, 64), F32), "c": ((128, 8), F32)},
+                    {"o": ((128, 64), F32), "m": ((128, 4), F32), "sel": ((128, 128), F32),
+                     "mm": ((128, 4, 16), F32)}, """
+def reference(x, c):
+    o = np.maximum(x, c[:, 3:4])
+    m = x.reshape(128, 4, 16).max(axis=2)
+    sel = np.where(np.arange(128)[:, None] >= np.arange(128)[None, :], 128.0, -1.0)
+    return o, m, sel, np.full((128, 4, 16), 128.0)
+""", atol=1e-4, rtol=1e-4)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(x, c):
+        o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        m = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        sel = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        mm = nl.ndarray((128, 4, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        t = nl.load(x)
+        nl.store(o, nisa.tensor_scalar(t, nl.maximum, nl.load(c[:, 3])))
+        mx = nl.ndarray((128, 4), dtype=nl.float32)
+        for k in nl.affine_range(4):
+            mx[:, k] = nisa.tensor_reduce(np.max, t[i_p, k * 16 + nl.arange(16)[None, :]], axis=(1,))
+        nl.store(m, mx)
+        ip, jf = nl.mgrid[0:128, 0:128]
+        ones = nl.ones((128, 128), nl.bfloat16)
+        ps = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            ps[ip, jf] += nl.matmul(ones, ones, transpose_x=True, mask=(ip < 128) & (k < 1))
+        nl.store(sel, nisa.affine_select(pred=(ip >= jf), on_true_tile=ps, on_false_value=-1.0))
+        moving = nl.ones((128, 4, 16), nl.bfloat16)
+        nl.store(mm, nl.copy(nisa.nc_matmul(ones, moving)))
+        return o, m, sel, mm
+    """))
+
+
+def test_loop_reduce_accumulates_into_the_tile_it_is_assigned_to(kit):
+    p = kit.problem({"x": ((4, 128, 64), F32)}, {"s": ((128, 64), F32), "m": ((128, 64), F32)}, """
+def reference(x):
+    return x.sum(axis=0), x.max(axis=0)
+""", atol=1e-4, rtol=1e-4)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(x):
+        s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        m = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 64), nl.float32)
+        top = nl.full((128, 64), -1e30, nl.float32)
+        for k in nl.affine_range(4):
+            t = nl.load(x[k])
+            acc[...] = nl.loop_reduce(t, op=np.add, loop_indices=[k], dtype=nl.float32)
+            top[...] = nl.loop_reduce(t, op=np.maximum, loop_indices=[k])
+        nl.store(s, acc)
+        nl.store(m, top)
+        return s, m
+    """))
+    misuse = kit.evaluate(p, """
+    @nki.jit
+    def solution(x):
+        s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(s, nl.loop_reduce(nl.load(x[0]), op=np.add, loop_indices=[0]))
+        return s, s
+    """)
+    assert misuse.error_kind == "compile" and "assigned into its accumulator" in misuse.error, explain(misuse)

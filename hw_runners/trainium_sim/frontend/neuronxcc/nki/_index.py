@@ -59,6 +59,8 @@ class IndexExpr:
         return IndexExpr(self.const, terms)
 
     def _cmp(self, op, value):
+        if isinstance(value, IndexExpr):           # i_p >= i_f is i_p - i_f >= 0
+            return (self - value)._cmp(op, 0)
         return Predicate([[self.encode(), op, _int(value)]], self.shape)
 
     def __lt__(self, v): return self._cmp("<", v)
@@ -76,9 +78,13 @@ class Predicate:
         self.clauses, self.shape = clauses, tuple(shape)
 
     def __and__(self, other):
+        if isinstance(other, bool):                # a condition on loop indices, known while tracing
+            return self if other else False
         if not isinstance(other, Predicate):
             raise NKIError("masks combine with & only with other index comparisons")
         return Predicate(self.clauses + other.clauses, _broadcast(self.shape, other.shape))
+
+    __rand__ = __and__
 
     def __bool__(self):
         raise NKIError("a mask is symbolic: it cannot be used in Python control flow (if/while/and/or)")
@@ -108,6 +114,13 @@ def _broadcast(a, b):
             raise NKIError(f"shapes {a} and {b} do not broadcast")
         out.append(max(x, y))
     return tuple(out)
+
+
+def tile_broadcast(*shapes):
+    """Broadcast of tile shapes, NKI's way: tiles lead with the partition axis, so a shorter shape is
+    padded with free axes of size 1 on the right ((P,) acts as (P, 1)), unlike numpy."""
+    rank = max((len(s) for s in shapes), default=0)
+    return broadcast_shapes(*[tuple(s) + (1,) * (rank - len(s)) for s in shapes])
 
 
 def broadcast_shapes(*shapes):

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from neuronxcc.nki._index import NKIError, _broadcast, _int, index, whole_index
+from neuronxcc.nki._index import NKIError, _int, index, whole_index
 
 KERNEL_FILE = "kernel.py"     # the filename the child compiles the candidate's source under
 MAX_INSTRUCTIONS = 2_000_000
@@ -108,6 +108,14 @@ def _encode_src(s):
         return None
     raise NKIError(f"an operand must be a tile, a tensor view or a Python number, not {type(s).__name__} "
                    f"(NKI kernels cannot pass numpy arrays or other Python objects to instructions)")
+
+
+def _core(shape) -> tuple:
+    """A shape without trailing size-1 axes: a (P, 1) tile fills a (P,) view."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _is_everything(key) -> bool:
@@ -237,6 +245,9 @@ class View:
         (as NKI's compiler does); otherwise a copy is issued."""
         if isinstance(value, Tensor):
             value = value.view()
+        if hasattr(value, "assign_into"):        # nl.loop_reduce: an accumulation into this view
+            value.assign_into(self)
+            return
         if isinstance(value, View):
             if value.tensor is self.tensor and value.idx == self.idx:
                 return          # `t[...] += x` ends with t[...] = t[...]
@@ -244,7 +255,7 @@ class View:
                 return          # `t[...] = op(..., mask=False)` leaves t as it was
             src = value.tensor
             if (value.is_whole() and src.producer is not None and src.reads == 0 and src.buffer != "hbm"
-                    and _broadcast(value.shape, self.shape) == self.shape and value.shape == self.shape):
+                    and _core(value.shape) == _core(self.shape)):
                 instr = RECORDER.instrs[src.producer]
                 # the instruction's main result (a second one, e.g. activation's reduce_res, stays put)
                 if instr[2][0][0] == src.tid and all(d[0] != src.tid for d in instr[2][1:]):

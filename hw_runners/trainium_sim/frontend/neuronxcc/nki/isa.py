@@ -2,6 +2,7 @@
 NeuronCore-v2 ISA runs it on (or the one `engine=` names where the ISA lets the kernel choose)."""
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as _np
@@ -51,19 +52,21 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
               is_transpose=False, **_) -> View:
     """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512."""
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
-    if len(s.shape) != 2 or len(m.shape) != 2:
-        raise NKIError(f"nc_matmul takes 2-D tiles, got stationary {s.shape} and moving {m.shape}")
+    if len(s.shape) != 2 or len(m.shape) < 2:
+        raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "
+                       f"stationary {s.shape} and moving {m.shape}")
+    moving_free = math.prod(m.shape[1:])
     if s.shape[1] > 128:
         raise NKIError(f"nc_matmul: the stationary tile's free size is {s.shape[1]}; at most 128 "
                        f"(nl.tile_size.gemm_stationary_fmax)")
-    if m.shape[1] > 512:
-        raise NKIError(f"nc_matmul: the moving tile's free size is {m.shape[1]}; at most 512 "
+    if moving_free > 512:
+        raise NKIError(f"nc_matmul: the moving tile's free size is {moving_free}; at most 512 "
                        f"(nl.tile_size.gemm_moving_fmax)")
     if s.shape[0] != m.shape[0] or s.shape[0] > 128:
         raise NKIError(f"nc_matmul: stationary {s.shape} and moving {m.shape} must share the contraction "
                        f"(partition) size, at most 128")
     return nl._compute("matmul", "pe", [s, m], nl._attrs(mask, acc=False), "float32", nl.psum,
-                       shape=(s.shape[1], m.shape[1]))
+                       shape=(s.shape[1], *m.shape[1:]))
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
@@ -139,7 +142,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     a, b = nl._view(data0, "tensor_tensor_scan's data0"), nl._view(data1, "tensor_tensor_scan's data1")
     srcs = [a, b, _scalar_or_tile(initial, "tensor_tensor_scan's initial")]
     attrs = nl._attrs(mask, op0=op_name(op0), op1=op_name(op1), reverse0=bool(reverse0), reverse1=bool(reverse1))
-    return nl._compute("scan", "dve", srcs, attrs, dtype, shape=_broadcast(a.shape, b.shape))
+    return nl._compute("scan", "dve", srcs, attrs, dtype, shape=nl.tile_broadcast(a.shape, b.shape))
 
 
 def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
@@ -178,7 +181,9 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
     if not isinstance(on_false_value, (int, float, _np.number)):
         raise NKIError("affine_select's on_false_value must be a Python number")
     attrs = nl._attrs(mask, pred=pred.clauses)
-    return nl._compute("select", "pool", [x, float(on_false_value)], attrs, dtype, shape=x.shape)
+    # GpSimd cannot reach PSUM: a select straight out of PSUM runs on the Vector engine
+    engine_name = "dve" if x.buffer == "psum" else "pool"
+    return nl._compute("select", engine_name, [x, float(on_false_value)], attrs, dtype, shape=x.shape)
 
 
 def bn_stats(data, mask=None, dtype=None, **_) -> View:

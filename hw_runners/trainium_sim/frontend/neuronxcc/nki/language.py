@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import numpy as _np
 
-from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _broadcast, _int, arange, broadcast_shapes, mgrid
-from neuronxcc.nki._trace import RECORDER, DTYPES, Tensor, View, bfloat16, dtype_name
+from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _broadcast, _int, arange, mgrid, tile_broadcast
+from neuronxcc.nki._trace import RECORDER, DTYPES, Tensor, View, _core, bfloat16, dtype_name
 
 float32, float16, int32, int8, uint8 = _np.float32, _np.float16, _np.int32, _np.int8, _np.uint8
 tfloat32 = _np.float32
@@ -112,6 +112,8 @@ def _view(x, what: str) -> View:
         return x.view()
     if isinstance(x, View):
         return x
+    if isinstance(x, _LoopReduce):
+        raise NKIError(_LoopReduce.MISUSE)
     raise NKIError(f"{what} must be a tensor or a tile, not {type(x).__name__}")
 
 
@@ -145,7 +147,7 @@ def _compute(op: str, engine: str, operands: list, attrs: dict, dtype=None, buff
         if isinstance(o, View) and o.buffer == "hbm":
             raise NKIError(f"{attrs.get('fn', op)} reads an HBM tensor: load it into SBUF with nl.load first")
     if shape is None:
-        shape = broadcast_shapes(*[o.shape for o in ops if isinstance(o, View)])
+        shape = tile_broadcast(*[o.shape for o in ops if isinstance(o, View)])
     out = _new(shape, _result_dtype(dtype, ops), buffer)
     RECORDER.emit(op, engine, [out.view()], ops, attrs)
     return out.view()
@@ -161,16 +163,8 @@ def _ew(fn: str, engine: str, *operands, dtype=None, mask=None, **_) -> View:
                     _attrs(mask, fn=fn), dtype)
 
 
-def _core(shape: tuple) -> tuple:
-    """A shape without its trailing size-1 axes: a (P, 1) tile stores into a (P,) tensor."""
-    shape = tuple(shape)
-    while len(shape) > 1 and shape[-1] == 1:
-        shape = shape[:-1]
-    return shape
-
-
 def _copy_into(dst: View, src: View) -> None:
-    if (src.buffer == "hbm" or dst.buffer == "hbm") and _core(src.shape) == _core(dst.shape):
+    if _core(src.shape) == _core(dst.shape):
         pass
     elif _broadcast(src.shape, dst.shape) != dst.shape:
         raise NKIError(f"cannot assign a tile of shape {src.shape} to a view of shape {dst.shape}")
@@ -293,8 +287,8 @@ def _reduce(op: str, x, axis, dtype=None, mask=None, keepdims=False, name: str =
                        f"use a matmul with a ones vector")
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes)
     shape = shape if len(shape) > 1 else shape + (1,)     # a per-partition result is a (P, 1) tile
-    return _compute("reduce", "dve", [x], _attrs(mask, op=op, axes=list(axes), keepdims=bool(keepdims), negate=negate), dtype,
-                    shape=shape)
+    attrs = _attrs(mask, op=op, axes=list(axes), keepdims=bool(keepdims), negate=negate)
+    return _compute("reduce", "dve", [x], attrs, dtype, shape=shape)
 
 
 def sum(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
@@ -319,6 +313,30 @@ def mean(x, axis, dtype=None, mask=None, keepdims=False, **kw):
 
 def all(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
     return _reduce("minimum", x, axis, dtype, mask, keepdims, name="nl.all")
+
+
+class _LoopReduce:
+    """What nl.loop_reduce returns: `acc[...] = nl.loop_reduce(x, op, loop_indices=[k])` makes acc = op(acc, x)
+    in each iteration, so it becomes an instruction only once assigned into its accumulator."""
+
+    def __init__(self, x: View, fn: str, mask) -> None:
+        self.x, self.fn, self.mask = x, fn, mask
+
+    def assign_into(self, dst: View) -> None:
+        if tile_broadcast(self.x.shape, dst.shape) != dst.shape:
+            raise NKIError(f"nl.loop_reduce: a tile of shape {self.x.shape} cannot accumulate into {dst.shape}")
+        RECORDER.emit("ew", "dve", [dst], [dst, self.x], _attrs(self.mask, fn=self.fn))
+
+    MISUSE = ("nl.loop_reduce's result must be assigned into its accumulator tile: "
+              "acc[...] = nl.loop_reduce(x, op=np.add, loop_indices=[k])")
+
+    def __getattr__(self, name):
+        raise NKIError(self.MISUSE)
+
+
+def loop_reduce(x, op, loop_indices=None, dtype=None, mask=None, **_) -> _LoopReduce:
+    from neuronxcc.nki.isa import op_name
+    return _LoopReduce(_view(x, "nl.loop_reduce's x"), op_name(op), mask)
 
 
 def softmax(x, axis, dtype=None, mask=None, **_):
