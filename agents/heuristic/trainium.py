@@ -14,6 +14,7 @@ import math
 import random
 from dataclasses import asdict, replace
 
+from agents.heuristic.choice import choose_option, variant_of
 from agents.heuristic.errors import HeuristicError
 from agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedule, render
 from protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
@@ -113,19 +114,9 @@ class TrainiumHeuristic:
         fam = self._family(problem)
         current, own = self._schedule_of(parent.code, problem)
         feats = _features(parent.metrics or {})
-        rng = random.Random(req.seed)
-        options = []
-        for opt in req.menu:
-            mutation = fam.OPTIONS.get(opt.id)
-            cands = self._candidates(fam, mutation, current, problem.dims) if mutation else []
-            if cands:
-                options.append((SCORES[mutation](feats) * rng.uniform(0.6, 1.4), opt, mutation, cands))
-        if not options:
-            raise HeuristicError("none of the menu options that survived dropout ("
-                                 + ", ".join(o.id for o in req.menu) +
-                                 f") changes the current schedule ({fam.describe(current)})")
-        _, opt, mutation, cands = max(options, key=lambda o: o[0])
-        rng.shuffle(cands)
+        opt, mutation, cands = choose_option(
+            req.menu, req.seed, fam.OPTIONS.get, lambda m: self._candidates(fam, m, current, problem.dims),
+            lambda m: SCORES[m](feats), fam.describe(current))
         chosen = cands[0]
         origin = "" if own else " (the parent was not written by this agent: taken as the starting schedule)"
         m = parent.metrics or {}
@@ -140,10 +131,8 @@ class TrainiumHeuristic:
         problem, plan = req.problem, req.plan
         fam = self._family(problem)
         params = plan.params or {}
-        variants = params.get("variants") or ([params["schedule"]] if "schedule" in params else [])
-        if variants:
-            pick = variants[0] if req.seed % 2 == 0 or len(variants) == 1 else \
-                variants[1 + req.seed % (len(variants) - 1)]
+        pick = variant_of(params, req.seed)
+        if pick is not None:
             try:
                 schedule = from_dict(fam, pick)
             except (TypeError, ValueError, AttributeError) as exc:
