@@ -15,7 +15,7 @@ from rich.table import Table
 from agents import logsetup
 from agents.console import latency_text, make_console
 from hw_runners import get_target, target_names
-from hw_runners.base import DescriptorError, UnknownProblemError, UnknownTargetError, target_info
+from hw_runners.base import DescriptorError, UnknownIsaError, UnknownProblemError, UnknownTargetError, target_info
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="LLM-driven optimizer for tensor-accelerator kernels.")
@@ -59,7 +59,8 @@ def problems(target: TargetOpt = "gemmini-sim",
 
 @app.command("eval")
 def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-' for stdin, or "
-                                                        "builtin:ROLE (naive, tuned, hwloop).")],
+                                                        "builtin:ROLE (gemmini-sim: naive, baseline, tuned, "
+                                                        "hwloop).")],
              problem: Annotated[str, typer.Option("--problem", "-p", help="Problem name.")],
              target: TargetOpt = "gemmini-sim",
              as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -69,6 +70,10 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
              timeout: Annotated[Optional[float], typer.Option(help="Seconds the kernel may run per evaluation "
                                                               "(none: the target's limit).", metavar="S",
                                                               show_default="none")] = None,
+             isa: Annotated[Optional[str], typer.Option(help="ISA profile the kernel is judged under (gemmini-sim: "
+                                                        "full, or fine: no loop FSMs or library calls, the "
+                                                        "hardware loop as the upper bound).", metavar="PROFILE",
+                                                        show_default="the target's default")] = None,
              ) -> None:
     """Evaluate one kernel: compile, check against the reference, measure.
     Exit status: 0 correct, 1 incorrect or failed, 2 usage error."""
@@ -76,8 +81,8 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
         _fail(f"--timeout must be > 0 seconds, not {timeout}")
     tgt = _target(target)
     try:
-        prob = tgt.problem(problem)
-    except UnknownProblemError as exc:
+        prob = tgt.problem(problem, isa)
+    except (UnknownProblemError, UnknownIsaError) as exc:
         _fail(exc.args[0])
     if kernel.startswith("builtin:"):
         role = kernel.split(":", 1)[1]
@@ -182,6 +187,9 @@ def _print_summary(summary: dict) -> None:
     console.print(f"Stopped: {summary['stop_reason']} after {summary['evaluations']} evaluations.", markup=False)
     unit = summary["latency_unit"]
     roofline = f"; {summary['best_roofline']:.1%} of roofline" if summary.get("best_roofline") is not None else ""
+    if summary.get("best_upper_bound"):
+        bound = summary["best_upper_bound"]
+        roofline += f"; {bound['fraction']:.1%} of {bound['name']} ({latency_text(bound['cycles'], unit)})"
     console.print(f"Best kernel: {latency_text(summary['best_latency'], unit)} vs "
                   f"{latency_text(summary['baseline_latency'], unit)} for the starting kernel{roofline}. "
                   f"Written to {where}/{summary.get('best_file', 'best.c')}", markup=False, highlight=False)

@@ -3,7 +3,7 @@ Run one per core/device, next to the simulator or the hardware."""
 from __future__ import annotations
 
 from hw_runners import get_target
-from hw_runners.base import UnknownProblemError
+from hw_runners.base import UnknownIsaError, UnknownProblemError
 from protocols.jobs import EvalReport, EvalRequest
 
 
@@ -20,8 +20,8 @@ class TargetEvaluator:
         if req.problem.target != self.target_name:
             raise ValueError(f"this evaluator runs {self.target_name}, not {req.problem.target}")
         try:
-            prob = self.target.problem(req.problem.name)
-        except UnknownProblemError as exc:
+            prob = self.target.problem(req.problem.name, req.problem.isa)
+        except (UnknownProblemError, UnknownIsaError) as exc:
             raise ValueError(exc.args[0]) from None
         return self.target.evaluate(prob, req.code, seed=req.seed)
 

@@ -22,11 +22,13 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
                "replayed_results": s.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
                "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
-               "cost_usd": round(coord.spent, 6), "latency_unit": s.latency_unit}
+               "cost_usd": round(coord.spent, 6), "latency_unit": s.latency_unit, "isa": cfg.isa}
     if s.baseline and s.best:
         summary.update(baseline_latency=s.baseline.latency, best_latency=s.best.latency, speedup=s.speedup,
                        best_id=s.best.id, best_utilization=s.best.utilization,
                        best_roofline=s.best.roofline_fraction, beam=[[k.id, k.latency] for k in s.frontier])
+        if s.best.upper_bound:
+            summary["best_upper_bound"] = s.best.upper_bound
     verdict = model_verdict(coord.store, produced=s.produced)
     summary.update(verdict)
     return summary

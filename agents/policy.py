@@ -34,7 +34,8 @@ def code_hash(code: str) -> str:
 
 def eval_job(problem: Problem, code: str, eval_seed: int) -> tuple[str, EvalRequest]:
     """The id and request of the evaluation of code (the same code is evaluated once per run)."""
-    jid = content_id("eval", problem.target, problem.name, code_hash(code), eval_seed)
+    profile = (problem.isa,) if problem.isa else ()   # the default profile keeps the ids of earlier runs
+    jid = content_id("eval", problem.target, problem.name, *profile, code_hash(code), eval_seed)
     return jid, EvalRequest(problem=problem, code=code, seed=eval_seed)
 
 
@@ -56,6 +57,7 @@ class Kernel:
     latency: float
     utilization: float | None = None
     roofline_fraction: float | None = None
+    upper_bound: dict | None = None     # the ISA profile's bound: {"name", "cycles", "fraction"} (feedback)
 
 
 @dataclass(frozen=True)

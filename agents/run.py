@@ -35,7 +35,8 @@ from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
-from hw_runners.base import DescriptorError, Target, UnknownProblemError, UnknownTargetError, target_info
+from hw_runners.base import (DescriptorError, IsaProfile, Target, UnknownIsaError, UnknownProblemError,
+                             UnknownTargetError, shown_under, target_info)
 from protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem
 
 log = structlog.get_logger("agents.run")
@@ -77,13 +78,27 @@ def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
             raise RunError("; ".join(problems) + " (nothing was started; --no-preflight skips this check)")
 
 
-def _menu(target: Target) -> list[MenuOption]:
+def _menu(target: Target, profile: IsaProfile) -> list[MenuOption]:
+    """The target's optimization menu as the ISA profile shows it (an option may name its profiles)."""
     path = target.info().menu
     try:
         options = tomllib.loads(path.read_text())["option"]
-        return [MenuOption(id=o["id"], title=o["title"], description=o["description"]) for o in options]
+        return [MenuOption(id=o["id"], title=o["title"], description=o["description"]) for o in options
+                if shown_under(o.get("isa"), profile)]
     except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
         raise RunError(f"target {target.name} has no usable optimization menu at {path}: {exc}") from None
+
+
+def _start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
+    """The starting kernel: --kernel FILE or builtin:ROLE, else the profile's start, else the naive kernel."""
+    spec = cfg.kernel or f"builtin:{profile.start or 'naive'}"
+    if not spec.startswith("builtin:"):
+        return _read_kernel(spec)
+    role = spec.split(":", 1)[1]
+    if role not in problem.kernels:
+        raise RunError(f"--kernel {spec}: problem {problem.name} has no built-in kernel {role!r}; it has "
+                       + ", ".join(f"builtin:{r}" for r in problem.kernels))
+    return problem.kernel_source(role)
 
 
 def _open_store(run_dir: Path, what: str) -> RunStore:
@@ -169,10 +184,13 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     cfg.model, cfg.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
         target = get_target(cfg.target)
-        problem = target.problem(cfg.problem)
         info = target.info()
+        profile = info.isa_profile(cfg.isa)
+        problem = target.problem(cfg.problem, profile.name)
     except (UnknownTargetError, UnknownProblemError, DescriptorError) as exc:
         raise RunError(exc.args[0]) from None
+    except UnknownIsaError as exc:
+        raise RunError(f"--isa: {exc}") from None
     replay = _open_store(Path(cfg.replay), "--replay") if cfg.replay else None
     if replay:
         specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
@@ -182,10 +200,10 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     except ValueError as exc:
         raise RunError(str(exc)) from None
     if not resume:
-        code = _read_kernel(cfg.kernel) if cfg.kernel else problem.kernel_source("naive")
+        code = _start_code(cfg, problem, profile)
     wire_problem = Problem(target=cfg.target, name=problem.name, family=problem.family, dims=problem.dims,
-                           description=problem.description, latency_unit=info.latency_unit)
-    menu = _menu(target)
+                           description=problem.description, latency_unit=info.latency_unit, isa=cfg.isa or "")
+    menu = _menu(target, profile)
 
     def make_search(store: RunStore) -> SearchPolicy:
         return BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed)

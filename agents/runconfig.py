@@ -36,7 +36,12 @@ N, S, X = "N", "S", "X"
 class RunConfig:
     target: str = option("gemmini-sim", "Hardware target.", "-t", metavar="NAME")
     problem: str = option("gemm-512x512x512", "Problem to optimize.", "-p", metavar="NAME")
-    kernel: str | None = option(None, "Starting kernel file (none: the problem's naive kernel).", metavar="FILE")
+    kernel: str | None = option(None, "Starting kernel: a file, or builtin:ROLE for one of the problem's own kernels "
+                                      "(none: the ISA profile's start, else the problem's naive kernel).",
+                                metavar="FILE")
+    isa: str | None = option(None, "ISA profile of the target: what kernels may use (gemmini-sim: full, or fine for "
+                                   "the paper's rules: no loop FSMs or library calls, the hardware loop as the upper "
+                                   "bound); none: the target's default.", metavar="PROFILE")
     out: str | None = option(None, "Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")
     iterations: int = option(8, "Beam-search iterations.", "-T", metavar=N)
     beam: int = option(4, "Beam width.", "-B", metavar=N)

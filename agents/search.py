@@ -83,7 +83,8 @@ class Candidate:
 
     def as_kernel(self) -> Kernel:
         r = self.result
-        return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction)
+        return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction,
+                      r.feedback.get("upper_bound"))
 
 
 class BeamSearch:

@@ -14,6 +14,7 @@ point group); nothing else in the product names a target.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,6 +45,27 @@ class DescriptorError(ValueError):
 EVALUATOR_UNITS = ("cores", "devices")
 
 
+class UnknownIsaError(ValueError):
+    """An ISA profile the target does not declare."""
+
+
+@dataclass(frozen=True)
+class IsaProfile:
+    """What kernels may use on a target, declared as [isa.NAME] in its target.toml: the calls it rejects,
+    the problem kernel a run starts from, the problem kernel whose latency is reported as the upper
+    bound, the menu options and prompt sections it shows (menu options and sections name their profiles)."""
+    name: str
+    description: str = ""
+    forbid: tuple[str, ...] = ()        # names a kernel may not use (rejected before compiling)
+    start: str | None = None            # problem kernel role a run starts from (None: "naive")
+    bound: str | None = None            # problem kernel role whose latency is the upper bound
+    bound_name: str = ""                # how feedback names that bound ("the hardware loop")
+    examples: tuple[Path, ...] | None = None   # the pack's examples under this profile (None: all)
+
+
+DEFAULT_ISA = IsaProfile("full", "everything the target offers")
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     """A target's descriptor (its target.toml), with paths resolved against its home directory."""
@@ -63,6 +85,17 @@ class TargetInfo:
     examples: tuple[Path, ...] = ()
     heuristic: str | None = None    # "module:Class" of the offline planner/coder, if the target has one
     kernel_suffix: str = ".c"       # file name ending of a kernel (a run's best kernel is best<suffix>)
+    isa_profiles: tuple[IsaProfile, ...] = (DEFAULT_ISA,)   # the first is the default
+
+    def isa_profile(self, name: str | None = None) -> IsaProfile:
+        """The ISA profile `name` ("" or None: the default); UnknownIsaError names the ones there are."""
+        if not name:
+            return self.isa_profiles[0]
+        for profile in self.isa_profiles:
+            if profile.name == name:
+                return profile
+        raise UnknownIsaError(f"target {self.name!r} has no ISA profile {name!r}; it has "
+                              + ", ".join(p.name for p in self.isa_profiles))
 
     @classmethod
     def load(cls, home: Path, name: str) -> "TargetInfo":
@@ -76,16 +109,40 @@ class TargetInfo:
                        sandbox=meta["sandbox"], problems=(home / meta["problems"]).resolve(),
                        menu=home / pack["menu"], isa=home / pack["isa"], rules=home / pack["rules"],
                        examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"),
-                       kernel_suffix=meta.get("kernel_suffix", "." + meta["code_fence"]))
+                       kernel_suffix=meta.get("kernel_suffix", "." + meta["code_fence"]),
+                       isa_profiles=_isa_profiles(home, meta.get("isa", {})))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise DescriptorError(f"target {name!r} has no usable descriptor {path}: {exc}") from None
         except KeyError as exc:
             raise DescriptorError(f"target {name!r}: {path} does not declare {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise DescriptorError(f"target {name!r}: bad [isa] tables in {path}: {exc}") from None
         if info.evaluators not in EVALUATOR_UNITS:
             raise DescriptorError(f"target {name!r}: evaluators must be one of {', '.join(EVALUATOR_UNITS)}, "
                                   f"not {info.evaluators!r} ({path})")
         return info
 
+
+
+def _isa_profiles(home: Path, tables: dict) -> tuple[IsaProfile, ...]:
+    """[isa.NAME] tables in declaration order (the first is the default), or the one implicit 'full'."""
+    if not tables:
+        return (DEFAULT_ISA,)
+    profiles = []
+    for name, t in tables.items():
+        unknown = set(t) - {"description", "forbid", "start", "bound", "bound_name", "examples"}
+        if unknown:
+            raise ValueError(f"[isa.{name}] has unknown keys {sorted(unknown)}")
+        examples = t.get("examples")
+        profiles.append(IsaProfile(name, t.get("description", ""), tuple(t.get("forbid", ())), t.get("start"),
+                                   t.get("bound"), t.get("bound_name", t.get("bound") or ""),
+                                   None if examples is None else tuple(home / e for e in examples)))
+    return tuple(profiles)
+
+
+def shown_under(isa_names, profile: IsaProfile) -> bool:
+    """Whether a menu option or prompt section that names the profiles it belongs to (None: all) is shown."""
+    return not isa_names or profile.name in isa_names
 
 
 @dataclass(frozen=True)
@@ -98,6 +155,7 @@ class Problem:
     description: str
     kernels: dict[str, Path]      # role ("naive", "tuned", "hwloop", ...) -> source file
     tags: tuple[str, ...] = ()
+    isa: str = ""                 # the ISA profile kernels are judged under ("": the target's default)
 
     def kernel_source(self, role: str = "naive") -> str:
         return self.kernels[role].read_text()
@@ -142,10 +200,12 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def problems(self) -> list[Problem]: ...
 
-    def problem(self, name: str) -> Problem:
+    def problem(self, name: str, isa: str | None = None) -> Problem:
+        """The problem `name`, judged under ISA profile `isa` (None or "": the default; UnknownIsaError)."""
+        profile = self.info().isa_profile(isa).name
         for p in self.problems():
             if p.name == name:
-                return p
+                return dataclasses.replace(p, isa=profile)
         known = ", ".join(p.name for p in self.problems())
         raise UnknownProblemError(f"target {self.name!r} has no problem {name!r}; known: {known}")
 

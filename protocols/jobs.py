@@ -42,6 +42,7 @@ class Problem(Payload, frozen=True):
     dims: Annotated[dict[Name, int], msgspec.Meta(max_length=16)] = {}
     description: Text = ""
     latency_unit: Name = "cycles"      # what the target's latencies count: cycles, us, ...
+    isa: Name = ""                     # the target's ISA profile ("" = its default): what kernels may use
 
 
 class MenuOption(Payload, frozen=True):
@@ -87,6 +88,10 @@ class PlanRequest(Payload):
     iteration: Annotated[int, msgspec.Meta(ge=0)]
     iterations: Annotated[int, msgspec.Meta(ge=1)]
     seed: Seed
+    # schedule reuse: a plan recorded for a similar workload, offered as this step's plan; the planner
+    # adapts it to this problem (the menu then holds just its option)
+    prior: Plan | None = None
+    prior_problem: Problem | None = None   # the workload the prior plan was recorded on
 
 
 class CodeRequest(Payload):

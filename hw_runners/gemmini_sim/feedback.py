@@ -68,6 +68,14 @@ def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg
     return m
 
 
+def upper_bound(name: str, bound_cycles: int | None, cycles: int) -> dict[str, Any] | None:
+    """The ISA profile's upper bound (e.g. the hardware loop's cycles on the same problem) and how close
+    this kernel is to it: fraction = bound cycles / these cycles (1.0: as fast as the bound)."""
+    if not bound_cycles:
+        return None
+    return {"name": name, "cycles": bound_cycles, "fraction": bound_cycles / max(1, cycles)}
+
+
 def text(m: dict[str, Any]) -> str:
     busy = m["busy"]
     ins = m["instructions"]
@@ -86,6 +94,10 @@ def text(m: dict[str, Any]) -> str:
         f"{ins['compute']:,} compute, {ins['config']:,} config"
         + (f"; {m['fsm_instructions']:,} issued by the hardware loop FSM." if m["fsm_instructions"] else "."),
     ]
+    if m.get("upper_bound"):
+        b = m["upper_bound"]
+        lines.append(f"Upper bound: {b['name']} takes {b['cycles']:,} cycles on this problem; this kernel is at "
+                     f"{b['fraction']:.1%} of {b['name']}.")
     sentences = dict(_STALLS)
     top = [f"{sentences[k]} ({share:.0%} of cycles)" for k, share in m["stalls"][:3] if share >= 0.01]
     if top:

@@ -14,6 +14,7 @@ import numpy as np
 
 from hw_runners.base import Problem
 INPUT_SETS = ("full-range", "sparse", "small-values")
+KERNEL_ROLES = ("naive", "baseline", "tuned", "hwloop")   # every family names one kernel of each
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def load_problems(target: str, directory: Path) -> tuple[Problem, ...]:
     problems = []
     for key, fam in FAMILIES.items():
         meta = spec["families"][key]
-        kernels = {role: directory / meta[role] for role in ("naive", "tuned", "hwloop")}
+        kernels = {role: directory / meta[role] for role in KERNEL_ROLES}
         for entry in spec.get(key, []):
             dims = dict(zip(fam.dim_names, entry["dims"], strict=True))
             desc = meta["description"] + " Entry point: " + meta["signature"] + ". Sizes: " + \

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 import sandbox
-from hw_runners.base import EvalResult, Problem, Target, bounded, register
+from hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
 from hw_runners.gemmini_sim import feedback
-from hw_runners.gemmini_sim.policy import PolicyError, check_source
+from hw_runners.gemmini_sim.policy import PolicyError, check_isa, check_source
 from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
 from hw_runners.gemmini_sim.timing import TimingConfig
 from sandbox.buildcache import cached_build, run_build
@@ -46,6 +46,8 @@ _REPLAYER = ("replay.c", "stream.c", "moves.c", "dram.c", "fsm.c", "functional.c
              "timing.c", "memtiming.c", "job.c", "diag.c")
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 KERNEL_OUTPUT_BYTES = 4 << 20   # what a kernel may write to stdout/stderr/diagnostics, in all
+_FSM_CALLS = {"gemmini_loop_ws", "gemmini_loop_conv_ws"}   # a profile that forbids these may issue no FSM work
+_BOUNDS: dict[tuple, int | None] = {}   # (problem, role, timing) -> cycles of a profile's bound kernel
 
 
 def _headers() -> list[Path]:
@@ -140,13 +142,15 @@ class GemminiSim(Target):
             return clone.evaluate(problem, code, seed=seed, trace_path=trace_path)
         started = time.monotonic()
         code = normalize_newlines(code)
+        profile = self.info().isa_profile(problem.isa)
         try:
             check_source(code)
+            check_isa(code, profile.forbid, profile.name)
         except PolicyError as exc:
             return EvalResult.failure("policy", f"kernel rejected before compiling: {exc}")
         work = Path(tempfile.mkdtemp(prefix="gemmini-sim-", dir=self.options.work_root))
         try:
-            result = self._evaluate_in(work, problem, code, seed, trace_path)
+            result = self._evaluate_in(work, problem, code, seed, trace_path, profile)
         finally:
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)
@@ -154,7 +158,8 @@ class GemminiSim(Target):
         return bounded(result)
 
     # -- steps ----------------------------------------------------------------
-    def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None) -> EvalResult:
+    def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None,
+                     profile: IsaProfile) -> EvalResult:
         """work/build: what the compiler sees; work/kernel: what the kernel process sees (its binary and
         output files); work/judge: the replayer's job (every input set), outputs and stats."""
         fam = FAMILIES[problem.family]
@@ -214,9 +219,18 @@ class GemminiSim(Target):
         if not replayed.ok or "ok" not in replay_verdict:
             why = replay_error or replayed.describe(opts.run_limits)
             return EvalResult.failure("limit", f"replaying the kernel's instructions failed: {why}", **common)
+        if _FSM_CALLS & set(profile.forbid) and stats.get("fsm_instrs"):
+            # the trusted replayer's count, whatever the source looked like
+            return EvalResult.failure("policy", f"kernel rejected: {int(stats['fsm_instrs']):,} of its instructions "
+                                      f"were issued by the loop FSMs, which --isa {profile.name} does not allow "
+                                      "(they are the upper bound); issue mvin, preload, compute and mvout from "
+                                      "the CPU", **common)
 
         m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing,
                              replay_verdict.get("warnings", [])[:8])
+        if profile.bound:
+            m["upper_bound"] = feedback.upper_bound(profile.bound_name, self.bound_cycles(problem, profile.bound),
+                                                    m["cycles"])
         result = EvalResult(correct=True, latency=m["cycles"], utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["bound"], feedback=m,
                             feedback_text=feedback.text(m), **common)
@@ -230,6 +244,18 @@ class GemminiSim(Target):
                 result.error = _mismatch(out_spec.name, got, want, s, len(expected), len(hidden_expected))
                 break
         return result
+
+    def bound_cycles(self, problem: Problem, role: str) -> int | None:
+        """Cycles of the problem's `role` kernel under the default profile: the upper bound a profile
+        reports (cached per process; None if that kernel fails, which the shipped kernels' tests rule out)."""
+        if role not in problem.kernels:
+            return None
+        key = (problem.name, role, tuple(self.options.timing.header_lines()))
+        if key not in _BOUNDS:
+            full = dataclasses.replace(problem, isa="")
+            result = self.evaluate(full, problem.kernel_source(role))
+            _BOUNDS[key] = int(result.latency) if result.correct else None
+        return _BOUNDS[key]
 
     def _compile(self, build: Path, problem: Problem, code: str) -> EvalResult | None:
         """Compile in `build`; None on success, else the failure."""

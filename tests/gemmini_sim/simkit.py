@@ -23,7 +23,7 @@ from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS
 PROBLEM_DIR = target_info("gemmini-sim").problems
 
 TARGET = "gemmini-sim"
-GEMM_KERNELS = {role: PROBLEM_DIR / f"gemm_{role}.c" for role in ("naive", "tuned", "hwloop")}
+GEMM_KERNELS = {role: PROBLEM_DIR / f"gemm_{role}.c" for role in ("naive", "baseline", "tuned", "hwloop")}
 
 
 def gemm(I: int, J: int, K: int) -> Problem:  # noqa: E741 - the problem's own dimension names

@@ -38,7 +38,7 @@ def test_problem_names_dims_and_descriptions():
             m = re.fullmatch(r"conv3x3-(\d+)-(\d+)", p.name)
             assert p.family == "conv3x3" and m and p.dims == {"P": int(m[1]), "C": int(m[2])}
         assert "Sizes: " + ", ".join(f"{k}={v}" for k, v in p.dims.items()) + "." in p.description
-        assert set(p.kernels) == {"naive", "tuned", "hwloop"}
+        assert set(p.kernels) == {"naive", "baseline", "tuned", "hwloop"}
         assert all(v % 16 == 0 for v in p.dims.values() if p.family == "gemm")
     tagged = {p.name for p in PROBLEMS if "resnet50" in p.tags}
     assert "gemm-512x512x512" in tagged and "gemm-256x256x256" not in tagged
