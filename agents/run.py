@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 import structlog
@@ -27,17 +26,18 @@ from agents.outcome import save_results, summarize
 from agents.progress import Progress
 from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
 from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
+from agents import reuse
+from agents.runstart import RunError, evaluate_start, menu_of, open_store, prior_of, reused_trace, start_code
 from agents.runstore import STORE_FORMAT, RunStore
-from agents.policy import SearchPolicy, eval_job
+from agents.policy import SearchPolicy
 from agents.search import BeamSearch, SearchConfig
 from bus.auth import SecretError, load_secret, write_secret
 from bus.curve import create_server_keys, load_keys
 from bus.router import Router
 from bus.timing import BusTiming
 from hw_runners import get_target
-from hw_runners.base import (DescriptorError, IsaProfile, Target, UnknownIsaError, UnknownProblemError,
-                             UnknownTargetError, shown_under, target_info)
-from protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem
+from hw_runners.base import DescriptorError, UnknownIsaError, UnknownProblemError, UnknownTargetError, target_info
+from protocols.jobs import Problem
 
 log = structlog.get_logger("agents.run")
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -46,15 +46,11 @@ RUNS_DIR = Path("runs")                        # where runs go without --out: ru
 __all__ = ["RunConfig", "RunError", "execute"]
 
 
-class RunError(RuntimeError):
-    """A run cannot start or cannot go on; the message says why and what to do."""
-
-
 def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     """Models per LLM role, checked (syntax and API keys) before any work starts."""
     if cfg.replay and "replay" in [*cfg.model, *cfg.code_model]:
         # 'replay': the recorded run's own models, so that its stored answers match job for job
-        recorded = _open_store(Path(cfg.replay), "--replay").meta("config") or {}
+        recorded = open_store(Path(cfg.replay), "--replay").meta("config") or {}
         cfg.model = list(recorded.get("model") or recorded.get("models") or ["heuristic"])
         cfg.code_model = list(recorded.get("code_model") or recorded.get("code_models") or cfg.model)
     try:
@@ -78,66 +74,6 @@ def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
             raise RunError("; ".join(problems) + " (nothing was started; --no-preflight skips this check)")
 
 
-def _menu(target: Target, profile: IsaProfile) -> list[MenuOption]:
-    """The target's optimization menu as the ISA profile shows it (an option may name its profiles)."""
-    path = target.info().menu
-    try:
-        options = tomllib.loads(path.read_text())["option"]
-        return [MenuOption(id=o["id"], title=o["title"], description=o["description"]) for o in options
-                if shown_under(o.get("isa"), profile)]
-    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
-        raise RunError(f"target {target.name} has no usable optimization menu at {path}: {exc}") from None
-
-
-def _start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
-    """The starting kernel: --kernel FILE or builtin:ROLE, else the profile's start, else the naive kernel."""
-    spec = cfg.kernel or f"builtin:{profile.start or 'naive'}"
-    if not spec.startswith("builtin:"):
-        return _read_kernel(spec)
-    role = spec.split(":", 1)[1]
-    if role not in problem.kernels:
-        raise RunError(f"--kernel {spec}: problem {problem.name} has no built-in kernel {role!r}; it has "
-                       + ", ".join(f"builtin:{r}" for r in problem.kernels))
-    return problem.kernel_source(role)
-
-
-def _open_store(run_dir: Path, what: str) -> RunStore:
-    if not (run_dir / "run.db").is_file():
-        raise RunError(f"{what} {run_dir}: not a run directory (no run.db)")
-    try:
-        store = RunStore(run_dir / "run.db")
-        store.meta("config")
-        return store
-    except sqlite3.Error as exc:
-        raise RunError(f"{run_dir / 'run.db'} is not a usable run store: {exc}") from None
-
-
-def _read_kernel(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise RunError(f"cannot read the starting kernel {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                       f"at offset {exc.start})") from None
-    except OSError as exc:
-        raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
-
-
-def _evaluate_start(cfg: RunConfig, problem: Problem, code: str,
-                    eval_seed: int) -> tuple[str, EvalRequest, EvalReport] | None:
-    """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
-    seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
-    evaluators are remote (this host may not have the target's hardware)."""
-    if cfg.evaluators == 0 or not cfg.check_start:
-        return None
-    from agents.evaluator import TargetEvaluator
-    job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
-    result = TargetEvaluator(cfg.target).handle("eval", request)
-    if not result.correct:
-        raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
-                       f"{(result.error or '').strip()[:2000]}")
-    return job_id, request, result
-
-
 def _bind(cfg: RunConfig, key: bytes, run_name: str, curve_secret: bytes | None) -> Router:
     try:
         return Router([cfg.bind], key, run_id=run_name, timing=BusTiming(heartbeat_s=cfg.heartbeat_s),
@@ -157,7 +93,7 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
             if not run_dir.is_dir():
                 raise RunError(f"--resume {run_dir}: no such directory")
             lock = RunLock(run_dir)
-            store = _open_store(run_dir, "--resume")
+            store = open_store(run_dir, "--resume")
             if store.meta("store_format", 1) != STORE_FORMAT:
                 raise RunError(f"--resume {run_dir}: recorded by an older version (run store format "
                                f"{store.meta('store_format', 1)}, this version resumes format {STORE_FORMAT}); "
@@ -191,7 +127,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
         raise RunError(exc.args[0]) from None
     except UnknownIsaError as exc:
         raise RunError(f"--isa: {exc}") from None
-    replay = _open_store(Path(cfg.replay), "--replay") if cfg.replay else None
+    replay = open_store(Path(cfg.replay), "--replay") if cfg.replay else None
     if replay:
         specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
     _preflight(cfg, specs)
@@ -200,15 +136,17 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     except ValueError as exc:
         raise RunError(str(exc)) from None
     if not resume:
-        code = _start_code(cfg, problem, profile)
+        code = start_code(cfg, problem, profile)
     wire_problem = Problem(target=cfg.target, name=problem.name, family=problem.family, dims=problem.dims,
                            description=problem.description, latency_unit=info.latency_unit, isa=cfg.isa or "")
-    menu = _menu(target, profile)
+    menu = menu_of(target, profile)
+    trace = store.meta("reused_trace") if resume else reused_trace(cfg, wire_problem)
 
     def make_search(store: RunStore) -> SearchPolicy:
-        return BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed)
+        return BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed,
+                          prior=prior_of(trace))
 
-    first_eval = None if resume else _evaluate_start(cfg, wire_problem, code, search_cfg.eval_seed)
+    first_eval = None if resume else evaluate_start(cfg, wire_problem, code, search_cfg.eval_seed)
 
     # the endpoint is bound before anything is written, so a bad or busy --bind leaves nothing behind
     staging = Path(tempfile.mkdtemp(prefix="autocomp-keys-"))
@@ -241,6 +179,9 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
             store.set_meta("store_format", STORE_FORMAT)
             store.set_meta("config", cfg.to_dict())
             store.set_meta("initial_code", code)
+            store.set_meta("problem", wire_problem.to_dict())
+            if trace:
+                store.set_meta("reused_trace", trace)   # what the first iterations were offered (resume reads it)
             write_atomic(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=1))
             if first_eval:
                 job_id, payload, result = first_eval
@@ -306,6 +247,14 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
     summary = summarize(cfg, search, coord, run_dir, interrupted)
     best = search.summary().best
+    try:
+        recorded = reuse.record(store, run_dir, best.id if best else None, reuse.library_dir(cfg.schedule_library),
+                                summary)
+        if recorded:
+            summary["schedule_trace"] = str(recorded)
+    except OSError as exc:   # the run store keeps the trace; only the library copy is missing
+        log.warning("schedule_library_unwritable", error=str(exc))
+        summary["schedule_library_error"] = str(exc)
     return save_results(run_dir, store, summary, best.code if best else None,
                         "best" + target_info(cfg.target).kernel_suffix)
 

@@ -42,6 +42,12 @@ class RunConfig:
     isa: str | None = option(None, "ISA profile of the target: what kernels may use (gemmini-sim: full, or fine for "
                                    "the paper's rules: no loop FSMs or library calls, the hardware loop as the upper "
                                    "bound); none: the target's default.", metavar="PROFILE")
+    reuse: str | None = option(None, "Reuse a recorded optimization trace: its plans, adapted to this problem, are "
+                                     "the first iterations' plans. auto: the most similar workload in the schedule "
+                                     "library (same target and ISA profile); or a RUN_DIR.", metavar="auto|RUN_DIR")
+    schedule_library: str | None = option(None, "Directory of recorded optimization traces (written at the end of "
+                                                "every run, read by --reuse auto).", metavar="DIR",
+                                          shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory")
     out: str | None = option(None, "Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")
     iterations: int = option(8, "Beam-search iterations.", "-T", metavar=N)
     beam: int = option(4, "Beam width.", "-B", metavar=N)
@@ -158,7 +164,7 @@ def max_local_evaluators() -> int:
 # A resumed run keeps its search (so that stored results replay job for job) and its security
 # settings (so that its remote workers reconnect); it may extend its budget and change local processes.
 EXTENDABLE = ("iterations", "max_evals", "max_cost", "patience")
-LOCAL = ("evaluators", "planners", "coders", "repairers", "preflight", "check_start")
+LOCAL = ("evaluators", "planners", "coders", "repairers", "preflight", "check_start", "schedule_library")
 SECURITY = ("bind", "curve")
 
 

@@ -55,6 +55,14 @@ class SearchConfig:
             raise ValueError("at least one planning and one coding model are needed")
 
 
+@dataclass(frozen=True)
+class PriorTrace:
+    """Schedule reuse: the plans recorded on a similar workload, offered in order as the plans of the first
+    iterations (every plan of iteration t carries step t, with only its menu option); then normal search."""
+    problem: Problem
+    plans: tuple[Plan, ...]
+
+
 @dataclass
 class Candidate:
     id: str
@@ -91,8 +99,10 @@ class BeamSearch:
     """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs."""
 
     def __init__(self, cfg: SearchConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
-                 store: RunStore | None = None, seeded: IsSeeded = never_seeded) -> None:
+                 store: RunStore | None = None, seeded: IsSeeded = never_seeded,
+                 prior: PriorTrace | None = None) -> None:
         self.cfg = cfg
+        self.prior = prior
         self.problem = problem
         self.menu = menu
         self.store = store
@@ -200,7 +210,6 @@ class BeamSearch:
     def _emit_eval(self, cand: Candidate) -> None:
         if self.cfg.max_evals is not None and self.evals_emitted >= self.cfg.max_evals:
             return
-        self.evals_emitted += 1
         jid, request = eval_job(self.problem, cand.code, self.cfg.eval_seed)
         job = Job(jid, "eval", self.iteration, request, ctx={"cids": [cand.id]})
         if jid in self.jobs:  # same code already being evaluated for another parent: share the result
@@ -211,7 +220,8 @@ class BeamSearch:
                 cand.result = first.result
                 if self.store and cand.result is not None:
                     self.store.add_eval(cand.id, jid, cand.result)   # every evaluated candidate has its row
-            return
+            return   # a shared evaluation costs nothing from the budget
+        self.evals_emitted += 1
         self._emit(job)
 
     def _on_eval(self, job: Job, result: EvalReport | None, error: str | None) -> None:
@@ -309,13 +319,20 @@ class BeamSearch:
         rng = random.Random(seed)
         kept = [o for o in self.menu if rng.random() < self.cfg.keep_prob] or [rng.choice(self.menu)]
         model = self.cfg.plan_models[index % len(self.cfg.plan_models)]
+        prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
+            else None
+        if prior is not None:   # schedule reuse: this step of the recorded trace, with just its option
+            kept = [o for o in self.menu if o.id == prior.option_id] or kept
         request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
-                              iteration=self.iteration, iterations=self.cfg.iterations, seed=seed)
+                              iteration=self.iteration, iterations=self.cfg.iterations, seed=seed, prior=prior,
+                              prior_problem=self.prior.problem if prior else None)
         menu_ids = [o.id for o in kept]
+        reused = [prior.option_id, prior.text] if prior else []   # the ids of runs without reuse stay as they were
         # a model's answer depends only on its prompt, which the parent's code determines (its feedback too);
         # the run's length is left out so that a run extended on resume reuses the answers it already has
-        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed) if self.seeded(model) else \
-            content_id("plan", code_hash(parent.code), self.iteration, model, menu_ids)
+        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed, *reused) \
+            if self.seeded(model) else content_id("plan", code_hash(parent.code), self.iteration, model, menu_ids,
+                                                   *reused)
         self._emit(Job(jid, "plan", self.iteration, request, model, ctx={"parent_id": parent.id, "index": index}))
 
     def _stop_reason(self) -> str:

@@ -1,7 +1,10 @@
 """Shared fixtures. Tests run with the repository root importable (PYTHONPATH=. or not)."""
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,5 +23,12 @@ def sim():
 
 
 def pytest_configure(config):
+    # every run records its optimization trace in the schedule library: never the user's own during tests
+    # (the variable reaches the runs' subprocesses too)
+    os.environ["AUTOCOMP_SCHEDULE_LIBRARY"] = tempfile.mkdtemp(prefix="autocomp-test-schedules-")
     config.addinivalue_line("markers", "system: starts real processes or sockets (compilers, sandboxes, runs, "
                                        "agents); deselect with -m 'not system' for the fast tier")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ.get("AUTOCOMP_SCHEDULE_LIBRARY", ""), ignore_errors=True)

@@ -71,12 +71,24 @@ def _problem(problem: Problem) -> str:
     return f"{problem.name}: {problem.description}"
 
 
+def _prior(req: PlanRequest) -> str:
+    """Schedule reuse: the recorded plan this step offers, to adapt to the current problem."""
+    if req.prior is None:
+        return ""
+    was = req.prior_problem
+    where = f"{was.name} ({', '.join(f'{k}={v}' for k, v in was.dims.items())})" if was else "a similar workload"
+    return (f"\n# A plan that worked on a similar workload\nOn {where}, this step of the optimization trace that "
+            f"led to its best kernel applied option {req.prior.option_id}:\n{req.prior.text}\n\nAdapt this plan to "
+            f"the current problem ({req.problem.name}) and code: keep its intent; change sizes, loop bounds and "
+            f"addresses to fit this shape. Answer with OPTION: {req.prior.option_id}.\n")
+
+
 def plan_prompt(req: PlanRequest) -> str:
     p, parent = pack(req.problem.target, req.problem.isa), req.parent
     menu = "\n".join(f"- {o.id}: {o.title}. {o.description}" for o in req.menu)
     return template("plan").substitute(p, problem=_problem(req.problem), code=parent.code,
                                        latency=_latency(parent, req.problem.latency_unit),
-                                       feedback=parent.feedback_text or "none",
+                                       feedback=parent.feedback_text or "none", prior=_prior(req),
                                        menu=menu, iteration=req.iteration, iterations=req.iterations)
 
 

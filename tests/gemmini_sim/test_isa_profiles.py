@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from agents.llm.prompts import for_profile, pack
-from agents.run import RunConfig, RunError, _menu, execute
+from agents.run import RunConfig, RunError, execute
+from agents.runstart import menu_of
 from hw_runners import get_target
 from hw_runners.base import IsaProfile, UnknownIsaError, target_info
 from hw_runners.gemmini_sim.target import GemminiSim
@@ -105,7 +106,7 @@ def test_every_problem_has_a_baseline_kernel():
 def test_menu_and_prompt_pack_show_only_what_the_profile_allows():
     sim = get_target("gemmini-sim")
     info = sim.info()
-    full, fine_menu = (_menu(sim, info.isa_profile(n)) for n in ("full", "fine"))
+    full, fine_menu = (menu_of(sim, info.isa_profile(n)) for n in ("full", "fine"))
     assert FSM_MENU_OPTIONS <= {o.id for o in full}
     assert not FSM_MENU_OPTIONS & {o.id for o in fine_menu}
     assert {o.id for o in full} - {o.id for o in fine_menu} == FSM_MENU_OPTIONS

@@ -1,0 +1,104 @@
+"""What a run starts from, checked before anything is created: the optimization menu as the ISA profile
+shows it, the starting kernel, the trace a run reuses, and the evaluation of the starting kernel."""
+from __future__ import annotations
+
+import sqlite3
+import tomllib
+from pathlib import Path
+
+from agents import reuse
+from agents.policy import eval_job
+from agents.runconfig import RunConfig
+from agents.runstore import RunStore
+from hw_runners.base import IsaProfile, Target, shown_under
+from protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
+from agents.search import PriorTrace
+
+
+class RunError(RuntimeError):
+    """A run cannot start or cannot go on; the message says why and what to do."""
+
+
+def menu_of(target: Target, profile: IsaProfile) -> list[MenuOption]:
+    """The target's optimization menu as the ISA profile shows it (an option may name its profiles)."""
+    path = target.info().menu
+    try:
+        options = tomllib.loads(path.read_text())["option"]
+        return [MenuOption(id=o["id"], title=o["title"], description=o["description"]) for o in options
+                if shown_under(o.get("isa"), profile)]
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+        raise RunError(f"target {target.name} has no usable optimization menu at {path}: {exc}") from None
+
+
+def start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
+    """The starting kernel: --kernel FILE or builtin:ROLE, else the profile's start, else the naive kernel."""
+    spec = cfg.kernel or f"builtin:{profile.start or 'naive'}"
+    if not spec.startswith("builtin:"):
+        return read_kernel(spec)
+    role = spec.split(":", 1)[1]
+    if role not in problem.kernels:
+        raise RunError(f"--kernel {spec}: problem {problem.name} has no built-in kernel {role!r}; it has "
+                       + ", ".join(f"builtin:{r}" for r in problem.kernels))
+    return problem.kernel_source(role)
+
+
+def open_store(run_dir: Path, what: str) -> RunStore:
+    if not (run_dir / "run.db").is_file():
+        raise RunError(f"{what} {run_dir}: not a run directory (no run.db)")
+    try:
+        store = RunStore(run_dir / "run.db")
+        store.meta("config")
+        return store
+    except sqlite3.Error as exc:
+        raise RunError(f"{run_dir / 'run.db'} is not a usable run store: {exc}") from None
+
+
+def read_kernel(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunError(f"cannot read the starting kernel {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                       f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
+
+
+def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
+                    eval_seed: int) -> tuple[str, EvalRequest, EvalReport] | None:
+    """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
+    seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
+    evaluators are remote (this host may not have the target's hardware)."""
+    if cfg.evaluators == 0 or not cfg.check_start:
+        return None
+    from agents.evaluator import TargetEvaluator
+    job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
+    result = TargetEvaluator(cfg.target).handle("eval", request)
+    if not result.correct:
+        raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
+                       f"{(result.error or '').strip()[:2000]}")
+    return job_id, request, result
+
+
+def reused_trace(cfg: RunConfig, problem: Problem) -> dict | None:
+    """--reuse auto or RUN_DIR: the recorded trace whose plans the run's first iterations offer."""
+    if not cfg.reuse:
+        return None
+    try:
+        if cfg.reuse == "auto":
+            return reuse.find(reuse.library_dir(cfg.schedule_library), problem.target, problem.isa, problem.family,
+                              problem.dims)
+        return reuse.from_run(Path(cfg.reuse), problem.target, problem.isa, problem.family, problem.dims)
+    except reuse.ReuseError as exc:
+        raise RunError(str(exc)) from None
+
+
+def prior_of(trace: dict | None) -> PriorTrace | None:
+    """The trace as the search offers it: its workload and one plan per step."""
+    if not trace:
+        return None
+    p = trace["problem"]
+    problem = Problem(target=trace["target"], name=p["name"], family=p["family"], dims=p["dims"],
+                      description=p.get("description", ""), isa=trace.get("isa") or "")
+    plans = tuple(Plan(text=s["text"] or "", option_id=s["option_id"], params=s.get("params") or {})
+                  for s in trace["steps"])
+    return PriorTrace(problem, plans)
