@@ -202,7 +202,8 @@ def _search_config(cfg: RunConfig) -> SearchConfig:
     return SearchConfig(iterations=cfg.iterations, beam=cfg.beam, plans=cfg.plans, codes=cfg.codes,
                         keep_prob=cfg.dropout, seed=cfg.seed, plan_models=tuple(cfg.model),
                         code_models=tuple(cfg.code_model or cfg.model), max_repairs=cfg.max_repairs,
-                        patience=cfg.patience, max_evals=cfg.max_evals, stop_roofline=cfg.stop_roofline)
+                        patience=cfg.patience, max_evals=cfg.max_evals, stop_roofline=cfg.stop_roofline,
+                        model_allocation=cfg.model_allocation)
 
 
 def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy, router: Router,

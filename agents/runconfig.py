@@ -59,6 +59,9 @@ class RunConfig:
                               factory=lambda: ["heuristic"])
     code_model: list[str] = option(help="Coding model (repeatable).", metavar="SPEC", factory=list,
                                    shown="same as --model")
+    model_allocation: str = option("even", "How plan and code samples are split among ensembled models: even (the "
+                                           "paper's: models take turns) or bandit (Thompson sampling: samples shift "
+                                           "toward the models whose candidates entered the beam).", metavar="POLICY")
     evaluators: int | None = option(None, "Local evaluator processes (none: one per core; 0: remote workers "
                                           "only).", metavar=N)
     planners: int = option(1, "Local heuristic planner processes.", metavar=N)
@@ -124,6 +127,8 @@ class RunConfig:
             (self.reasoning_effort in (None, "low", "medium", "high"),
              f"reasoning_effort must be low, medium or high, not {self.reasoning_effort!r}"),
             (bool(self.model), "at least one --model is needed"),
+            (self.model_allocation in ("even", "bandit"),
+             f"model_allocation must be even or bandit, not {self.model_allocation!r}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -8,7 +8,7 @@ end of an iteration waits for the iteration's jobs.
 
 Everything random or order-dependent is derived from content: job ids hash
 what the job is, the dropout draw of a plan request is seeded by (run seed,
-iteration, parent, index), models are assigned by position, and the beam is
+iteration, parent, index), models are dealt per iteration (agents/allocation.py), and the beam is
 sorted by (cycles, id). Hence results may arrive in any order, and a resumed
 run that replays stored results reaches exactly the same beam.
 """
@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from agents.allocation import ALLOCATIONS, ModelAllocation
 from agents.policy import (IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, never_seeded,
                            seed_of)
 from agents.runstore import RunStore
@@ -44,6 +45,7 @@ class SearchConfig:
     stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
     eval_seed: int = 0
     stage_barriers: bool = False   # emulate the original's stage-serial schedule (for benchmarks)
+    model_allocation: str = "even"  # even (models take turns) or bandit (agents/allocation.py)
 
     def __post_init__(self) -> None:
         for name in ("iterations", "beam", "plans", "codes"):
@@ -53,6 +55,8 @@ class SearchConfig:
             raise ValueError("dropout keep-probability must be in (0, 1]")
         if not self.plan_models or not self.code_models:
             raise ValueError("at least one planning and one coding model are needed")
+        if self.model_allocation not in ALLOCATIONS:
+            raise ValueError(f"model allocation must be one of {', '.join(ALLOCATIONS)}, not {self.model_allocation!r}")
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class BeamSearch:
         self._held: list[Job] = []      # stage_barriers: jobs waiting for earlier stages to finish
         self.halted = ""                # set by halt(): finish the current jobs, start no new iteration
         self.plans_emitted = 0          # run-wide: models rotate across iterations, none left idle
+        self.allocation = ModelAllocation(cfg.model_allocation, cfg.seed, cfg.plan_models, cfg.code_models)
 
     # -- SearchPolicy -------------------------------------------------------------------
     def start(self) -> None:
@@ -258,9 +263,7 @@ class BeamSearch:
             self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, result.model or job.model, plan,
                                 [o.id for o in job.payload.menu])
         parent = self.candidates[job.ctx["parent_id"]]
-        models = self.cfg.code_models
-        for c in range(self.cfg.codes):
-            model = models[(job.ctx["index"] * self.cfg.codes + c) % len(models)]
+        for c, model in enumerate(job.ctx["code_models"]):
             request = CodeRequest(problem=self.problem, parent=parent.as_parent(), plan=plan, model=model,
                                   seed=seed_of(self.cfg.seed, "code", job.id, c))
             # a model's answer depends only on its prompt: identical prompts are one job, one paid call
@@ -299,26 +302,38 @@ class BeamSearch:
                 pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
             self.beam = list(pool.values())[:self.cfg.beam]
             self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
+            self._learn(it)
         if self.store:
             self.store.set_beam(it, [(c.id, c.latency) for c in self.beam])
-        self.history.append({"iteration": it, "beam": [c.latency for c in self.beam], "evals": self.evals_done})
+        self.history.append({"iteration": it, "beam": [c.latency for c in self.beam], "evals": self.evals_done,
+                             "model_shares": {r: dict(v) for r, v in self.allocation.shares.items()}})
         self.stop_reason = self._stop_reason()
         if self.stop_reason:
             self.done = True
             return
         self.iteration += 1
-        for parent in self.beam:
-            for j in range(self.cfg.plans):
-                self._emit_plan(parent, self.plans_emitted, j)
-                self.plans_emitted += 1
+        slots, codes = len(self.beam) * self.cfg.plans, self.cfg.codes
+        plan_models = self.allocation.deal("plan", slots, self.iteration, self.plans_emitted)
+        code_models = self.allocation.deal("code", slots * codes, self.iteration, self.plans_emitted * codes)
+        for k, (parent, j) in enumerate((p, j) for p in self.beam for j in range(self.cfg.plans)):
+            self._emit_plan(parent, j, plan_models[k], code_models[k * codes:(k + 1) * codes])
+            self.plans_emitted += 1
         if not self.outstanding:
             self.done, self.stop_reason = True, "no jobs left to run"
 
-    def _emit_plan(self, parent: Candidate, index: int, j: int) -> None:
+    def _learn(self, it: int) -> None:
+        """Credit the models of this iteration's candidates: a win for each that entered the beam."""
+        beam = {c.id for c in self.beam}
+        for c in self.candidates.values():
+            if c.iteration == it and c.parent_id is not None:
+                plan_job = self.jobs.get(c.plan_job or "")
+                self.allocation.learn("code", c.model, c.id in beam)
+                self.allocation.learn("plan", plan_job.model if plan_job else None, c.id in beam)
+
+    def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
         seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
         rng = random.Random(seed)
         kept = [o for o in self.menu if rng.random() < self.cfg.keep_prob] or [rng.choice(self.menu)]
-        model = self.cfg.plan_models[index % len(self.cfg.plan_models)]
         prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
             else None
         if prior is not None:   # schedule reuse: this step of the recorded trace, with just its option
@@ -333,7 +348,8 @@ class BeamSearch:
         jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed, *reused) \
             if self.seeded(model) else content_id("plan", code_hash(parent.code), self.iteration, model, menu_ids,
                                                    *reused)
-        self._emit(Job(jid, "plan", self.iteration, request, model, ctx={"parent_id": parent.id, "index": index}))
+        self._emit(Job(jid, "plan", self.iteration, request, model,
+                       ctx={"parent_id": parent.id, "code_models": code_models}))
 
     def _stop_reason(self) -> str:
         cfg = self.cfg

@@ -124,3 +124,62 @@ def test_invalid_configuration_is_refused():
         SearchConfig(beam=0)
     with pytest.raises(ValueError, match="keep-probability"):
         SearchConfig(keep_prob=0)
+
+
+# -- model allocation (--model-allocation) -------------------------------------------------------------
+def test_even_allocation_deals_models_in_turn_across_iterations():
+    from agents.allocation import ModelAllocation
+    even = ModelAllocation("even", 0, ("a", "b", "c"), ("x", "y"))
+    assert even.deal("plan", 4, 1, offset=0) == ["a", "b", "c", "a"]
+    assert even.deal("plan", 4, 2, offset=4) == ["b", "c", "a", "b"]
+    assert even.deal("code", 3, 1, offset=1) == ["y", "x", "y"]
+
+
+def test_bandit_allocation_shifts_samples_to_the_model_that_wins_and_keeps_exploring():
+    from agents.allocation import ModelAllocation
+    bandit = ModelAllocation("bandit", 3, ("good", "bad"), ("good", "bad"))
+    for _ in range(30):
+        bandit.learn("plan", "good", True)
+        bandit.learn("plan", "bad", False)
+    dealt = bandit.deal("plan", 16, 5, offset=0)
+    assert dealt.count("good") >= 13 and dealt.count("bad") >= 1          # at least one sample each
+    assert dealt == ModelAllocation("bandit", 3, ("good", "bad"), ("good", "bad"),
+                                    records=bandit.records).deal("plan", 16, 5, offset=0)   # seeded: reproducible
+    assert bandit.deal("code", 16, 5, offset=0).count("good") in range(3, 14)   # no evidence for coders: ~even
+
+
+def answer_by_model(job):
+    """Coder 'good' always speeds its parent up, coder 'bad' always slows it down: only good's candidates can
+    enter the beam. The code carries its latency."""
+    p = job.payload
+    if job.kind == "plan":
+        return PlanResult(plan=Plan(text=f"plan {p.seed} by {job.model}", option_id=p.menu[0].id), model=job.model)
+    if job.kind in ("code", "repair"):
+        factor = 0.9 - (p.seed % 100) / 1000 if job.model == "good" else 1.05
+        return CodeResult(code=f"{p.parent.latency * factor} by {job.model} {p.seed}", model=job.model)
+    return EvalReport(correct=True, latency=10_000 if p.code == "naive" else float(p.code.split()[0]))
+
+
+@pytest.mark.parametrize("policy", ["even", "bandit"])
+def test_bandit_search_gives_the_winning_code_model_more_samples(policy):
+    cfg = SearchConfig(iterations=6, beam=2, plans=4, codes=2, keep_prob=0.5, seed=2, patience=10,
+                       plan_models=("good", "bad"), code_models=("good", "bad"), model_allocation=policy)
+    search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=lambda m: True)
+    search.start()
+    seen = []
+    while not search.done:
+        for job in search.next_jobs():
+            seen.append(job)
+            search.on_result(job.id, True, answer_by_model(job), None)
+    late = [j.model for j in seen if j.kind == "code" and j.iteration >= 4]
+    share = late.count("good") / len(late)
+    if policy == "even":
+        assert share == 0.5
+    else:
+        assert share >= 0.75
+        assert search.history[-1]["model_shares"]["code"]["good"] >= 0.75
+
+
+def test_an_unknown_allocation_is_refused():
+    with pytest.raises(ValueError, match="model allocation must be one of even, bandit, not 'greedy'"):
+        SearchConfig(model_allocation="greedy")
