@@ -64,6 +64,16 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
     assert {origin for origin, _, _ in rows} <= {"initial", "code", "repair"}
     assert all(json.loads(p)["problem"]["name"] == "gemm-512x512x512" for _, _, p in rows)
     assert dst["speedup"] > 1
+    jobs_before = store.db.execute("SELECT COUNT(*) FROM jobs WHERE iteration <= ?", (len(steps),)).fetchone()[0]
+    store.close()
+
+    # a resumed reusing run offers the same steps (read back from its store) and replays their results
+    more = execute(None, resume=tmp_path / "dst", given={"iterations": len(steps) + 2}, live=False, progress=False)
+    store = RunStore(tmp_path / "dst" / "run.db")
+    assert more["replayed_results"] >= jobs_before
+    assert store.db.execute("SELECT COUNT(*) FROM jobs WHERE iteration <= ?", (len(steps),)).fetchone()[0] \
+        == jobs_before
+    store.close()
 
 
 def test_reuse_auto_without_a_recorded_workload_fails_before_starting(tmp_path):
