@@ -77,8 +77,14 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
 
 def print_view(console: Console, v: RunView) -> None:
     status = v.summary.get("stop_reason") if v.summary and v.status == "finished" else v.status
-    head = Text(f"{v.run_dir}: {v.problem} on {v.target}, {status}", style="bold")
+    isa = f" --isa {v.config['isa']}" if v.config.get("isa") else ""
+    head = Text(f"{v.run_dir}: {v.problem} on {v.target}{isa}, {status}", style="bold")
     console.print(head)
+    if v.reused:
+        steps = v.reused.get("steps", [])
+        console.print(Text(f"Reused the optimization trace of {v.reused.get('problem', {}).get('name')} "
+                           f"({v.reused.get('run_dir', '?')}) as the plans of iterations 1-{len(steps)}: "
+                           + ", ".join(s["option_id"] for s in steps)))
     line = f"{plural(v.evaluations, 'evaluation')}, cost ${v.cost:.2f}, started {_when(v.started)}"
     if v.summary is None and (v.in_flight or v.queued):   # a live or crashed run
         line += f", {plural(v.in_flight, 'job')} leased to agents and {v.queued} queued"

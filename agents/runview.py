@@ -115,6 +115,7 @@ class RunView:
     usage: list[Usage]
     calls: list[tuple[float, float]]   # (created, cost) of every model call, in time order
     nodes: list[Node]
+    reused: dict | None = None   # the optimization trace the run's first iterations reused (--reuse)
 
     @property
     def problem(self) -> str:
@@ -329,7 +330,7 @@ def _load(db: sqlite3.Connection, run_dir: Path) -> RunView:
                    in_flight=states.get("leased", 0), queued=states.get("pending", 0),
                    lineage=lineage, iterations=iterations,
                    options=sorted(options.values(), key=lambda o: (-o.accepted, -o.plans, o.option_id)),
-                   failures=_failures(db), usage=usage, calls=calls, nodes=nodes)
+                   failures=_failures(db), usage=usage, calls=calls, nodes=nodes, reused=_meta(db, "reused_trace"))
 
 
 def _node_state(correct: int | None, in_beam: bool) -> str:

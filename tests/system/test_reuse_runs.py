@@ -75,6 +75,17 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
         == jobs_before
     store.close()
 
+    # `show` says what was reused
+    from rich.console import Console
+    from agents.inspect_cli import print_view
+    from agents.runview import load
+    console = Console(record=True, width=200)
+    print_view(console, load(tmp_path / "dst"))
+    shown = console.export_text()
+    assert "gemm-512x512x512 on gemmini-sim --isa fine" in shown
+    assert (f"Reused the optimization trace of gemm-256x256x256 ({tmp_path / 'src'}) as the plans of iterations "
+            f"1-{len(steps)}: " + ", ".join(s["option_id"] for s in steps)) in shown
+
 
 def test_reuse_auto_without_a_recorded_workload_fails_before_starting(tmp_path):
     with pytest.raises(RunError, match="--reuse auto: the schedule library .* holds no trace of a gemm problem"):
