@@ -110,6 +110,7 @@ def test_menu_and_prompt_pack_show_only_what_the_profile_allows():
     assert FSM_MENU_OPTIONS <= {o.id for o in full}
     assert not FSM_MENU_OPTIONS & {o.id for o in fine_menu}
     assert {o.id for o in full} - {o.id for o in fine_menu} == FSM_MENU_OPTIONS
+    assert not [o.id for o in fine_menu if any(w in o.title + o.description for w in ("loop_", "tiled_"))]
     p_full, p_fine = pack("gemmini-sim", "full"), pack("gemmini-sim", "fine")
     assert "## 7. Hardware loop FSMs" in p_full["isa"] and "## 7. Hardware loop FSMs" not in p_fine["isa"]
     assert "## 8. Gemmini's software library" not in p_fine["isa"]
