@@ -1,68 +1,22 @@
-"""Parameterized schedules for gemmini-sim GEMMs and 3x3 convolutions, and the
-C code they generate. A generated kernel carries its schedule in a header
-comment so the next iteration can continue from it."""
+"""Schedules of the gemmini-sim heuristic (GEMM: gemmini_gemm.py, 3x3 conv: gemmini_conv.py) and the C
+they generate. A generated kernel carries its schedule in a header comment so the next iteration can
+continue from it."""
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
-from hw_runners.base import target_info
+from agents.heuristic import gemmini_conv, gemmini_gemm
+from agents.heuristic.gemmini_conv import ConvSchedule
+from agents.heuristic.gemmini_gemm import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS, GemmSchedule
 
-DIM = 16
-SPAD_ROWS, BANK_ROWS, ACC_ROWS = 16384, 4096, 1024
 HEADER = "// autocomp-schedule: "
-
-
-@dataclass(frozen=True)
-class GemmSchedule:
-    mode: str = "cpu"            # cpu: CPU-issued intrinsics; fsm: gemmini_loop_ws blocks
-    ti: int = 1                  # block size in 16x16 tiles along I, J, K
-    tj: int = 1
-    tk: int = 1
-    order: str = "ij"            # which block loop is outermost: "ij" (I outer) or "ji"
-    double_buffer: bool = False  # ping-pong scratchpad slots and accumulator tiles
-    prefetch: bool = False       # issue the next block's loads before this block's computes
-    wide_mvin: bool = False      # 64-column mvins (4 tiles per instruction)
-    split_banks: bool = False    # A in banks 0-1, B in banks 2-3: preloads overlap computes
-    family: str = "gemm"
-
-    def fits(self, d: dict[str, int]) -> bool:
-        ti, tj, tk = self.ti, self.tj, self.tk
-        if d["I"] % (ti * DIM) or d["J"] % (tj * DIM) or d["K"] % (tk * DIM):
-            return False
-        if self.mode == "fsm":
-            return (ti * tk + tk * tj) * DIM <= SPAD_ROWS // 2 and ti * tj * DIM <= ACC_ROWS // 2
-        slots = 2 if self.double_buffer else 1
-        a, b = ti * tk * DIM * slots, tk * tj * DIM * slots
-        spad_ok = (a <= 2 * BANK_ROWS and b <= 2 * BANK_ROWS) if self.split_banks else a + b <= SPAD_ROWS
-        return spad_ok and ti * tj * DIM * slots <= ACC_ROWS and (not self.prefetch or self.double_buffer)
-
-
-@dataclass(frozen=True)
-class ConvSchedule:
-    mode: str = "cpu"            # cpu or fsm (gemmini_loop_conv_ws)
-    weight_resident: bool = False  # keep a block of weights (all taps, all C) in the scratchpad
-    kt: int = 1                  # output-channel tiles per weight block
-    input_reuse: bool = False    # load 18-pixel input segments once, taps read them at offsets
-    double_buffer: bool = False  # two input slots and two accumulator slots
-    wide_mvin: bool = False
-    family: str = "conv3x3"
-
-    def fits(self, d: dict[str, int]) -> bool:
-        c = d["C"]
-        if (c // DIM) % self.kt:
-            return False
-        if self.mode == "fsm" or not self.weight_resident:
-            return self.kt == 1 or self.weight_resident
-        w_rows = 9 * c * self.kt
-        slots = 2 if self.double_buffer else 1
-        in_rows = (3 * (DIM + 2) if self.input_reuse else 9 * DIM) * (c // DIM) * slots
-        return w_rows <= 3 * BANK_ROWS and in_rows <= BANK_ROWS and self.kt * DIM * slots <= ACC_ROWS
-
-
 Schedule = GemmSchedule | ConvSchedule
 SCHEDULES = {"gemm": GemmSchedule, "conv3x3": ConvSchedule}
+
+__all__ = ["ACC_ROWS", "BANK_ROWS", "DIM", "SPAD_ROWS", "ConvSchedule", "GemmSchedule", "HEADER", "SCHEDULES",
+           "Schedule", "parse_schedule", "reference_schedule", "render"]
 
 
 def parse_schedule(code: str, family: str) -> Schedule | None:
@@ -78,229 +32,18 @@ def parse_schedule(code: str, family: str) -> Schedule | None:
 
 
 def reference_schedule(code: str, family: str) -> Schedule:
-    """The schedule that best describes code the heuristic did not generate."""
-    uses_fsm = "gemmini_loop_" in code
+    """The schedule that best describes code the heuristic did not generate: the loop FSM's if it uses
+    one (or Gemmini's library), else the plain default schedule (one tile at a time)."""
+    uses_fsm = any(name in code for name in ("gemmini_loop_", "tiled_matmul", "tiled_conv"))
     if family == "gemm":
         return GemmSchedule(mode="fsm", ti=2, tj=8, tk=8) if uses_fsm else GemmSchedule()
-    return ConvSchedule(mode="fsm", weight_resident=True) if uses_fsm else ConvSchedule()
+    return ConvSchedule(mode="fsm") if uses_fsm else ConvSchedule()
 
 
 def render(s: Schedule, dims: dict[str, int]) -> str:
     head = HEADER + json.dumps(asdict(s), sort_keys=True) + "\n"
-    body = {("gemm", "cpu"): _gemm_cpu, ("gemm", "fsm"): _gemm_fsm,
-            ("conv3x3", "cpu"): _conv_cpu, ("conv3x3", "fsm"): _conv_fsm}[(s.family, s.mode)](s)
+    if isinstance(s, GemmSchedule):
+        body = gemmini_gemm.render_fsm(s) if s.mode == "fsm" else gemmini_gemm.render_cpu(s)
+    else:
+        body = gemmini_conv.render_fsm(s) if s.mode == "fsm" else gemmini_conv.render_cpu(s, dims)
     return head + "// Generated by the heuristic coder from the schedule above.\n#include \"include/gemmini.h\"\n\n" + body
-
-
-# -- GEMM ---------------------------------------------------------------------------
-def _gemm_fsm(s: GemmSchedule) -> str:
-    outer, inner = ("i", "j") if s.order == "ij" else ("j", "i")
-    return f"""#define TI {s.ti}
-#define TJ {s.tj}
-#define TK {s.tk}
-
-void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{
-  // the loop FSM loads A and B with load states 0 and 1 and stores with config_st
-  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
-  gemmini_extended3_config_ld(K, MVIN_SCALE_IDENTITY, false, 0);
-  gemmini_extended3_config_ld(J, MVIN_SCALE_IDENTITY, false, 1);
-  gemmini_extended_config_st(J, NO_ACTIVATION, ACC_SCALE_IDENTITY);
-  for (size_t {outer} = 0; {outer} < {outer.upper()} / DIM; {outer} += T{outer.upper()})
-    for (size_t {inner} = 0; {inner} < {inner.upper()} / DIM; {inner} += T{inner.upper()})
-      for (size_t k = 0; k < K / DIM; k += TK) {{
-        int last = k + TK == K / DIM;
-        gemmini_loop_ws(TI, TJ, TK, 0, 0, 0, &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
-                        last ? &C[i * DIM][j * DIM] : NULL, K, J, 0, J, false, false, false, false,
-                        k > 0, NO_ACTIVATION, 0, 0, false);
-      }}
-  fence();
-}}
-"""
-
-
-def _gemm_cpu(s: GemmSchedule) -> str:
-    slots = 2 if s.double_buffer else 1
-    a_rows, b_rows = s.ti * s.tk * DIM, s.tk * s.tj * DIM
-    if s.split_banks:
-        a_base, a_step, b_base, b_step = 0, BANK_ROWS, 2 * BANK_ROWS, BANK_ROWS
-    else:
-        a_base, a_step, b_base, b_step = 0, a_rows + b_rows, a_rows, a_rows + b_rows
-    step = 4 if s.wide_mvin else 1
-    order = "i" if s.order == "ij" else "j"
-    decode = ("int k = b % NK, r = b / NK, j = r % NJ, i = r / NJ;" if order == "i"
-              else "int k = b % NK, r = b / NK, i = r % NI, j = r / NI;")
-    prefetch = """    if (PREFETCH && b + 1 < NB) {  // software pipelining: next block's data first
-      int nk = (b + 1) % NK, nr = (b + 1) / NK;
-      int ni = ORDER_I ? nr / NJ : nr % NI, nj = ORDER_I ? nr % NJ : nr / NI;
-      want_a(A, &st, ni, nk, sa);
-      want_b(B, &st, nk, nj, sb);
-    }
-"""
-    return f"""#define TI {s.ti}
-#define TJ {s.tj}
-#define TK {s.tk}
-#define NI (I / (TI * DIM))
-#define NJ (J / (TJ * DIM))
-#define NK (K / (TK * DIM))
-#define NB (NI * NJ * NK)
-#define SLOTS {slots}
-#define STEP {step}               // tiles per mvin
-#define PREFETCH {int(s.prefetch)}
-#define ORDER_I {int(order == "i")}
-#define A_SLOT(s) ((uint32_t)({a_base} + (s) * {a_step}))
-#define B_SLOT(s) ((uint32_t)({b_base} + (s) * {b_step}))
-#define C_SLOT(s) ((uint32_t)((s) * TI * TJ * DIM))
-
-typedef struct {{ int a_key[2], b_key[2], a_next, b_next; }} slots_t;
-
-// Return the scratchpad slot holding A block (bi, bk), loading it if needed (never into slot `protect`).
-static int want_a(int8_t A[I][K], slots_t *st, int bi, int bk, int protect) {{
-  int key = bi * NK + bk;
-  for (int s = 0; s < SLOTS; s++) if (st->a_key[s] == key) return s;
-  int s = st->a_next == protect ? (protect + 1) % SLOTS : st->a_next;  // never evict the block in use
-  st->a_next = (s + 1) % SLOTS;
-  for (int t = 0; t < TI; t++)
-    for (int u = 0; u < TK; u += STEP) {{
-      int n = TK - u < STEP ? TK - u : STEP;
-      mvin(&A[(bi * TI + t) * DIM][(bk * TK + u) * DIM], A_SLOT(s) + (t * TK + u) * DIM, n * DIM, DIM);
-    }}
-  st->a_key[s] = key;
-  return s;
-}}
-
-static int want_b(int8_t B[K][J], slots_t *st, int bk, int bj, int protect) {{
-  int key = bk * NJ + bj;
-  for (int s = 0; s < SLOTS; s++) if (st->b_key[s] == key) return s;
-  int s = st->b_next == protect ? (protect + 1) % SLOTS : st->b_next;  // never evict the block in use
-  st->b_next = (s + 1) % SLOTS;
-  for (int u = 0; u < TK; u++)
-    for (int t = 0; t < TJ; t += STEP) {{
-      int n = TJ - t < STEP ? TJ - t : STEP;
-      mvin2(&B[(bk * TK + u) * DIM][(bj * TJ + t) * DIM], B_SLOT(s) + (u * TJ + t) * DIM, n * DIM, DIM);
-    }}
-  st->b_key[s] = key;
-  return s;
-}}
-
-void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{
-  slots_t st = {{{{-1, -1}}, {{-1, -1}}, 0, 0}};
-  int out_block = 0;
-  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
-  config_ld(K, 1.0f, DIM, 0);   // A rows are K bytes apart; wide mvins fill consecutive tiles
-  config_ld(J, 1.0f, DIM, 1);   // B rows are J bytes apart
-  config_st(J);
-  for (int b = 0; b < NB; b++) {{
-    {decode}
-    int sa = want_a(A, &st, i, k, -1), sb = want_b(B, &st, k, j, -1);
-{prefetch}    uint32_t c_slot = C_SLOT(out_block % SLOTS);
-    for (int t = 0; t < TI; t++)
-      for (int u = 0; u < TJ; u++)
-        for (int v = 0; v < TK; v++) {{
-          uint32_t acc = ACC_ADDR_BIT | (c_slot + (t * TJ + u) * DIM) | (k || v ? ACCUMULATE_BIT : 0);
-          preload(B_SLOT(sb) + (v * TJ + u) * DIM, acc, DIM, DIM, DIM, DIM);
-          compute_preloaded(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
-        }}
-    if (k == NK - 1) {{
-      for (int t = 0; t < TI; t++)
-        for (int u = 0; u < TJ; u++)
-          mvout(&C[(i * TI + t) * DIM][(j * TJ + u) * DIM], ACC_ADDR_BIT | (c_slot + (t * TJ + u) * DIM), DIM, DIM);
-      out_block++;
-    }}
-  }}
-  fence();
-}}
-"""
-
-
-# -- 3x3 convolution -----------------------------------------------------------------
-def _conv_fsm(s: ConvSchedule) -> str:
-    return """void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
-              int8_t output[4][P][P][K]) {
-  // Gemmini's library tiles the convolution and runs every tile on the LoopConv FSM
-  tiled_conv_auto(4, P + 2, P + 2, C, K, P, P, 1, 1, 1, 0, 3, false, false, false, false, false,
-                  &inp[0][0][0][0], &weights[0][0][0][0], &bias[0][0], &output[0][0][0][0], NO_ACTIVATION,
-                  ACC_SCALE_IDENTITY, 0, 0, 0, WS);
-}
-"""
-
-
-def _conv_cpu(s: ConvSchedule) -> str:
-    if not s.weight_resident:
-        return _conv_naive(s)
-    slots = 2 if s.double_buffer else 1
-    step = 4 if s.wide_mvin else 1
-    seg = DIM + 2
-    if s.input_reuse:
-        load_inputs = """      for (int r = 0; r < 3; r++)
-        for (int ct = 0; ct < CT; ct += STEP) {
-          int n_t = CT - ct < STEP ? CT - ct : STEP;
-          uint32_t dst = IN_SLOT(slot) + (r * CT + ct) * SEG;
-          int first = rows + 2 < DIM ? rows + 2 : DIM;
-          mvin(&inp[n][p + r][q][ct * DIM], dst, n_t * DIM, first);
-          if (rows + 2 > DIM) mvin(&inp[n][p + r][q + DIM][ct * DIM], dst + DIM, n_t * DIM, rows + 2 - DIM);
-        }"""
-        a_addr = "IN_SLOT(slot) + (r * CT + ct) * SEG + s"
-        seg_rows = 3 * seg
-    else:
-        load_inputs = """      for (int r = 0; r < 3; r++)
-        for (int s = 0; s < 3; s++)
-          for (int ct = 0; ct < CT; ct += STEP) {
-            int n_t = CT - ct < STEP ? CT - ct : STEP;
-            mvin(&inp[n][p + r][q + s][ct * DIM], IN_SLOT(slot) + ((r * 3 + s) * CT + ct) * DIM, n_t * DIM, rows);
-          }"""
-        a_addr = "IN_SLOT(slot) + ((r * 3 + s) * CT + ct) * DIM"
-        seg_rows = 9 * DIM
-    return f"""#define KT {s.kt}
-#define CT (C / DIM)
-#define SEG {seg}
-#define STEP {step}
-#define SLOTS {slots}
-#define W_TILE(r, s, ct, kt) ((uint32_t)(((((r) * 3 + (s)) * CT + (ct)) * KT + (kt)) * DIM))
-#define IN_SLOT(x) ((uint32_t)(3 * BANK_ROWS + (x) * CT * {seg_rows}))
-#define ACC_SLOT(x) ((uint32_t)((x) * KT * DIM))
-
-void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_t bias[1][K],
-              int8_t output[4][P][P][K]) {{
-  int strip = 0;
-  config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 1, false, false);
-  config_ld(C, 1.0f, {"SEG" if s.input_reuse else "DIM"}, 0);  // input pixels are C bytes apart
-  config_ld(K, 1.0f, DIM, 1);     // weight rows are K bytes apart
-  config_ld(0, 1.0f, DIM, 2);     // stride 0: broadcast the bias row
-  config_st(K);
-  for (int kb = 0; kb < K; kb += KT * DIM) {{
-    for (int r = 0; r < 3; r++)
-      for (int s = 0; s < 3; s++)
-        for (int ct = 0; ct < CT; ct++)
-          for (int kt = 0; kt < KT; kt += STEP) {{
-            int n_t = KT - kt < STEP ? KT - kt : STEP;
-            mvin2(&weights[r][s][ct * DIM][kb + kt * DIM], W_TILE(r, s, ct, kt), n_t * DIM, DIM);
-          }}
-    for (int n = 0; n < 4; n++)
-      for (int p = 0; p < P; p++)
-        for (int q = 0; q < P; q += DIM, strip++) {{
-          int rows = P - q < DIM ? P - q : DIM;
-          int slot = strip % SLOTS;
-{load_inputs}
-          for (int kt = 0; kt < KT; kt++)
-            mvin3(&bias[0][kb + kt * DIM], ACC_ADDR_BIT | (ACC_SLOT(slot) + kt * DIM), DIM, rows);
-          for (int r = 0; r < 3; r++)
-            for (int s = 0; s < 3; s++)
-              for (int ct = 0; ct < CT; ct++)
-                for (int kt = 0; kt < KT; kt++) {{
-                  preload(W_TILE(r, s, ct, kt), ACC_ADDR_BIT | ACCUMULATE_BIT | (ACC_SLOT(slot) + kt * DIM),
-                          DIM, DIM, DIM, rows);
-                  compute_preloaded({a_addr}, GARBAGE_ADDR, DIM, rows, DIM, DIM);
-                }}
-          for (int kt = 0; kt < KT; kt++)
-            mvout(&output[n][p][q][kb + kt * DIM], ACC_ADDR_BIT | (ACC_SLOT(slot) + kt * DIM), DIM, rows);
-        }}
-  }}
-  fence();
-}}
-"""
-
-
-def _conv_naive(s: ConvSchedule) -> str:
-    """The problem's own naive kernel: per-tap reloads of input and weight tiles."""
-    source = (target_info("gemmini-sim").problems / "conv_naive.c").read_text()
-    return source[source.index("void solution("):]
