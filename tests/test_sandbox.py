@@ -197,7 +197,10 @@ def static_probe(tmp_path_factory):
 
 def run_probe(workdir: Path, probe: Path, *args: str, seccomp: bool = True) -> Outcome:
     limits = Limits(wall_s=10, cpu_s=5)
-    shutil.copy(probe, workdir / "probe")   # where the sandbox user can execute it
+    # where the sandbox user can execute it; a new file, as a forked child of the previous run may still be
+    # executing the old one (writing into it would fail with ETXTBSY)
+    (workdir / "probe").unlink(missing_ok=True)
+    shutil.copy(probe, workdir / "probe")
     sandbox.prepare_workdir(workdir, limits)
     return sandbox.start(["./probe", *args], workdir, limits, seccomp=seccomp).wait()
 
