@@ -17,16 +17,17 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import time
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hw_runners.trainium_sim.deps import Buffer
 from hw_runners.trainium_sim.program import StreamError, TensorDecl
 from hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
-MAX_RECORDS = 48          # per buffer, before old reads are merged (conservatively) into one record
 
 
 @functools.cache
@@ -51,7 +52,8 @@ def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
     return best
 
 
-def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int], p: dict) -> Layout:
+def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int], p: dict,
+           deadline: float | None = None) -> Layout:
     """Place on-chip tensors as an allocator would, before anything runs: per (buffer, kernel line) as many
     rotating buffers of the line's largest tile as its tiles need alive at once, and at least two when the
     line allocates repeatedly (the compiler's double buffering of loop tiles) while there is room."""
@@ -68,17 +70,20 @@ def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
     slots = {g: max(need[g], min(2, len(ts))) for g, ts in groups.items()}
 
+    def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
+        return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
+
     def use(buf: str) -> int:
-        if buf == "sbuf":
-            return sum(slots[g] * size[g] for g in groups if g[0] == "sbuf")
-        return sum(slots[g] * math.ceil(size[g] / bank) for g in groups if g[0] == "psum")
+        return sum(slots[g] * unit(g) for g in groups if g[0] == buf)
     limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
     for buf in ("sbuf", "psum"):
+        used = use(buf)
         for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
-            if use(buf) <= limits[buf]:
+            if used <= limits[buf]:
                 break
+            used -= (slots[g] - need[g]) * unit(g)
             slots[g] = need[g]    # no room to double-buffer this line's tiles
-        if use(buf) > limits[buf]:
+        if used > limits[buf]:
             top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
             detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
             if buf == "sbuf":
@@ -88,11 +93,14 @@ def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int
                               f"partition, PSUM has {limits[buf]} ({detail})")
     slot_of = {}
     for g, ts in groups.items():
-        free_at = [-1] * slots[g]             # last use of each buffer's current tile
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"placing the kernel's {len(tensors):,} tiles exceeded the time limit")
+        # each tile takes the buffer free longest (a heap of (last use of its current tile, buffer)), so
+        # consecutive tiles of a loop alternate between buffers; slots >= the most alive at once, so the
+        # top of the heap is always free by the time the next tile is first used
+        free_at = [(-1, i) for i in range(slots[g])]
         for t in sorted(ts, key=lambda t: first[t.tid]):
-            # the buffer free longest: consecutive tiles of a loop alternate between buffers
-            i = min((i for i in range(slots[g]) if free_at[i] < first[t.tid]), key=free_at.__getitem__)
-            free_at[i] = last[t.tid]
+            _, i = heapq.heapreplace(free_at, (last[t.tid], free_at[0][1]))
             slot_of[t.tid] = (g[0], g[1], i)
     return Layout(slot_of, use("sbuf"), use("psum"), {g: (slots[g], size[g]) for g in groups})
 
@@ -151,13 +159,13 @@ class Timeline:
     dma_small_rows: int = 0
 
 
-def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
+def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = None) -> Timeline:
     tl = Timeline()
     free = {"pe": 0.0, "dve": 0.0, "act": 0.0, "pool": 0.0}
     # loads (into SBUF) and stores (to HBM) are queued separately, as NKI issues them from different
     # engines' DMA queues, so a store waiting for its compute never holds up the next independent load
     queues = {"in": [0.0] * int(p["dma_queues"]), "out": [0.0] * int(p["dma_queues"])}
-    records: dict[tuple, list] = defaultdict(list)
+    buffers: dict[tuple, Buffer] = defaultdict(Buffer)
     latency = p["dma_fixed_us"] * 1000.0
     hbm_bytes = 0
 
@@ -165,28 +173,32 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
         t = a.tensor
         return ("hbm", t.alias if t.alias != -1 else t.tid) if t.buffer == "hbm" else lay.slot_of[t.tid]
 
-    for st in steps:
+    for n, st in enumerate(steps):
+        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
+            raise TimeoutError(f"timing the kernel's {len(steps):,} instructions exceeded the time limit "
+                               f"(stopped at instruction {n:,})")
         ready, cause = 0.0, "dma"
         regions = [(key(a), a.region(), False) for a in st.reads] + [(key(a), a.region(), True) for a in st.writes]
         for k, (p0, p1, f0, f1), is_write in regions:
-            for r in records.get(k, ()):
-                if (r[5] or is_write) and r[0] <= p1 and p0 <= r[1] and r[2] <= f1 and f0 <= r[3] and r[4] > ready:
-                    ready, cause = r[4], r[6]
+            t, why = buffers[k].ready(p0, p1, f0, f1, is_write)
+            if t > ready:
+                ready, cause = t, why
         if st.engine == "dma":
-            occupancy, n = dma_ns(st, p)
+            occupancy, n_queues = dma_ns(st, p)
             qs = queues["out" if st.writes[0].tensor.buffer == "hbm" else "in"]
-            picked = heapq.nsmallest(n, range(len(qs)), key=qs.__getitem__)
+            picked = heapq.nsmallest(n_queues, range(len(qs)), key=qs.__getitem__)
             start = max(ready, max(qs[i] for i in picked))
             done = start + occupancy
-            if "hbm" in (st.reads[0].tensor.buffer, st.writes[0].tensor.buffer):
-                # both directions share the core's HBM bandwidth: no transfer completes before every HBM
-                # byte issued up to it could have moved at that rate
-                hbm_bytes += st.dma_bytes
+            # both directions share the core's HBM bandwidth: no transfer completes before every HBM byte
+            # issued up to it could have moved at that rate; an HBM->HBM copy reads and writes HBM
+            sides = (st.reads[0].tensor.buffer == "hbm") + (st.writes[0].tensor.buffer == "hbm")
+            if sides:
+                hbm_bytes += sides * st.dma_bytes
                 done = max(done, hbm_bytes / p["hbm_gbps_per_core"])
             for i in picked:
                 qs[i] = done
             end = done + latency                       # the fixed latency overlaps other transfers
-            busy = (done - start) * n / len(qs)        # the share of this direction's DMA engines in use
+            busy = (done - start) * n_queues / len(qs)  # the share of this direction's DMA engines in use
             tl.busy_ns["dma_" + ("out" if qs is queues["out"] else "in")] += busy
             tl.dma_bytes += st.dma_bytes
             if st.run_bytes < 512:
@@ -203,19 +215,5 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
         tl.counts[st.engine] += 1
         tl.total_ns = max(tl.total_ns, end)
         for k, (p0, p1, f0, f1), is_write in regions:
-            recs = records[k]
-            if is_write:
-                recs[:] = [r for r in recs if not (p0 <= r[0] and r[1] <= p1 and f0 <= r[2] and r[3] <= f1)]
-            recs.append((p0, p1, f0, f1, end, is_write, st.engine))
-            if len(recs) > MAX_RECORDS:
-                _merge_reads(recs)
+            buffers[k].record(p0, p1, f0, f1, is_write, end, st.engine)
     return tl
-
-
-def _merge_reads(recs: list) -> None:
-    reads = [r for r in recs if not r[5]]
-    if len(reads) < 2:
-        return
-    merged = (min(r[0] for r in reads), max(r[1] for r in reads), min(r[2] for r in reads),
-              max(r[3] for r in reads), max(r[4] for r in reads), False, max(reads, key=lambda r: r[4])[6])
-    recs[:] = [r for r in recs if r[5]] + [merged]

@@ -63,9 +63,12 @@ class TensorDecl:
         return self.size // self.shape[self.pdim] * self.itemsize
 
 
-def decode_tensors(raw, hbm_budget_bytes: int) -> list[TensorDecl]:
+def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> list[TensorDecl]:
     if not isinstance(raw, list):
         raise StreamError("malformed instruction stream: no tensor table")
+    if len(raw) > max_tensors:
+        raise StreamError(f"the kernel declared {len(raw):,} tensors and tiles; at most {max_tensors:,} are "
+                          f"allowed (max_tiles)")
     out, hbm = [], 0
     for tid, t in enumerate(raw):
         if not (isinstance(t, list) and len(t) == 6 and t[0] in ("hbm", "sbuf", "psum", "dead")
@@ -151,6 +154,7 @@ class Access:
     lo: tuple[int, ...]     # bounding box per tensor dimension (inclusive)
     hi: tuple[int, ...]
     run_bytes: int          # contiguous bytes per row of this access (DMA efficiency)
+    axis0_is_partition: bool = True   # on chip: the tile's first axis walks the tensor's partitions, and only it
 
     @property
     def partitions(self) -> int:
@@ -238,31 +242,58 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
                                       f"shape {t.shape} (inside the mask): out of bounds")
             arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
         index = (slice(None), *arrays)
-    return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank))
+    return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
+                  _axis0_is_partition(t, idx, rank))
 
 
-def _run_bytes(t: TensorDecl, idx: list, rank: int) -> int:
-    """Contiguous bytes per row: unit-stride innermost dims, merged while each is covered whole. On chip a
-    row never spans partitions (each partition is its own memory), so the partition dim is not merged."""
-    run = 1
-    last = t.pdim + 1 if t.buffer in ("sbuf", "psum") else 0
-    for d in range(len(t.shape) - 1, last - 1, -1):
-        e = idx[d]
+def _run_bytes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> int:
+    """Contiguous bytes per row of an access, from its actual strides: the tile is moved in row-major tile
+    order, so a row is the innermost tile axes whose elements sit next to each other in the tensor (unit
+    stride for the innermost, then each outer axis stepping exactly over what is inside it). A transposed
+    view (tile axes fed by tensor dims in another order) is one element per row, whatever its extents. On
+    chip a row never spans partitions (each partition is its own memory)."""
+    on_chip = t.buffer in ("sbuf", "psum")
+    elem_stride, s = [0] * len(t.shape), 1
+    for d in range(len(t.shape) - 1, -1, -1):
+        if on_chip and d == t.pdim:
+            continue
+        elem_stride[d], s = s, s * t.shape[d]
+    stride = [0] * len(shape)
+    across_partitions = [False] * len(shape)
+    for d, e in enumerate(idx):
         if isinstance(e, int):
-            if run == 1:
-                continue
+            continue
+        for extent, r, pos, coef in e[1]:
+            p = pos + len(shape) - r
+            if on_chip and d == t.pdim:
+                across_partitions[p] = True
+            stride[p] += coef * elem_stride[d]
+    run = 1
+    for p in range(len(shape) - 1, -1, -1):
+        if shape[p] == 1:
+            continue
+        if across_partitions[p] or stride[p] != run:
             break
-        terms = e[1]
-        if len(terms) != 1:
-            # a sum of axes (i * 4 + j): the run is the innermost tile axis, if it has unit stride
-            inner = max(terms, key=lambda term: term[2] + rank - term[1])
-            return run * (inner[0] if inner[3] == 1 else 1) * t.itemsize
-        if terms[0][3] != 1:
-            break
-        run *= terms[0][0]
-        if terms[0][0] != t.shape[d]:
-            break
-    return max(run, 1) * t.itemsize
+        run *= shape[p]
+    return run * t.itemsize
+
+
+def _axis0_is_partition(t: TensorDecl, idx: list, rank: int) -> bool:
+    """Whether an on-chip access's first tile axis is fed by the partition dimension alone. An engine reads
+    the partition axis in parallel, so instructions that give that axis a meaning (a matmul contracts over
+    it, a transpose swaps it) are only valid on such tiles, whatever the recorded shape claims."""
+    if t.buffer not in ("sbuf", "psum"):
+        return True
+    if rank == 0:
+        return False
+    for d, e in enumerate(idx):
+        if isinstance(e, int):
+            continue
+        for extent, r, pos, _ in e[1]:
+            axis0 = pos + rank - r == 0
+            if (d == t.pdim) != axis0 and extent > 1:
+                return False
+    return not isinstance(idx[t.pdim], int)
 
 
 def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:

@@ -100,7 +100,7 @@ class Replayer:
     def run(self, instrs: list, deadline: float | None = None) -> list[Step]:
         steps = []
         for n, instr in enumerate(instrs):
-            if deadline is not None and n % 512 == 0 and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:     # ~60 ns: checked every instruction
                 raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time limit "
                                    f"(stopped at instruction {n:,})")
             steps.append(self.step(instr))
@@ -183,6 +183,13 @@ class Replayer:
         if len(s.shape) != 2 or len(m.shape) < 2 or s.shape[0] != m.shape[0]:
             raise StreamError(f"{what}: stationary {s.shape} (2-D) and moving {m.shape} must share the "
                               f"contraction (partition) size")
+        # the Tensor engine contracts over the partitions: re-checked here from the recorded accesses, so a
+        # stream that skipped the front end's checks gains nothing
+        for role, a in (("stationary", s), ("moving", m), ("result", dst)):
+            if not a.axis0_is_partition or a.shape[0] > PARTITIONS:
+                raise StreamError(f"{what}: the {role} tile's first axis must be its tensor's partition "
+                                  f"dimension, of at most {PARTITIONS} (the contraction runs over the partitions); "
+                                  f"got a tile of shape {a.shape}")
         # a moving tile may have several free axes (conv windows): they are one free axis of their product
         k, mm, n = s.shape[0], s.shape[1], math.prod(m.shape[1:])
         if mm > 128:
@@ -207,6 +214,10 @@ class Replayer:
         (x,), (dst,) = reads, writes
         if len(x.shape) != 2:
             raise StreamError(f"{what} takes a 2-D tile")
+        for role, a in (("source", x), ("result", dst)):
+            if not a.axis0_is_partition or a.shape[0] > PARTITIONS:
+                raise StreamError(f"{what}: the {role} tile's first axis must be its tensor's partition "
+                                  f"dimension, of at most {PARTITIONS}; got a tile of shape {a.shape}")
         if step.engine == "dve" and max(x.shape) > 32:
             raise StreamError(f"{what}: the Vector engine transposes tiles of at most 32x32, got {x.shape}")
         if step.engine not in ("pe", "dve"):

@@ -25,8 +25,8 @@ class Stream:
         self.tensors: list[list] = []
         self.instrs: list[list] = []
 
-    def tensor(self, buffer: str, shape, dtype: str = "float32", site: int = 1) -> int:
-        self.tensors.append([buffer, list(shape), dtype, 0, site, -1])
+    def tensor(self, buffer: str, shape, dtype: str = "float32", site: int = 1, pdim: int = 0) -> int:
+        self.tensors.append([buffer, list(shape), dtype, pdim, site, -1])
         return len(self.tensors) - 1
 
     def shape(self, tid: int) -> tuple[int, ...]:

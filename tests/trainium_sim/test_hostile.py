@@ -297,3 +297,30 @@ def test_huge_mask_expression_does_not_break_the_evaluator(kit, prob):
         r = kit.evaluate(prob, code)
     assert not r.correct and r.error_kind in ("compile", "limit"), explain(r)
     survives(kit, prob)
+
+
+def test_an_oversized_instruction_stream_is_refused_before_it_is_decoded(tmp_path):
+    """A 48 MiB stream once took the evaluator to 3.66 GB while it was unpacked: the stream's size is now
+    checked first (max_trace_bytes), and decoding runs under a memory ceiling."""
+    kit = SimKit(tmp_path, max_trace_bytes=1 << 20)
+    p = kit.problem({"a": ((128, 64), "float32")}, {"out": ((128, 64), "float32")}, "def reference(a):\n"
+                    "    return np.exp(a)\n")
+    code = GOOD.replace("    return out", "    for i in range(20000):\n"
+                        f"        nisa.memset((1, 1), 0.0, nl.float32)\n    return out")
+    r = kit.evaluate(p, code)
+    assert not r.correct and r.error_kind == "limit" and "max_trace_bytes" in r.error, explain(r)
+    ok(kit.evaluate(p, GOOD))
+
+
+def test_one_deadline_covers_the_whole_evaluation(kit, prob):
+    """`--timeout 5` once stopped only the sandboxed trace: placement and timing ran on for minutes. Now the
+    time limit is one deadline over tracing, decoding, placement, replay and timing."""
+    # traced in a moment, but each of its instructions is a big numpy job for the replayer
+    code = GOOD.replace("    return out", "    big = nl.ndarray((128, 32768), dtype=nl.float32)\n"
+                        "    big[...] = 1.0\n"
+                        "    for i in range(400):\n"
+                        "        big[...] = nl.exp(big)\n    return out")
+    r = kit.evaluate(prob, code, time_limit_s=2)
+    assert not r.correct and r.error_kind == "timeout", explain(r)
+    assert r.wall_s < 15, r.wall_s
+    survives(kit, prob)
