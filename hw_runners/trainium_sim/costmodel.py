@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import time
 import tomllib
@@ -37,14 +38,15 @@ def params(path: Path = Path(__file__).with_name("params.toml")) -> dict[str, fl
 
 @dataclass
 class Layout:
-    slot_of: dict[int, tuple]                 # tid -> physical buffer key
-    sbuf_bytes: int                           # per partition, all SBUF buffers
+    slot_of: dict[tuple, tuple]               # (tid, block) -> physical buffer key
+    sbuf_bytes: int                           # per partition, all SBUF buffers kept on chip
     psum_banks: int
     buffers: dict[tuple, tuple[int, int]] = field(default_factory=dict)   # (buffer, site) -> (slots, bytes)
+    spilled: dict[tuple, int] = field(default_factory=dict)  # (buffer, site) spilled to HBM -> bytes/partition
 
 
-def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
-    events = sorted([(first[t.tid], 1) for t in ts] + [(last[t.tid] + 0.5, -1) for t in ts])
+def _max_live(units: list[tuple], first: dict, last: dict) -> int:
+    events = sorted([(first[u], 1) for u in units] + [(last[u] + 0.5, -1) for u in units])
     live = best = 0
     for _, d in events:
         live += d
@@ -52,23 +54,27 @@ def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
     return best
 
 
-def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int], p: dict,
+def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple, int], p: dict,
            deadline: float | None = None) -> Layout:
-    """Place on-chip tensors as an allocator would, before anything runs: per (buffer, kernel line) as many
-    rotating buffers of the line's largest tile as its tiles need alive at once, and at least two when the
-    line allocates repeatedly (the compiler's double buffering of loop tiles) while there is room."""
-    groups: dict[tuple, list[TensorDecl]] = defaultdict(list)
-    for t in tensors:
-        if t.buffer in ("sbuf", "psum") and t.tid in first:
-            groups[(t.buffer, t.site)].append(t)
-    size = {g: max(t.partition_bytes for t in ts) for g, ts in groups.items()}
-    need = {g: _max_live(ts, first, last) for g, ts in groups.items()}
+    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (program.uses):
+    per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
+    once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
+    while there is room. When SBUF is still over-full, whole lines are spilled to HBM, largest footprint first,
+    as the compiler spills: their tiles then cost a DMA store after each write and a load before each read
+    (simulate). PSUM cannot spill: an over-full PSUM is an error."""
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    for unit in first:
+        t = tensors[unit[0]]
+        if t.buffer in ("sbuf", "psum"):
+            groups[(t.buffer, t.site)].append(unit)
+    size = {g: max(tensors[u[0]].block_bytes for u in us) for g, us in groups.items()}
+    need = {g: _max_live(us, first, last) for g, us in groups.items()}
     bank = int(p["psum_bank_bytes"])
     for (buf, site), s in size.items():
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    slots = {g: max(need[g], min(2, len(ts))) for g, ts in groups.items()}
+    slots = {g: max(need[g], min(2, len(us))) for g, us in groups.items()}
 
     def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
         return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
@@ -76,6 +82,7 @@ def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int
     def use(buf: str) -> int:
         return sum(slots[g] * unit(g) for g in groups if g[0] == buf)
     limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
+    spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
         used = use(buf)
         for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
@@ -83,26 +90,35 @@ def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int
                 break
             used -= (slots[g] - need[g]) * unit(g)
             slots[g] = need[g]    # no room to double-buffer this line's tiles
+        if used > limits[buf] and buf == "sbuf":
+            for g in sorted((g for g in groups if g[0] == "sbuf"), key=lambda g: -slots[g] * size[g]):
+                if used <= limits[buf]:
+                    break
+                used -= slots[g] * size[g]
+                spilled[g] = slots[g] * size[g]
         if used > limits[buf]:
             top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
             detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
-            if buf == "sbuf":
-                raise StreamError(f"SBUF overflow: the kernel's live tiles need {use(buf) / 1024:.1f} KiB per "
-                                  f"partition, SBUF has {limits[buf] // 1024} KiB usable (largest: {detail})")
-            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {use(buf)} banks of 2 KiB per "
+            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {used} banks of 2 KiB per "
                               f"partition, PSUM has {limits[buf]} ({detail})")
     slot_of = {}
-    for g, ts in groups.items():
+    for g, us in groups.items():
         if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"placing the kernel's {len(tensors):,} tiles exceeded the time limit")
-        # each tile takes the buffer free longest (a heap of (last use of its current tile, buffer)), so
+            raise TimeoutError(f"placing the kernel's {len(first):,} tiles exceeded the time limit")
+        if g in spilled:
+            slot_of.update({u: ("spill", u) for u in us})
+            continue
+        # each block takes the buffer free longest (a heap of (last use of its current block, buffer)), so
         # consecutive tiles of a loop alternate between buffers; slots >= the most alive at once, so the
-        # top of the heap is always free by the time the next tile is first used
+        # top of the heap is always free by the time the next block is first used
         free_at = [(-1, i) for i in range(slots[g])]
-        for t in sorted(ts, key=lambda t: first[t.tid]):
-            _, i = heapq.heapreplace(free_at, (last[t.tid], free_at[0][1]))
-            slot_of[t.tid] = (g[0], g[1], i)
-    return Layout(slot_of, use("sbuf"), use("psum"), {g: (slots[g], size[g]) for g in groups})
+        for u in sorted(us, key=first.__getitem__):
+            _, i = heapq.heapreplace(free_at, (last[u], free_at[0][1]))
+            slot_of[u] = (g[0], g[1], i)
+    kept = {g: slots[g] for g in groups if g not in spilled}
+    return Layout(slot_of, sum(kept[g] * size[g] for g in kept if g[0] == "sbuf"),
+                  sum(kept[g] * unit(g) for g in kept if g[0] == "psum"),
+                  {g: (slots[g], size[g]) for g in groups}, spilled)
 
 
 def cycles(step: Step, p: dict) -> float:
@@ -157,6 +173,7 @@ class Timeline:
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     dma_bytes: int = 0
     dma_small_rows: int = 0
+    spill_bytes: int = 0        # moved between HBM and SBUF for tiles the compiler would have spilled
 
 
 def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = None) -> Timeline:
@@ -169,18 +186,39 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
     latency = p["dma_fixed_us"] * 1000.0
     hbm_bytes = 0
 
-    def key(a):
+    def keys(a) -> list[tuple]:
         t = a.tensor
-        return ("hbm", t.alias if t.alias != -1 else t.tid) if t.buffer == "hbm" else lay.slot_of[t.tid]
+        if t.buffer == "hbm":
+            return [("hbm", t.alias if t.alias != -1 else t.tid)]
+        return [lay.slot_of[(t.tid, b)] for b in itertools.product(*(range(lo, hi + 1) for lo, hi in
+                                                                     zip(a.lo[:t.pdim], a.hi[:t.pdim])))]
+
+    def spill_io(a, k, ready: float, after: bool) -> float:
+        """A spilled tile's share of an access moves between HBM and SBUF: loaded before a read, stored after a
+        write; returns when that transfer completes (its latency included)."""
+        nbytes = a.nbytes // max(1, len(keys(a)))
+        qs = queues["out" if after else "in"]
+        engines = max(1, min(len(qs), math.ceil(a.partitions / p["dma_partitions_per_engine"])))
+        picked = heapq.nsmallest(engines, range(len(qs)), key=qs.__getitem__)
+        row = max(1, nbytes // max(1, a.partitions))
+        eff = max(p["dma_min_efficiency"], row / (row + p["dma_half_efficiency_bytes"]))
+        done = max(ready, max(qs[i] for i in picked)) + nbytes / (engines * p["dma_queue_gbps"] * eff)
+        for i in picked:
+            qs[i] = done
+        tl.spill_bytes += nbytes
+        return done + latency
 
     for n, st in enumerate(steps):
         if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
             raise TimeoutError(f"timing the kernel's {len(steps):,} instructions exceeded the time limit "
                                f"(stopped at instruction {n:,})")
         ready, cause = 0.0, "dma"
-        regions = [(key(a), a.region(), False) for a in st.reads] + [(key(a), a.region(), True) for a in st.writes]
-        for k, (p0, p1, f0, f1), is_write in regions:
+        regions = [(k, a.region(), w, a) for w, accs in ((False, st.reads), (True, st.writes)) for a in accs
+                   for k in keys(a)]
+        for k, (p0, p1, f0, f1), is_write, a in regions:
             t, why = buffers[k].ready(p0, p1, f0, f1, is_write)
+            if k[0] == "spill" and not is_write:
+                t, why = spill_io(a, k, t, after=False), "dma"
             if t > ready:
                 ready, cause = t, why
         if st.engine == "dma":
@@ -214,6 +252,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1
         tl.total_ns = max(tl.total_ns, end)
-        for k, (p0, p1, f0, f1), is_write in regions:
-            buffers[k].record(p0, p1, f0, f1, is_write, end, st.engine)
+        for k, (p0, p1, f0, f1), is_write, a in regions:
+            done = spill_io(a, k, end, after=True) if k[0] == "spill" and is_write else end
+            buffers[k].record(p0, p1, f0, f1, is_write, done, st.engine)
+            tl.total_ns = max(tl.total_ns, done)
     return tl

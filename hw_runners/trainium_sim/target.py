@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.program import StreamError, decode_tensors, uses
+from hw_runners.trainium_sim.program import StreamError, decode_tensors, last_use, uses
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from hw_runners.trainium_sim.replay import Replayer
 
@@ -201,9 +201,9 @@ class TrainiumSim(Target):
             if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
                 raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
                                   f"{self.options.max_instructions:,} are allowed")
-            first, last = uses(instrs, len(tensors))
+            first, last = uses(instrs, tensors)
             lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
-            replay = Replayer(tensors, inputs, len(sets), last)
+            replay = Replayer(tensors, inputs, len(sets), last_use(last))
             # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
             with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes):
                 steps = replay.run(instrs, deadline=deadline)
