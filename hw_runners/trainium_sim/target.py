@@ -4,7 +4,7 @@ One evaluation: the kernel's Python runs in a sandboxed child (sandboxed/child.p
 rlimits, private filesystem view, no network, unprivileged, seccomp once its imports are done) against
 trainium-sim's own `neuronxcc.nki` (frontend/), which records the instruction stream and nothing else.
 Here, outside the sandbox, the stream is validated (program.py), executed on the evaluator's inputs,
-a public seeded set and hidden sets drawn for this evaluation, stacked so one pass computes all of
+a public seeded set and hidden sets drawn from a secret seed, stacked so one pass computes all of
 them (replay.py), timed on the engine model (costmodel.py) and compared with the numpy reference of
 the problem under its tolerance. The kernel never sees a value, so its stream cannot depend on data.
 """
@@ -131,6 +131,19 @@ class TrainiumSim(Target):
         result.wall_s = time.monotonic() - started
         return bounded(result)
 
+    def _hidden(self, spec: ProblemSpec) -> tuple[list[dict], list]:
+        """The hidden input sets of a problem and their expected outputs, drawn from a secret seed once per
+        evaluator and kept (for the last two problems): a kernel never sees a value and nothing of a verdict
+        depends on the hidden values but its correctness, so they stay as unknown to the next kernel as fresh
+        ones, and no evaluation pays for drawing them and running the reference again."""
+        cache = self.__dict__.setdefault("_hidden_sets", {})
+        if spec not in cache:
+            sets = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
+            cache[spec] = (sets, [spec.reference(h) for h in sets])
+            while len(cache) > 2:
+                cache.pop(next(iter(cache)))
+        return cache[spec]
+
     def _trace(self, work: Path, spec: ProblemSpec, code: str, limits: sandbox.Limits):
         """Run the kernel in the sandbox; (trace dict, None) or (None, failure)."""
         def arg(item):
@@ -194,7 +207,7 @@ class TrainiumSim(Target):
             tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
             in_tids, out_tids = _io_tensors(trace, tensors, spec)
             public_in, public_out = _public(spec, seed)
-            hidden = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
+            hidden, hidden_out = self._hidden(spec)
             sets = [public_in] + hidden
             inputs = {tid: np.stack([s[t.name] for s in sets]) for tid, t in zip(in_tids, spec.inputs)}
             instrs = trace.get("instrs")
@@ -225,14 +238,14 @@ class TrainiumSim(Target):
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
                             feedback_text=feedback.text(m), **common)
-        expected = [public_out] + [spec.reference(h) for h in hidden]
+        expected = [public_out] + hidden_out
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
             got_all = replay._array(tid)
             for s, want in enumerate(expected):
-                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol)
+                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0)
                 if bad:
                     which = "the public input set" if s == 0 else \
-                        f"hidden input set {s} (drawn for this evaluation; the public set was right)"
+                        f"hidden input set {s} (drawn from a secret seed; the public set was right)"
                     result.correct, result.error_kind = False, "wrong_result"
                     result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
                     return result
@@ -270,7 +283,8 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
     return ins, outs
 
 
-def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> str:
+def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True) -> str:
+    """What is wrong, in words; a hidden set's values are never quoted (they are kept per evaluator)."""
     got = got.astype(np.float64)
     err = np.abs(got - want)
     ok = err <= atol + rtol * np.abs(want)
@@ -281,6 +295,7 @@ def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> st
     first = tuple(int(i) for i in bad[0])
     unwritten = int(np.isnan(got).sum())
     note = f"; {unwritten:,} elements were never written" if unwritten else ""
-    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at {list(first)}: "
-            f"got {got[first]:.6g}, expected {want[first]:.6g}{note}")
+    values = f": got {got[first]:.6g}, expected {want[first]:.6g}" if reveal else ""
+    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at "
+            f"{list(first)}{values}{note}")
 

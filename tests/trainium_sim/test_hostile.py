@@ -238,6 +238,11 @@ def reference(a):
     r = kit.evaluate(p, code, seed=0)
     assert not r.correct and r.error_kind == "wrong_result", explain(r)
     assert "hidden input set 1" in r.error and "the public set was right" in r.error, explain(r)
+    # the hidden set is kept per evaluator, so its values are never quoted back to the search
+    assert "expected" not in r.error and "got" not in r.error, explain(r)
+    hidden = kit.sim._hidden(kit.sim.spec(p))[0][0]["a"]
+    assert not np.array_equal(hidden, kit.sim.spec(p).make_inputs([0, 0])["a"])
+    assert kit.sim._hidden(kit.sim.spec(p))[0][0]["a"] is hidden          # drawn once, kept
 
 
 # -- holes found and closed: each attack once succeeded
