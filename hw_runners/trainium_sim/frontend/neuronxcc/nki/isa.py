@@ -48,10 +48,38 @@ def _scalar_or_tile(x, what: str):
     raise NKIError(f"{what} must be a Python number or a per-partition tile of shape (P, 1)")
 
 
+def remap_mask(clauses: list, rank: int, axis_map: dict, out_rank: int, what: str) -> list:
+    """Comparisons over a tile of `rank` axes rewritten over another tile's axes (axis_map: old -> new);
+    terms of extent 1 or coefficient 0 vary over nothing and are dropped."""
+    out = []
+    for (const, terms), cmp, value in clauses:
+        moved = []
+        for extent, r, pos, coef in terms:
+            if extent == 1 or coef == 0:
+                continue
+            axis = pos + rank - r
+            if axis not in axis_map:
+                raise NKIError(f"{what}: an operand mask on the contraction (partition) axis is not supported; "
+                               f"slice the operands' partitions instead")
+            moved.append([extent, out_rank, axis_map[axis], coef])
+        out.append([[const, moved], cmp, value])
+    return out
+
+
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, mask=None,
               is_transpose=False, **_) -> View:
-    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512."""
+    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512.
+    Operand masks (`stationary[i_m < 64]`, `moving[i_n < 256]`, NKI's operand masking) restrict the
+    instruction to part of the free axes: they become a mask of the result tile (rows from the stationary
+    free axis, columns from the moving free axes), whose other elements the instruction leaves alone."""
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
+    operand_masks = []
+    for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
+        if v.opmask is False:
+            mask = False
+        elif v.opmask:
+            operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
+    s, m = View(s.tensor, s.idx, s.shape), View(m.tensor, m.idx, m.shape)
     if len(s.shape) != 2 or len(m.shape) < 2:
         raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "
                        f"stationary {s.shape} and moving {m.shape}")
@@ -65,8 +93,10 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     if s.shape[0] != m.shape[0] or s.shape[0] > 128:
         raise NKIError(f"nc_matmul: stationary {s.shape} and moving {m.shape} must share the contraction "
                        f"(partition) size, at most 128")
-    return nl._compute("matmul", "pe", [s, m], nl._attrs(mask, acc=False), "float32", nl.psum,
-                       shape=(s.shape[1], *m.shape[1:]))
+    attrs = nl._attrs(mask, acc=False)
+    if operand_masks and attrs.get("mask") is not False:
+        attrs["mask"] = attrs.get("mask", []) + operand_masks
+    return nl._compute("matmul", "pe", [s, m], attrs, "float32", nl.psum, shape=(s.shape[1], *m.shape[1:]))
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> View:

@@ -12,6 +12,8 @@ _HBM = (hbm, shared_hbm, private_hbm)
 
 
 def _new(shape, dtype, buffer) -> Tensor:
+    if buffer == shared_hbm and RECORDER.grid:
+        return RECORDER.shared_tensor(shape, dtype)     # one tensor for every instance of the launch grid
     if buffer in _HBM:
         return RECORDER.tensor("hbm", shape, dtype)
     if buffer not in (sbuf, psum):

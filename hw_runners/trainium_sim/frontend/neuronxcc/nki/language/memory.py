@@ -5,7 +5,7 @@ Loads and stores are DMA transfers; nl.matmul and nl.transpose run on the Tensor
 from __future__ import annotations
 
 from neuronxcc.nki._index import NKIError, _broadcast, _int
-from neuronxcc.nki._trace import RECORDER, _core, dtype_name
+from neuronxcc.nki._trace import RECORDER, View, _core, dtype_name
 from neuronxcc.nki.language._base import _attrs, _compute, _ew, _new, _view
 from neuronxcc.nki.language.constants import psum, sbuf  # noqa: F401
 
@@ -24,20 +24,43 @@ sequential_range = static_range = affine_range
 
 
 def program_id(axis=0) -> int:
-    return 0            # one NeuronCore, no SPMD launch grid
+    """This instance's index along `axis` of the SPMD launch grid (kernel[g0, g1](...)); 0 without a grid."""
+    axis = _int(axis)
+    ids = RECORDER.program
+    if ids and not 0 <= axis < len(ids):
+        raise NKIError(f"nl.program_id({axis}): the launch grid has {len(ids)} dimension(s)")
+    return ids[axis] if ids else 0
 
 
 def num_programs(axes=None) -> int:
-    return 1
+    """Instances along `axes` of the launch grid (all of them when None); 1 without a grid."""
+    grid = RECORDER.grid
+    if axes is None:
+        n = 1
+        for g in grid:
+            n *= g
+        return n
+    picked = (axes,) if isinstance(axes, int) else tuple(axes)
+    n = 1
+    for a in picked:
+        if not 0 <= _int(a) < max(len(grid), 1):
+            raise NKIError(f"nl.num_programs({axes}): the launch grid has {len(grid)} dimension(s)")
+        n *= grid[a] if grid else 1
+    return n
 
 
 def program_ndim() -> int:
-    return 0
+    return len(RECORDER.grid)
+
+
+def nc(n) -> int:
+    """nl.nc(n): a launch-grid dimension spread over NeuronCores; trainium-sim runs every instance on its one
+    NeuronCore, one after another, as a trn1 core runs a grid."""
+    return _int(n)
 
 
 def device_print(*_args, **_kwargs) -> None:
     """Printing device values is not possible in a trace; ignored."""
-
 
 
 # -- allocation -----------------------------------------------------------------------------------
@@ -132,10 +155,14 @@ def transpose(x, dtype=None, mask=None, **_) -> View:
 
 def matmul(x, y, transpose_x: bool = False, mask=None, **_) -> View:
     """x @ y into PSUM (fp32). With transpose_x=False the Tensor engine first transposes x (as NKI does)."""
+    from neuronxcc.nki import isa
     x, y = _view(x, "nl.matmul's x"), _view(y, "nl.matmul's y")
     if not transpose_x:
+        opmask = x.opmask
+        x = View(x.tensor, x.idx, x.shape)
         t = transpose(x)
         x = copy(t, dtype=x.dtype_name)
-    from neuronxcc.nki import isa
+        if opmask is not None:     # x[M, K]'s operand mask, over the transposed tile [K, M]
+            x.opmask = opmask if opmask is False else isa.remap_mask(opmask, 2, {0: 1, 1: 0}, 2, "nl.matmul")
     return isa.nc_matmul(x, y, mask=mask)
 
