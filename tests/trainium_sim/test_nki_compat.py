@@ -231,3 +231,65 @@ def kit_code(body: str) -> str:
 
     from tests.trainium_sim.simkit import HEADER
     return HEADER + textwrap.dedent(body)
+
+
+# -- the Tensor engine's operands; the Scalar engine's accumulators ---------------------------------
+def test_a_psum_operand_of_nc_matmul(kit):
+    # an nc_transpose result (PSUM) fed straight to nc_matmul: the compiler's copy to SBUF is issued
+    p = kit.problem({"a": ((64, 128), F32), "b": ((128, 256), F32)}, {"out": ((64, 256), F32)}, """
+def reference(a, b):
+    return a.astype(np.float64) @ b
+""", atol=1e-3, rtol=1e-4)
+    r = kit.evaluate(p, """
+        @nki.jit
+        def solution(a, b):
+            out = nl.ndarray((64, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+            a_t = nisa.nc_transpose(nl.load(a))          # (128, 64) in PSUM
+            ps = nisa.nc_matmul(stationary=a_t, moving=nl.load(b))
+            nl.store(out, nl.copy(ps))
+            return out
+    """)
+    ok(r)
+
+
+def test_activation_accumulator_registers(kit):
+    # reset_reduce, then reduce: the registers sum exp over four column chunks; idle reads them out; reset
+    # zeroes them; activation_reduce (no reduce_cmd) still reduces one instruction
+    p = kit.problem({"x": ((128, 256), F32)}, {"out": ((128, 4), F32)}, """
+def reference(x):
+    e = np.exp(x.astype(np.float64))
+    return np.stack([e.sum(axis=1), np.zeros(128), e[:, :64].sum(axis=1), e[:, 64:].sum(axis=1)], axis=1)
+""", atol=1e-3, rtol=1e-4)
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(x):
+            out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            res = nl.ndarray((128, 4), dtype=nl.float32)
+            for k in nl.sequential_range(4):
+                cmd = nisa.reduce_cmd.reset_reduce if k == 0 else nisa.reduce_cmd.reduce
+                nisa.activation(op=nl.exp, data=t[:, k * 64:(k + 1) * 64], reduce_op=nl.add, reduce_cmd=cmd)
+            nisa.activation(op=nl.copy, data=t[:, 0:1], reduce_res=res[:, 0], reduce_cmd=nisa.reduce_cmd.idle)
+            nisa.activation(op=nl.copy, data=t[:, 0:1], reduce_res=res[:, 1], reduce_cmd=nisa.reduce_cmd.reset)
+            nisa.activation_reduce(op=nl.exp, data=t[:, 0:64], reduce_op=nl.add, reduce_res=res[:, 2])
+            nisa.activation(op=nl.exp, data=t[:, 64:256], reduce_op=nl.add, reduce_res=res[:, 3],
+                            reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            nl.store(out, res)
+            return out
+    """))
+
+
+def test_accumulator_registers_never_reset_hold_garbage(kit):
+    p = kit.problem({"x": ((128, 64), F32)}, {"out": ((128, 1), F32)},
+                    "def reference(x):\n    return np.exp(x.astype(np.float64)).sum(axis=1, keepdims=True)\n")
+    r = kit.evaluate(p, """
+        @nki.jit
+        def solution(x):
+            out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+            res = nl.ndarray((128, 1), dtype=nl.float32)
+            nisa.activation(op=nl.exp, data=nl.load(x), reduce_op=nl.add, reduce_res=res,
+                            reduce_cmd=nisa.reduce_cmd.reduce)
+            nl.store(out, res)
+            return out
+    """)
+    assert not r.correct and r.error_kind == "wrong_result", explain(r)

@@ -3,6 +3,7 @@ NeuronCore-v2 ISA runs it on (or the one `engine=` names where the ISA lets the 
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 from types import SimpleNamespace
 
 import numpy as _np
@@ -66,6 +67,15 @@ def remap_mask(clauses: list, rank: int, axis_map: dict, out_rank: int, what: st
     return out
 
 
+def _sbuf_operand(v: View) -> View:
+    """The Tensor engine reads its operands from SBUF only. A PSUM operand (an nc_transpose result fed straight
+    to nc_matmul) is legalized by the Neuron compiler with a copy to SBUF; trainium-sim issues that copy (on the
+    Scalar engine) explicitly, so its cost shows."""
+    if v.buffer != "psum":
+        return v
+    return nl._compute("ew", "act", [v], {"fn": "copy"}, v.dtype_name, nl.sbuf, shape=v.shape)
+
+
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, mask=None,
               is_transpose=False, **_) -> View:
     """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512.
@@ -79,7 +89,7 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
             mask = False
         elif v.opmask:
             operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
-    s, m = View(s.tensor, s.idx, s.shape), View(m.tensor, m.idx, m.shape)
+    s, m = _sbuf_operand(View(s.tensor, s.idx, s.shape)), _sbuf_operand(View(m.tensor, m.idx, m.shape))
     if len(s.shape) != 2 or len(m.shape) < 2:
         raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "
                        f"stationary {s.shape} and moving {m.shape}")
@@ -180,20 +190,46 @@ def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
     return nl._compute("ew", _engine(engine, "dve"), [x], nl._attrs(mask, fn="copy"), dtype or x.dtype)
 
 
-def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, mask=None, dtype=None, **_) -> View:
+class reduce_cmd(IntEnum):
+    """Commands for the Scalar engine's accumulator registers (one per partition), kept across activations."""
+    idle = 0            # leave the registers alone (reduce_res, if given, reads them out)
+    reset = 1           # set them to zero
+    reduce = 2          # accumulate this instruction's free-axis reduction into them
+    reset_reduce = 3    # zero them, then accumulate this instruction's reduction
+
+
+_REDUCE_CMD = reduce_cmd
+
+
+def _reduce_cmd_name(cmd) -> str:
+    if isinstance(cmd, str) and cmd in _REDUCE_CMD.__members__:
+        return cmd
+    try:
+        return _REDUCE_CMD(cmd).name
+    except ValueError:
+        raise NKIError(f"unknown reduce_cmd {cmd!r}: use nisa.reduce_cmd.idle, reset, reduce or reset_reduce") from None
+
+
+def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
+               dtype=None, **_) -> View:
     """op(data * scale + bias) on the Scalar engine; bias is a (P, 1) tile, scale a number or a (P, 1) tile.
-    With reduce_op/reduce_res the results are also reduced along the free axis into reduce_res."""
+    Without reduce_cmd, reduce_res (if given) receives this instruction's results reduced along the free axes
+    with reduce_op (as nisa.activation_reduce). With reduce_cmd, the engine's accumulator registers follow the
+    command (idle / reset / reduce / reset_reduce) and reduce_res (if given) receives their values after it."""
     x = nl._view(data, "activation's data")
     srcs = [x, _scalar_or_tile(scale, "activation's scale"),
             nl._view(bias, "activation's bias") if bias is not None else None]
     out = nl._new(x.shape, nl._result_dtype(dtype, [x]), nl.sbuf)
     dsts = [out.view()]
     attrs = nl._attrs(mask, fn=op_name(op))
+    if reduce_cmd is not None:
+        attrs["reduce_cmd"] = _reduce_cmd_name(reduce_cmd)
+        if attrs["reduce_cmd"] in ("reduce", "reset_reduce"):
+            attrs["reduce"] = op_name(reduce_op if reduce_op is not None else nl.add)
+    elif reduce_res is not None:
+        attrs["reduce"] = op_name(reduce_op if reduce_op is not None else nl.add)
     if reduce_res is not None:
-        if reduce_op is None:
-            reduce_op = nl.add
         dsts.append(nl._view(reduce_res, "activation's reduce_res"))
-        attrs["reduce"] = op_name(reduce_op)
     RECORDER.emit("activation", "act", dsts, srcs, attrs)
     return out.view()
 
