@@ -173,6 +173,10 @@ class Replayer:
         if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape):     # (P, 1) into (P,) and the like
             v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
+        if "rmw" in attrs:          # nisa.dma_copy(dst_rmw_op=np.add): the DMA adds into what dst holds
+            if attrs["rmw"] != "add":
+                raise StreamError(f"{what}: a DMA read-modify-write supports add only, not {attrs['rmw']!r}")
+            v, step.reads = self.read(dst) + v, step.reads + [dst]
         self.write(dst, v, mask)
         hbm = src if src.tensor.buffer == "hbm" else dst
         step.dma_bytes = max(src.nbytes, dst.nbytes)

@@ -293,3 +293,52 @@ def test_accumulator_registers_never_reset_hold_garbage(kit):
             return out
     """)
     assert not r.correct and r.error_kind == "wrong_result", explain(r)
+
+
+# -- smaller calls of the NKI v1 API -------------------------------------------------------------
+def test_more_nl_and_nisa_calls(kit):
+    p = kit.problem({"a": ((128, 64), F32), "i": ((128, 64), "int32")}, {"out": ((9, 128, 64), F32)}, """
+def reference(a, i):
+    a = a.astype(np.float64)
+    var = a.var(axis=1, keepdims=True)
+    return np.stack([np.tan(a * 0.5), 2 / np.sqrt(np.pi) * np.exp(-a * a), a / (1 + np.exp(-1.702 * a)),
+                     np.mod(a, 0.75), np.fmod(a, 0.75), np.broadcast_to(var, a.shape),
+                     (i.astype(np.int64) << 2) + (i.astype(np.int64) >> 1), a + a, np.where(a > 0, a, -1.0)])
+""", make_inputs="""
+def make_inputs(rng):
+    return {"a": rng.standard_normal((128, 64)).astype(np.float32),
+            "i": rng.integers(0, 1000, size=(128, 64)).astype(np.int32)}
+""", atol=1e-4, rtol=1e-4)
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(a, i):
+            out = nl.ndarray((9, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            t = nl.load(a)
+            n = nl.load(i)
+            nl.store(out[0], nl.tan(nl.multiply(t, 0.5)))
+            nl.store(out[1], nl.erf_dx(t))
+            nl.store(out[2], nl.gelu_apprx_sigmoid(t))
+            nl.store(out[3], nl.mod(t, 0.75))
+            nl.store(out[4], nisa.tensor_scalar(t, np.fmod, 0.75))
+            nl.store(out[5], nl.var(t, axis=1).broadcast_to((128, 64)))
+            shifted = nl.add(nl.left_shift(n, 2), nisa.tensor_scalar(n, np.right_shift, 1))
+            nl.store(out[6], nl.static_cast(shifted, nl.float32))
+            nl.store(out[7], t)
+            nisa.dma_copy(dst=out[7], src=t, dst_rmw_op=np.add)            # out[7] = a + a
+            keep = nl.ndarray((128, 64), dtype=nl.float32)
+            keep[...] = nl.full((128, 64), -1.0, nl.float32)
+            nisa.tensor_copy_predicated(src=t, dst=keep, predicate=nl.greater(t, 0.0, dtype=nl.uint8))
+            nl.store(out[8], keep)
+            return out
+    """))
+
+
+def test_dma_transpose(kit):
+    p = kit.problem({"a": ((64, 128), F32)}, {"out": ((128, 64), F32)}, "def reference(a):\n    return a.T\n")
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(a):
+            out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+            nl.store(out, nisa.dma_transpose(nl.load(a)))
+            return out
+    """))

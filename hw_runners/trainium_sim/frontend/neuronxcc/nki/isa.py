@@ -18,7 +18,7 @@ _ENGINES = {"unknown", "pe", "dve", "act", "pool"}
 unknown_engine, tensor_engine, vector_engine, scalar_engine, gpsimd_engine = "unknown", "pe", "dve", "act", "pool"
 
 _ALIASES = {"true_divide": "divide", "absolute": "abs", "max": "maximum", "amax": "maximum", "min": "minimum",
-            "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs"}
+            "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs", "remainder": "mod"}
 
 
 def op_name(op) -> str:
@@ -163,12 +163,49 @@ def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=Fa
     return out.view()
 
 
-def dma_copy(dst, src, mask=None, **_) -> None:
-    """A DMA transfer between any two memories (HBM or SBUF)."""
+class dge_mode(IntEnum):
+    """Descriptor generation for DMA (a scheduling hint; trainium-sim prices every DMA the same way)."""
+    unknown, swdge, hwdge, none = 0, 1, 2, 3
+
+
+class oob_mode(IntEnum):
+    """Out-of-bounds handling of indirect DMA (trainium-sim has no indirect DMA: accesses are always checked)."""
+    error, skip = 0, 1
+
+
+fp32 = nl.fp32
+
+
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None, **_) -> None:
+    """A DMA transfer between any two memories (HBM or SBUF); dst_rmw_op=np.add adds src into dst."""
     d, s = nl._view(dst, "dma_copy's dst"), nl._view(src, "dma_copy's src")
     if nl._core(s.shape) != nl._core(d.shape) and _broadcast(s.shape, d.shape) != d.shape:
         raise NKIError(f"dma_copy: src {s.shape} does not match dst {d.shape}")
-    RECORDER.emit("dma", "dma", [d], [s], nl._attrs(mask))
+    attrs = nl._attrs(mask)
+    if dst_rmw_op is not None:
+        if op_name(dst_rmw_op) != "add":
+            raise NKIError(f"dma_copy: dst_rmw_op supports np.add only, not {op_name(dst_rmw_op)}")
+        attrs["rmw"] = "add"
+    RECORDER.emit("dma", "dma", [d], [s], attrs)
+
+
+def dma_transpose(src, axes=None, mask=None, dtype=None, **_) -> View:
+    """A 2-D transpose done by the DMA engine (HBM or SBUF source) into a new SBUF tile."""
+    x = nl._view(src, "dma_transpose's src")
+    if len(x.shape) != 2 or axes not in (None, (1, 0), [1, 0]):
+        raise NKIError("dma_transpose: trainium-sim supports 2-D tiles with axes (1, 0)")
+    out = nl._new(x.shape[::-1], dtype_name(dtype) if dtype is not None else x.dtype_name, nl.sbuf)
+    RECORDER.emit("dma", "dma", [out.view()], [x], nl._attrs(mask, transpose=True))
+    return out.view()
+
+
+def tensor_copy_predicated(src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **_) -> None:
+    """dst = src where predicate (nonzero) holds (where it does not, with reverse_pred); dst keeps the rest."""
+    d = nl._view(dst, "tensor_copy_predicated's dst")
+    pred = nl._view(predicate, "tensor_copy_predicated's predicate")
+    value = _scalar_or_tile(src, "tensor_copy_predicated's src")
+    srcs = [pred, d, value] if reverse_pred else [pred, value, d]
+    RECORDER.emit("ew", "dve", [d], srcs, nl._attrs(mask, fn="where"))
 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:

@@ -28,9 +28,10 @@ def _make_unary(fn, engine="act"):
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal", "not_equal", "greater",
            "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
-           "bitwise_or", "bitwise_xor")
+           "bitwise_or", "bitwise_xor", "mod", "fmod", "left_shift", "right_shift")
 _UNARY_ACT = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu",
-              "softplus", "mish", "sin", "cos", "arctan", "erf", "square", "sign", "gelu_dx", "silu_dx")
+              "softplus", "mish", "sin", "cos", "arctan", "erf", "square", "sign", "gelu_dx", "silu_dx", "tan",
+              "erf_dx", "gelu_apprx_sigmoid")
 _UNARY_DVE = ("abs", "negative", "reciprocal", "ceil", "floor", "trunc", "logical_not", "invert")
 for _fn in _BINARY:
     globals()[_fn] = _make_binary(_fn)
@@ -89,6 +90,17 @@ def all(x, axis, dtype=None, mask=None, keepdims=False, **kw):      # noqa: A001
 def loop_reduce(x, op, loop_indices=None, dtype=None, mask=None, **_) -> _LoopReduce:
     from neuronxcc.nki.isa import op_name
     return _LoopReduce(_view(x, "nl.loop_reduce's x"), op_name(op), mask)
+
+
+def var(x, axis, dtype=None, mask=None, **_):
+    """Population variance along free axes: mean((x - mean(x))^2)."""
+    d = subtract(x, mean(x, axis, keepdims=True), mask=mask)                # noqa: F821
+    return mean(multiply(d, d, mask=mask), axis, dtype=dtype, mask=mask)    # noqa: F821
+
+
+def static_cast(x, dtype, **_):
+    """x converted to dtype (a copy)."""
+    return _ew("copy", "act", x, dtype=dtype)
 
 
 def softmax(x, axis, dtype=None, mask=None, **_):
