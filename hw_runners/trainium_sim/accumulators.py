@@ -17,9 +17,9 @@ ACC_CMDS = ("idle", "reset", "reduce", "reset_reduce")     # nisa.reduce_cmd
 ACC_OPS = ("add", "maximum", "minimum", "multiply")        # what the registers combine with
 
 
-def accumulate(rp, cmd, x, r: np.ndarray, writes, attrs, step, what: str) -> None:
+def accumulate(rp, cmd, x, r: np.ndarray, writes, attrs, step, what: str, mask=None) -> None:
     """Apply `cmd` to the registers of the data tile `x`'s partitions; r is the activation's result
-    (sets, *x.shape) before rounding to the destination's dtype."""
+    (sets, *x.shape) before rounding to the destination's dtype; with a mask, only its elements count."""
     if cmd not in ACC_CMDS:
         raise StreamError(f"{what}: unknown reduce_cmd {cmd!r}")
     if getattr(rp, "act_acc", None) is None:
@@ -32,8 +32,13 @@ def accumulate(rp, cmd, x, r: np.ndarray, writes, attrs, step, what: str) -> Non
         op = attrs.get("reduce")
         if op not in ACC_OPS:
             raise StreamError(f"{what}: unsupported reduce_op {op!r} for the accumulator registers")
+        vals = ops.round_to(r, writes[0].tensor.dtype)
+        where = {}
+        if mask is not None and mask.size == np.prod(r.shape[1:]):
+            where = {"where": mask.reshape(r.shape[1:])[None], "initial": ops.REDUCE_INITIAL.get(op, 0.0)}
+            where["initial"] = 1.0 if op == "multiply" else where["initial"]
         with np.errstate(all="ignore"):
-            part = ops.REDUCE[op](ops.round_to(r, writes[0].tensor.dtype), axis=tuple(range(2, r.ndim)))
+            part = ops.REDUCE[op](vals, axis=tuple(range(2, r.ndim)), **where)
             rp.act_acc[:, rows] = ops.BINARY[op](rp.act_acc[:, rows], part.reshape(rp.sets, -1))
     if len(writes) > 1:
         value = rp.act_acc[:, rows].reshape(rp.sets, x.partitions, 1)

@@ -314,7 +314,7 @@ class Replayer:
             r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
         if "reduce_cmd" in attrs:
-            accumulate(self, attrs["reduce_cmd"], x, r, writes, attrs, step, what)
+            accumulate(self, attrs["reduce_cmd"], x, r, writes, attrs, step, what, mask)
         elif len(writes) > 1:
             self._reduce_into(writes[1], r, writes[0].tensor.dtype, attrs.get("reduce"), step, what)
 

@@ -342,3 +342,20 @@ def test_dma_transpose(kit):
             nl.store(out, nisa.dma_transpose(nl.load(a)))
             return out
     """))
+
+
+def test_a_masked_activation_accumulates_its_masked_elements_only(kit):
+    p = kit.problem({"x": ((128, 64), F32)}, {"out": ((128, 1), F32)},
+                    "def reference(x):\n    return np.exp(x[:, :40].astype(np.float64)).sum(axis=1, keepdims=True)\n",
+                    atol=1e-3, rtol=1e-4)
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(x):
+            out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+            res = nl.ndarray((128, 1), dtype=nl.float32)
+            i_p, i_f = nl.mgrid[0:128, 0:64]
+            nisa.activation(op=nl.exp, data=nl.load(x)[i_p, i_f], reduce_op=nl.add, reduce_res=res,
+                            reduce_cmd=nisa.reduce_cmd.reset_reduce, mask=i_f < 40)
+            nl.store(out, res)
+            return out
+    """))
