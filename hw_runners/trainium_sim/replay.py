@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hw_runners.trainium_sim import ops
+from hw_runners.trainium_sim.accumulators import accumulate
 from hw_runners.trainium_sim.program import (PARTITIONS, Access, StreamError, TensorDecl, expr_array, mask_array,
                                              resolve, tile_shape, where)
 
@@ -53,6 +54,7 @@ class Replayer:
         """last_use: tid -> index of the last instruction using an on-chip tensor (its values are freed then)."""
         self.tensors, self.sets = tensors, sets
         self.mem: dict[int, np.ndarray] = {}
+        self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
         self.free_after: dict[int, list[int]] = {}
         for tid, n in (last_use or {}).items():
             if tensors[tid].buffer in ("sbuf", "psum"):
@@ -171,6 +173,10 @@ class Replayer:
         if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape):     # (P, 1) into (P,) and the like
             v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
+        if "rmw" in attrs:          # nisa.dma_copy(dst_rmw_op=np.add): the DMA adds into what dst holds
+            if attrs["rmw"] != "add":
+                raise StreamError(f"{what}: a DMA read-modify-write supports add only, not {attrs['rmw']!r}")
+            v, step.reads = self.read(dst) + v, step.reads + [dst]
         self.write(dst, v, mask)
         hbm = src if src.tensor.buffer == "hbm" else dst
         step.dma_bytes = max(src.nbytes, dst.nbytes)
@@ -318,7 +324,9 @@ class Replayer:
         with np.errstate(all="ignore"):
             r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
-        if len(writes) > 1:
+        if "reduce_cmd" in attrs:
+            accumulate(self, attrs["reduce_cmd"], x, r, writes, attrs, step, what, mask)
+        elif len(writes) > 1:
             self._reduce_into(writes[1], r, writes[0].tensor.dtype, attrs.get("reduce"), step, what)
 
     def _scan(self, step, reads, writes, attrs, mask, what):

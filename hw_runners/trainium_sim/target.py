@@ -151,6 +151,8 @@ class TrainiumSim(Target):
                 return {"t": names.index(item)}
             if isinstance(item, str) and item.startswith("nl."):
                 return {"d": item[3:]}
+            if isinstance(item, list):      # a list stays a list (problem files give tuples), e.g. out_perm=[0, 1, 2, 3]
+                return {"v": item, "list": True}
             return {"v": item}
         names = [t.name for t in spec.inputs]
         job = {"source": code, "entry_point": self.info().entry_point, "max_instructions": self.options.max_instructions,
