@@ -333,6 +333,21 @@ def make_inputs(rng):
     """))
 
 
+def test_expand_dims_and_static_cast(kit):
+    p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64, 3), F32)},
+                    "def reference(a):\n    return np.broadcast_to(a[:, :, None], (128, 64, 3)) * 2\n")
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(a):
+            out = nl.ndarray((128, 64, 3), dtype=a.dtype, buffer=nl.shared_hbm)
+            t = nl.load(a)
+            e = nl.expand_dims(t, 2)                         # (128, 64, 1), a view of t
+            two = nl.static_cast(2, nl.float32)
+            nl.store(out, nl.multiply(e.broadcast_to((128, 64, 3)), two))
+            return out
+    """))
+
+
 def test_dma_transpose(kit):
     p = kit.problem({"a": ((64, 128), F32)}, {"out": ((128, 64), F32)}, "def reference(a):\n    return a.T\n")
     ok(kit.evaluate(p, """

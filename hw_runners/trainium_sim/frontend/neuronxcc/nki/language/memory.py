@@ -146,6 +146,19 @@ def broadcast_to(x, shape, **_) -> View:
     return _compute("ew", "dve", [x], {"fn": "copy"}, shape=shape)
 
 
+def expand_dims(data, axis) -> View:
+    """The tile with a new axis of size 1 after its last one (what NKI supports): a view, no copy."""
+    x = _view(data, "nl.expand_dims's data")
+    rank = len(x.shape)
+    if _int(axis) not in (rank, -1):
+        raise NKIError(f"nl.expand_dims: only a new last axis is supported (axis={rank} or -1), got {axis}")
+    idx = [e if isinstance(e, int) else [e[0], [[n, rank + 1, p + rank - r, c] for n, r, p, c in e[1]]]
+           for e in x.idx]
+    if all(isinstance(e, int) for e in idx):
+        raise NKIError("nl.expand_dims takes a tile, not a single element")
+    return View(x.tensor, idx, (*x.shape, 1))
+
+
 def transpose(x, dtype=None, mask=None, **_) -> View:
     x = _view(x, "nl.transpose's source")
     if len(x.shape) != 2:
