@@ -122,6 +122,9 @@ def store(dst, value, mask=None, **_) -> None:
         raise NKIError("nl.store's value must be an SBUF tile, not an HBM tensor")
     if _core(value.shape) != _core(dst.shape) and _broadcast(value.shape, dst.shape) != dst.shape:
         raise NKIError(f"nl.store: value shape {value.shape} does not match destination shape {dst.shape}")
+    if value.buffer == "psum":
+        # DMA cannot read PSUM: as NKI documents, an extra copy moves the tile to SBUF first (Scalar engine)
+        value = _compute("ew", "act", [value], {"fn": "copy"}, value.dtype_name, sbuf, shape=value.shape)
     RECORDER.emit("dma", "dma", [dst], [value], _attrs(mask))
 
 
