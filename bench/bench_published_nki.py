@@ -157,7 +157,21 @@ def _rotary_inputs(rng, shapes):
             "cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
 
 
+def _harness_uniform(*names):
+    """Inputs as Autocomp's harnesses draw them: np.random.rand, uniform in [0, 1)."""
+    def make(rng, shapes):
+        return {n: rng.random(shapes[n], dtype=np.float32) for n in names}
+    return make
+
+
+def _sd_attention_reference(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
+    return load_specs(PROBLEMS)["sd-attention"].module.reference(q_ref, k_ref, v_ref, use_causal_mask,
+                                                                 mixed_precision)
+
+
 OWN = {
+    "sd-attention-harness-inputs": SimpleNamespace(make_inputs=_harness_uniform("q_ref", "k_ref", "v_ref"),
+                                                   reference=_sd_attention_reference),
     "rotary": SimpleNamespace(make_inputs=_rotary_inputs, reference=_rotary_reference),
     "mha-as-published": SimpleNamespace(make_inputs=_mha_inputs, reference=_mha_published_reference),
     "csa-tile": SimpleNamespace(make_inputs=_csa_tile_inputs, reference=_csa_tile_reference),
@@ -226,6 +240,25 @@ AUTOCOMP = [
          outputs={"o": ((8, 2048, 128), BF16), "l": ((8, 2048, 1), BF16), "m": ((8, 2048, 1), BF16)},
          kwargs={**_CSA_KW, "num_heads": 8, "seq_len": 2048, "d_head": 128}, tol=(2e-2, 2e-2),
          note="scores per query tile are q_tile.T @ k, as in the harness's reference kernel"),
+]
+
+# Autocomp's published optimized trn1 kernels (examples/trn-*/N_*_opt.py, each defining `test`)
+_EX = "examples/trn-tutorial/"
+_GEMM_QUICK = {"lhsT": (1024, 512), "rhs": (1024, 1024), "result": (512, 1024)}
+AUTOCOMP += [
+    Case("ac-opt/1_gemm", _EX + "1_gemm_opt.py", "gemm", entry="test", reduced=_GEMM_QUICK),
+    Case("ac-opt/2_gemm", _EX + "2_gemm_opt.py", "gemm", entry="test", harness=_ac("2_gemm")["harness"],
+         reduced=_GEMM_QUICK),
+    Case("ac-opt/3_mamba", _EX + "3_mamba_opt.py", "mamba", entry="test", harness=_ac("3_mamba")["harness"]),
+    Case("ac-opt/4_attention", _EX + "4_attention_opt.py", "attention", entry="test",
+         harness=_ac("4_attention")["harness"]),
+    Case("ac-opt/5_sd_attention", _EX + "5_sd_attention_opt.py", "sd-attention-harness-inputs", entry="test",
+         harness=_ac("5_sdattention")["harness"], call=["q_ref", "k_ref", "v_ref"], kwargs={},
+         inputs={n: ((4096, 64), F32) for n in ("q_ref", "k_ref", "v_ref")}, outputs={"out": ((4096, 64), F32)},
+         tol=(1e-4, 1e-3), note="inputs drawn as its harness draws them (uniform [0, 1)) and the harness's "
+         "tolerance: it keeps scores in bf16, too coarse for our sd-attention problem's inputs"),
+    Case("ac-opt/4_conv1d", "examples/trn-advanced/4_conv1d_opt.py", "conv1d", entry="test",
+         harness=_ac("4_conv1d", "advanced")["harness"], kwargs={"padding": ((0, 0), (1, 1))}),
 ]
 
 _TUT = "src/nki_samples/tutorials/"
@@ -342,9 +375,11 @@ def import_lines(text: str) -> str:
 
 def assemble(case: Case, folder: Path, assembly: str) -> str:
     kernel = (folder / case.kernel).read_text()
-    if case.source == "nki-samples":
+    if case.harness is None:          # a module of its own: the tutorials, Autocomp's optimized examples
         return kernel + f"\n\nsolution = {case.entry}\n"
     harness = (folder / case.harness).read_text()
+    if case.entry != "solution":      # an optimized example names its kernel `test`
+        kernel += f"\n\nsolution = {case.entry}\n"
     if assembly == "imports":
         return import_lines(harness) + "\n" + kernel
     if "# SUBSTITUTE HERE" not in harness:

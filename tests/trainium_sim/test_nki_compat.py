@@ -252,6 +252,22 @@ def reference(a, b):
     ok(r)
 
 
+def test_storing_a_psum_tile(kit):
+    # NKI documents an extra copy to SBUF for nl.store of a PSUM tile
+    p = kit.problem({"a": ((128, 64), F32), "b": ((128, 32), F32)}, {"out": ((64, 32), F32)},
+                    "def reference(a, b):\n    return a.astype(np.float64).T @ b * 0.5\n", atol=1e-3, rtol=1e-4)
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(a, b):
+            out = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+            acc = nl.zeros((64, 32), nl.float32, buffer=nl.psum)
+            acc += nisa.nc_matmul(nl.load(a), nl.load(b))
+            acc[...] = nisa.tensor_scalar(acc, nl.multiply, 0.5, engine=nisa.vector_engine)
+            nl.store(out, acc)
+            return out
+    """))
+
+
 def test_activation_accumulator_registers(kit):
     # reset_reduce, then reduce: the registers sum exp over four column chunks; idle reads them out; reset
     # zeroes them; activation_reduce (no reduce_cmd) still reduces one instruction
@@ -329,6 +345,21 @@ def make_inputs(rng):
             keep[...] = nl.full((128, 64), -1.0, nl.float32)
             nisa.tensor_copy_predicated(src=t, dst=keep, predicate=nl.greater(t, 0.0, dtype=nl.uint8))
             nl.store(out[8], keep)
+            return out
+    """))
+
+
+def test_expand_dims_and_static_cast(kit):
+    p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64, 3), F32)},
+                    "def reference(a):\n    return np.broadcast_to(a[:, :, None], (128, 64, 3)) * 2\n")
+    ok(kit.evaluate(p, """
+        @nki.jit
+        def solution(a):
+            out = nl.ndarray((128, 64, 3), dtype=a.dtype, buffer=nl.shared_hbm)
+            t = nl.load(a)
+            e = nl.expand_dims(t, 2)                         # (128, 64, 1), a view of t
+            two = nl.static_cast(2, nl.float32)
+            nl.store(out, nl.multiply(e.broadcast_to((128, 64, 3)), two))
             return out
     """))
 

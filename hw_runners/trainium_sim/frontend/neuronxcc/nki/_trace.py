@@ -189,6 +189,8 @@ class Tensor:
             raise NKIError(self.gone)
         if isinstance(key, (Predicate, bool, np.bool_)):
             return self.view()[key]
+        if self.redirect is None and _is_everything(key):
+            return View(self, whole_index(self.shape), self.shape)      # the whole tensor (the common case)
         if self.redirect is not None:
             if _is_everything(key) or self.redirect.is_whole():
                 return self.redirect if _is_everything(key) else self.redirect.tensor[key]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from neuronxcc.nki._index import NKIError, _int, tile_broadcast
 from neuronxcc.nki._trace import RECORDER, Tensor, View
 from neuronxcc.nki.language._base import _LoopReduce, _attrs, _compute, _ew, _view
-from neuronxcc.nki.language.memory import broadcast_to
+from neuronxcc.nki.language.memory import broadcast_to, expand_dims
 
 
 # -- elementwise and reductions -------------------------------------------------------------------
@@ -99,7 +99,10 @@ def var(x, axis, dtype=None, mask=None, **_):
 
 
 def static_cast(x, dtype, **_):
-    """x converted to dtype (a copy)."""
+    """x converted to dtype: a converting copy of a tile, or a Python number converted."""
+    if isinstance(x, (int, float)):
+        from neuronxcc.nki._trace import dtype_name
+        return float(x) if dtype_name(dtype) in ("float32", "bfloat16", "float16") else int(x)
     return _ew("copy", "act", x, dtype=dtype)
 
 
@@ -123,6 +126,7 @@ def _install_operators() -> None:
                 setattr(cls, f"__r{dunder}__", lambda a, b, f=f: f(b, a))
     for cls in (Tensor, View):
         cls.broadcast_to = lambda a, shape: broadcast_to(a, shape)
+        cls.expand_dims = lambda a, axis: expand_dims(a, axis)
         cls.__neg__ = lambda a: g["negative"](a)
         cls.__abs__ = lambda a: g["abs"](a)
         cls.__iadd__ = _iadd

@@ -122,6 +122,9 @@ def store(dst, value, mask=None, **_) -> None:
         raise NKIError("nl.store's value must be an SBUF tile, not an HBM tensor")
     if _core(value.shape) != _core(dst.shape) and _broadcast(value.shape, dst.shape) != dst.shape:
         raise NKIError(f"nl.store: value shape {value.shape} does not match destination shape {dst.shape}")
+    if value.buffer == "psum":
+        # DMA cannot read PSUM: as NKI documents, an extra copy moves the tile to SBUF first (Scalar engine)
+        value = _compute("ew", "act", [value], {"fn": "copy"}, value.dtype_name, sbuf, shape=value.shape)
     RECORDER.emit("dma", "dma", [dst], [value], _attrs(mask))
 
 
@@ -144,6 +147,19 @@ def broadcast_to(x, shape, **_) -> View:
     if _broadcast(x.shape, shape) != shape:
         raise NKIError(f"nl.broadcast_to: shape {x.shape} does not broadcast to {shape}")
     return _compute("ew", "dve", [x], {"fn": "copy"}, shape=shape)
+
+
+def expand_dims(data, axis) -> View:
+    """The tile with a new axis of size 1 after its last one (what NKI supports): a view, no copy."""
+    x = _view(data, "nl.expand_dims's data")
+    rank = len(x.shape)
+    if _int(axis) not in (rank, -1):
+        raise NKIError(f"nl.expand_dims: only a new last axis is supported (axis={rank} or -1), got {axis}")
+    idx = [e if isinstance(e, int) else [e[0], [[n, rank + 1, p + rank - r, c] for n, r, p, c in e[1]]]
+           for e in x.idx]
+    if all(isinstance(e, int) for e in idx):
+        raise NKIError("nl.expand_dims takes a tile, not a single element")
+    return View(x.tensor, idx, (*x.shape, 1))
 
 
 def transpose(x, dtype=None, mask=None, **_) -> View:
