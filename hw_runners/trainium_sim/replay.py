@@ -140,6 +140,10 @@ class Replayer:
                     [r for r in reads if isinstance(r, Access)], writes, partitions=first.partitions,
                     free=first.free)
         step.psum_read = any(r.tensor.buffer == "psum" for r in step.reads)
+        if op == "memset":            # the cost model elides zero-fills that a matmul group overwrites
+            step.extra["fill"] = attrs.get("value")
+        elif op == "matmul":
+            step.extra["acc"] = bool(attrs.get("acc"))
         if self.compute:
             run(step, reads, writes, attrs, mask, what)
         else:
