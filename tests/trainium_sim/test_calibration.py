@@ -73,3 +73,31 @@ def test_mamba_calibration_kernels_compute_the_selective_scan(kit, entry):
                            "B": ((b, n, s), F32), "C": ((b, n, s), F32)}, {"out": ((b, c, s), F32)}, MAMBA_REF,
                           make_inputs=MAMBA_REF.split("\n\n\ndef reference")[0], atol=1e-3, rtol=1e-3)
     _evaluate(kit, problem, harness.Run("mamba.py", entry, ()))
+
+
+ROWS = {f"{r.group}: {r.name}": r for r in harness.rows()}
+HELD = [k for k, r in ROWS.items() if r.goal is not None]
+
+
+def test_the_calibration_set_covers_the_published_kernels_and_steps():
+    names = {(r.group, r.name) for r in ROWS.values()}
+    for kernel in ("tiled", "hoist_load", "block_free", "fully_optimized"):
+        assert ("matmul", kernel) in names
+    for step in ("tiled -> hoist_load", "hoist_load -> block_free", "block_free -> fully_optimized"):
+        assert ("matmul", step) in names
+    assert {("mamba", "v1"), ("mamba", "v2"), ("mamba", "v1 -> v2 (loop reordering)"),
+            ("layernorm", "v1 -> v2")} <= names
+    assert {"micro", "dma"} <= {r.group for r in ROWS.values()}
+    for key, r in ROWS.items():
+        assert r.source in harness.SOURCES and r.conditions and r.published > 0, key
+        assert r.goal in (None, 0.25 if r.kind == "ratio" else 0.30), key
+        assert r.goal is not None or r.note, f"{key}: an informational row says why it is not held to the goal"
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("key", HELD)
+def test_the_simulator_reproduces_the_published_measurement(key):
+    """Ratios: same direction, within 25% of the published ratio; absolutes: within 30%."""
+    e = ROWS[key].evaluate()
+    assert e["ok"], (f"{key}: published {e['published']:.4g} {e['unit']}, simulated {e['sim']:.4g} "
+                     f"({e['error']:+.0%}; goal {e['goal']:.0%}; {e['conditions']})")
