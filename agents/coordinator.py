@@ -26,7 +26,7 @@ from agents.runstore import RunStore
 from bus.transport import Event, Peer, Transport
 from protocols import control
 from protocols.envelope import ProtocolError
-from protocols.jobs import ROLE_OF_KIND, Answer, Failure, ModelCall, decode_failure, decode_result, raw
+from protocols.jobs import ROLE_OF_KIND, Answer, EvalReport, Failure, ModelCall, decode_failure, decode_result, raw
 
 log = structlog.get_logger("agents.coordinator")
 # Evaluations first: they are on the critical path and the expensive resource.
@@ -192,10 +192,29 @@ class Coordinator:
     # -- leases -------------------------------------------------------------------
     def _expire_leases(self, now: float) -> None:
         for job_id, flight in list(self.in_flight.items()):
-            if now > flight.deadline:
+            if now <= flight.deadline:
+                continue
+            why = f"lease of {self.leases.lease_s[flight.job.kind]:g} s expired on {flight.peer.describe()}"
+            if flight.job.kind == "eval":
+                self._expire_evaluation(job_id, flight, why)
+            else:
                 flight.peer.in_flight.discard(job_id)
-                self._requeue(job_id, f"lease of {self.leases.lease_s[flight.job.kind]:g} s expired on "
-                                      f"{flight.peer.describe()}")
+                self._requeue(job_id, why)
+
+    def _expire_evaluation(self, job_id: str, flight: InFlight, why: str) -> None:
+        """An evaluator that is alive (a dead one is handled when it is declared gone) held an evaluation past
+        its lease: the candidate outran every limit of the evaluator, so it fails here. Sending it to the next
+        evaluator would only hang that one too. The evaluator keeps the job in its slot until it answers (the
+        late answer is acknowledged and dropped), so a hung evaluator gets no new work meanwhile."""
+        del self.in_flight[job_id]
+        verdict = EvalReport.failure("timeout", f"the evaluation did not finish within its lease ({why}); the "
+                                                "kernel ran past every limit of the evaluator")
+        with self.store.tx():
+            self.store.end_attempt(job_id, flight.attempt, f"lost: {why}")
+            self.store.finish_job(job_id, True, verdict, None, "done")
+            self.search.on_result(job_id, True, verdict, None)
+        self.failures.add("eval", None, "timeout")
+        log.warning("evaluation_expired", job=job_id, agent=flight.peer.describe(), why=why)
 
     def _requeue(self, job_id: str, why: str) -> None:
         flight = self.in_flight.pop(job_id, None)

@@ -102,7 +102,8 @@ class RunConfig:
     preflight: bool = option(True, "Check that every model endpoint answers before starting.")
     check_start: bool = option(True, "Evaluate the starting kernel before agents start, to fail fast.")
     heartbeat_s: float = option(1.0, "Heartbeat interval of the bus.", metavar=S)
-    eval_lease_s: float = option(600.0, "Seconds an evaluator may hold a job before it goes to another.", metavar=S)
+    eval_lease_s: float = option(600.0, "Seconds an evaluator may hold a job; past it the evaluation is a "
+                                        "timeout verdict.", metavar=S)
     llm_lease_s: float | None = option(None, "Seconds a model agent may hold a job (none: long enough for every "
                                              "retry of a call, so that a slow call is not paid twice).", metavar=S)
 

@@ -12,8 +12,10 @@ install a stricter filter of their own.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -21,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from sandbox.buildcache import cached_build, run_build
 
@@ -206,3 +210,23 @@ def read_tail(path: Path, limit: int = 4000) -> str:
         return ""
     text = data.decode("utf-8", errors="replace")
     return ("[... %d bytes omitted ...]\n" % (size - limit) + text) if size > limit else text
+
+
+@contextlib.contextmanager
+def memory_ceiling(extra_bytes: int | None):
+    """Bound what this process may allocate beyond its current size while the block runs (RLIMIT_AS, the
+    soft limit only, restored after): trusted code handling an untrusted artefact (a kernel's recorded
+    stream) then fails with MemoryError instead of taking the host's memory. None: no ceiling."""
+    if extra_bytes is None:
+        yield
+        return
+    vm = psutil.Process().memory_info().vms
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = vm + extra_bytes if hard == resource.RLIM_INFINITY else min(hard, vm + extra_bytes)
+    if soft != resource.RLIM_INFINITY and soft < cap:
+        cap = soft                       # never loosen a ceiling someone else set
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

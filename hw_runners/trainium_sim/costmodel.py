@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
+import time
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -27,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from hw_runners.trainium_sim.deps import Buffer
 from hw_runners.trainium_sim.program import StreamError, TensorDecl
 from hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
-MAX_RECORDS = 48          # per buffer, before old reads are merged (conservatively) into one record
 
 
 @functools.cache
@@ -41,14 +43,15 @@ def params(path: Path = Path(__file__).with_name("params.toml")) -> dict[str, fl
 
 @dataclass
 class Layout:
-    slot_of: dict[int, tuple]                 # tid -> physical buffer key
-    sbuf_bytes: int                           # per partition, all SBUF buffers
+    slot_of: dict[tuple, tuple]               # (tid, block) -> physical buffer key
+    sbuf_bytes: int                           # per partition, all SBUF buffers kept on chip
     psum_banks: int
     buffers: dict[tuple, tuple[int, int]] = field(default_factory=dict)   # (buffer, site) -> (slots, bytes)
+    spilled: dict[tuple, int] = field(default_factory=dict)  # (buffer, site) spilled to HBM -> bytes/partition
 
 
-def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
-    events = sorted([(first[t.tid], 1) for t in ts] + [(last[t.tid] + 0.5, -1) for t in ts])
+def _max_live(units: list[tuple], first: dict, last: dict) -> int:
+    events = sorted([(first[u], 1) for u in units] + [(last[u] + 0.5, -1) for u in units])
     live = best = 0
     for _, d in events:
         live += d
@@ -56,50 +59,71 @@ def _max_live(ts: list[TensorDecl], first: dict, last: dict) -> int:
     return best
 
 
-def layout(tensors: list[TensorDecl], first: dict[int, int], last: dict[int, int], p: dict) -> Layout:
-    """Place on-chip tensors as an allocator would, before anything runs: per (buffer, kernel line) as many
-    rotating buffers of the line's largest tile as its tiles need alive at once, and at least two when the
-    line allocates repeatedly (the compiler's double buffering of loop tiles) while there is room."""
-    groups: dict[tuple, list[TensorDecl]] = defaultdict(list)
-    for t in tensors:
-        if t.buffer in ("sbuf", "psum") and t.tid in first:
-            groups[(t.buffer, t.site)].append(t)
-    size = {g: max(t.partition_bytes for t in ts) for g, ts in groups.items()}
-    need = {g: _max_live(ts, first, last) for g, ts in groups.items()}
+def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple, int], p: dict,
+           deadline: float | None = None) -> Layout:
+    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (program.uses):
+    per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
+    once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
+    while there is room. When SBUF is still over-full, whole lines are spilled to HBM, largest footprint first,
+    as the compiler spills: their tiles then cost a DMA store after each write and a load before each read
+    (simulate). PSUM cannot spill: an over-full PSUM is an error."""
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    for unit in first:
+        t = tensors[unit[0]]
+        if t.buffer in ("sbuf", "psum"):
+            groups[(t.buffer, t.site)].append(unit)
+    size = {g: max(tensors[u[0]].block_bytes for u in us) for g, us in groups.items()}
+    need = {g: _max_live(us, first, last) for g, us in groups.items()}
     bank = int(p["psum_bank_bytes"])
     for (buf, site), s in size.items():
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    slots = {g: max(need[g], min(2, len(ts))) for g, ts in groups.items()}
+    slots = {g: max(need[g], min(2, len(us))) for g, us in groups.items()}
+
+    def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
+        return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
 
     def use(buf: str) -> int:
-        if buf == "sbuf":
-            return sum(slots[g] * size[g] for g in groups if g[0] == "sbuf")
-        return sum(slots[g] * math.ceil(size[g] / bank) for g in groups if g[0] == "psum")
+        return sum(slots[g] * unit(g) for g in groups if g[0] == buf)
     limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
+    spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
+        used = use(buf)
         for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
-            if use(buf) <= limits[buf]:
+            if used <= limits[buf]:
                 break
+            used -= (slots[g] - need[g]) * unit(g)
             slots[g] = need[g]    # no room to double-buffer this line's tiles
-        if use(buf) > limits[buf]:
+        if used > limits[buf] and buf == "sbuf":
+            for g in sorted((g for g in groups if g[0] == "sbuf"), key=lambda g: -slots[g] * size[g]):
+                if used <= limits[buf]:
+                    break
+                used -= slots[g] * size[g]
+                spilled[g] = slots[g] * size[g]
+        if used > limits[buf]:
             top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
             detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
-            if buf == "sbuf":
-                raise StreamError(f"SBUF overflow: the kernel's live tiles need {use(buf) / 1024:.1f} KiB per "
-                                  f"partition, SBUF has {limits[buf] // 1024} KiB usable (largest: {detail})")
-            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {use(buf)} banks of 2 KiB per "
+            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {used} banks of 2 KiB per "
                               f"partition, PSUM has {limits[buf]} ({detail})")
     slot_of = {}
-    for g, ts in groups.items():
-        free_at = [-1] * slots[g]             # last use of each buffer's current tile
-        for t in sorted(ts, key=lambda t: first[t.tid]):
-            # the buffer free longest: consecutive tiles of a loop alternate between buffers
-            i = min((i for i in range(slots[g]) if free_at[i] < first[t.tid]), key=free_at.__getitem__)
-            free_at[i] = last[t.tid]
-            slot_of[t.tid] = (g[0], g[1], i)
-    return Layout(slot_of, use("sbuf"), use("psum"), {g: (slots[g], size[g]) for g in groups})
+    for g, us in groups.items():
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"placing the kernel's {len(first):,} tiles exceeded the time limit")
+        if g in spilled:
+            slot_of.update({u: ("spill", u) for u in us})
+            continue
+        # each block takes the buffer free longest (a heap of (last use of its current block, buffer)), so
+        # consecutive tiles of a loop alternate between buffers; slots >= the most alive at once, so the
+        # top of the heap is always free by the time the next block is first used
+        free_at = [(-1, i) for i in range(slots[g])]
+        for u in sorted(us, key=first.__getitem__):
+            _, i = heapq.heapreplace(free_at, (last[u], free_at[0][1]))
+            slot_of[u] = (g[0], g[1], i)
+    kept = {g: slots[g] for g in groups if g not in spilled}
+    return Layout(slot_of, sum(kept[g] * size[g] for g in kept if g[0] == "sbuf"),
+                  sum(kept[g] * unit(g) for g in kept if g[0] == "psum"),
+                  {g: (slots[g], size[g]) for g in groups}, spilled)
 
 
 COMPUTE = ("pe", "dve", "act", "pool")
@@ -301,6 +325,20 @@ class DmaQueues:
         for i in picked:
             engines[i] = done
 
+    def spill(self, nbytes: int, partitions: int, ready: float, store: bool) -> float:
+        """When a compiler spill (store) or reload of nbytes over `partitions` has moved its data: the
+        compiler's own queues (not the kernel's), the shared engines."""
+        n = max(1, min(self.count, math.ceil(partitions / self.p["dma_partitions_per_engine"])))
+        engines = self.engines["out" if store else "in"]
+        picked = heapq.nsmallest(n, range(self.count), key=engines.__getitem__)
+        occupancy = nbytes / (n * self.p["dma_queue_gbps"] * dma_efficiency(nbytes // max(1, partitions), self.p))
+        start = max(ready, max(engines[i] for i in picked))
+        self.work += occupancy * n
+        done = max(start + occupancy, self.work / self.count)
+        for i in picked:
+            engines[i] = done
+        return done
+
 
 def elided_psum_zero_fills(steps: list[Step]) -> set[int]:
     """Indices of PSUM zero-fills the compiler drops: a tile zeroed and then accumulated into by matmuls
@@ -330,37 +368,56 @@ class Timeline:
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     dma_bytes: int = 0
     dma_small_rows: int = 0
+    spill_bytes: int = 0        # moved between HBM and SBUF for tiles the compiler would have spilled
 
 
-def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
+def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = None) -> Timeline:
     tl = Timeline()
     engines = EngineTiming(p)
     dma = DmaQueues(p)
     elided = elided_psum_zero_fills(steps)
-    records: dict[tuple, list] = defaultdict(list)
+    buffers: dict[tuple, Buffer] = defaultdict(Buffer)
     latency = dma.completion_ns
     hbm_bytes = 0
 
-    def key(a):
+    def keys(a) -> list[tuple]:
         t = a.tensor
-        return ("hbm", t.alias if t.alias != -1 else t.tid) if t.buffer == "hbm" else lay.slot_of[t.tid]
+        if t.buffer == "hbm":
+            return [("hbm", t.alias if t.alias != -1 else t.tid)]
+        return [lay.slot_of[(t.tid, b)] for b in itertools.product(*(range(lo, hi + 1) for lo, hi in
+                                                                     zip(a.lo[:t.pdim], a.hi[:t.pdim])))]
+
+    def spill_io(a, k, ready: float, after: bool) -> float:
+        """A spilled tile's share of an access moves between HBM and SBUF: loaded before a read, stored after a
+        write; returns when that transfer completes (its latency included)."""
+        nbytes = a.nbytes // max(1, len(keys(a)))
+        done = dma.spill(nbytes, a.partitions, ready, store=after)
+        tl.spill_bytes += nbytes
+        return done + p["dma_fixed_us"] * 1000.0
 
     for n, st in enumerate(steps):
+        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
+            raise TimeoutError(f"timing the kernel's {len(steps):,} instructions exceeded the time limit "
+                               f"(stopped at instruction {n:,})")
         if n in elided:
             continue
         ready, cause = 0.0, "dma"
-        regions = [(key(a), a.region(), False) for a in st.reads] + [(key(a), a.region(), True) for a in st.writes]
-        for k, (p0, p1, f0, f1), is_write in regions:
-            for r in records.get(k, ()):
-                if (r[5] or is_write) and r[0] <= p1 and p0 <= r[1] and r[2] <= f1 and f0 <= r[3] and r[4] > ready:
-                    ready, cause = r[4], r[6]
+        regions = [(k, a.region(), w, a) for w, accs in ((False, st.reads), (True, st.writes)) for a in accs
+                   for k in keys(a)]
+        for k, (p0, p1, f0, f1), is_write, a in regions:
+            t, why = buffers[k].ready(p0, p1, f0, f1, is_write)
+            if k[0] == "spill" and not is_write:
+                t, why = spill_io(a, k, t, after=False), "dma"
+            if t > ready:
+                ready, cause = t, why
         if st.engine == "dma":
             start, duration, picked, queue, busy = dma.plan(st, ready)
             done = start + duration
-            if "hbm" in (st.reads[0].tensor.buffer, st.writes[0].tensor.buffer):
-                # both directions share the core's HBM bandwidth: no transfer completes before every HBM
-                # byte issued up to it could have moved at that rate
-                hbm_bytes += st.dma_bytes
+            # both directions share the core's HBM bandwidth: no transfer completes before every HBM byte
+            # issued up to it could have moved at that rate; an HBM->HBM copy reads and writes HBM
+            sides = (st.reads[0].tensor.buffer == "hbm") + (st.writes[0].tensor.buffer == "hbm")
+            if sides:
+                hbm_bytes += sides * st.dma_bytes
                 done = max(done, hbm_bytes / p["hbm_gbps_per_core"])
             dma.commit(st, picked, done)
             end = done + latency                       # completion latency overlaps other transfers
@@ -378,20 +435,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict) -> Timeline:
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1
         tl.total_ns = max(tl.total_ns, end)
-        for k, (p0, p1, f0, f1), is_write in regions:
-            recs = records[k]
-            if is_write:
-                recs[:] = [r for r in recs if not (p0 <= r[0] and r[1] <= p1 and f0 <= r[2] and r[3] <= f1)]
-            recs.append((p0, p1, f0, f1, end, is_write, st.engine))
-            if len(recs) > MAX_RECORDS:
-                _merge_reads(recs)
+        for k, (p0, p1, f0, f1), is_write, a in regions:
+            done = spill_io(a, k, end, after=True) if k[0] == "spill" and is_write else end
+            buffers[k].record(p0, p1, f0, f1, is_write, done, st.engine)
+            tl.total_ns = max(tl.total_ns, done)
     return tl
-
-
-def _merge_reads(recs: list) -> None:
-    reads = [r for r in recs if not r[5]]
-    if len(reads) < 2:
-        return
-    merged = (min(r[0] for r in reads), max(r[1] for r in reads), min(r[2] for r in reads),
-              max(r[3] for r in reads), max(r[4] for r in reads), False, max(reads, key=lambda r: r[4])[6])
-    recs[:] = [r for r in recs if r[5]] + [merged]

@@ -30,6 +30,8 @@ def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[in
         "sbuf_kib_per_partition": round(lay.sbuf_bytes / 1024, 1),
         "sbuf_usable_kib": int(p["sbuf_usable_partition_bytes"]) // 1024,   # what a kernel may use (the limit)
         "psum_banks": lay.psum_banks,
+        "spilled_lines": sorted(site for _, site in lay.spilled),
+        "spill_bytes": tl.spill_bytes,
         "bound_us": round(bound_ns / 1000.0, 3),
         "roofline_fraction": round(min(1.0, bound_ns / max(tl.total_ns, 1e-9)), 4),
         "utilization": round(busy.get(binding, 0.0), 4),
@@ -50,6 +52,10 @@ def text(m: dict) -> str:
              f"on-chip memory: SBUF {m['sbuf_kib_per_partition']} KiB of the {m.get('sbuf_usable_kib', 176)} KiB per "
              "partition a kernel may use, "
              f"PSUM {m['psum_banks']} of 8 banks"]
+    if m.get("spilled_lines"):
+        lines.append(f"SBUF over-full: the tiles of kernel lines {', '.join(map(str, m['spilled_lines']))} were "
+                     f"spilled to HBM ({m['spill_bytes'] / 2**20:,.2f} MiB stored and reloaded); fewer or smaller "
+                     "tiles alive at once avoid it")
     if m["stalls"]:
         lines.append("main stalls: " + "; ".join(f"{s['engine']} waited {s['us']:,.2f} us for {s['waited_for']}"
                                                  for s in m["stalls"]))

@@ -64,6 +64,8 @@ UNARY = {
     "trunc": np.trunc, "logical_not": lambda x: (x == 0).astype(np.float32),
     "gelu_dx": lambda x: 0.5 * (1 + _erf(x / np.sqrt(2.0))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
     "silu_dx": lambda x: (1 / (1 + np.exp(-x))) * (1 + x * (1 - 1 / (1 + np.exp(-x)))),
+    "tan": np.tan, "erf_dx": lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x),
+    "gelu_apprx_sigmoid": lambda x: x / (1 + np.exp(-1.702 * x)),
 }
 
 
@@ -82,6 +84,9 @@ BINARY = {
     "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
     "bitwise_and": _int_op(np.bitwise_and), "bitwise_or": _int_op(np.bitwise_or),
     "bitwise_xor": _int_op(np.bitwise_xor),
+    "mod": np.mod, "fmod": np.fmod,
+    "left_shift": _int_op(lambda a, b: np.left_shift(a, np.clip(b, 0, 63))),
+    "right_shift": _int_op(lambda a, b: np.right_shift(a, np.clip(b, 0, 63))),
 }
 
 REDUCE = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod, "mean": np.mean}

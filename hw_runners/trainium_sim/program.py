@@ -8,6 +8,7 @@ value arrays that carry a leading axis of input sets.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -62,10 +63,18 @@ class TensorDecl:
         """Bytes per partition of an on-chip tensor."""
         return self.size // self.shape[self.pdim] * self.itemsize
 
+    @property
+    def block_bytes(self) -> int:
+        """Bytes per partition of one block of an on-chip tensor (the dimensions after the partition one)."""
+        return math.prod(self.shape[self.pdim + 1:]) * self.itemsize
 
-def decode_tensors(raw, hbm_budget_bytes: int) -> list[TensorDecl]:
+
+def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> list[TensorDecl]:
     if not isinstance(raw, list):
         raise StreamError("malformed instruction stream: no tensor table")
+    if len(raw) > max_tensors:
+        raise StreamError(f"the kernel declared {len(raw):,} tensors and tiles; at most {max_tensors:,} are "
+                          f"allowed (max_tiles)")
     out, hbm = [], 0
     for tid, t in enumerate(raw):
         if not (isinstance(t, list) and len(t) == 6 and t[0] in ("hbm", "sbuf", "psum", "dead")
@@ -92,9 +101,9 @@ def decode_tensors(raw, hbm_budget_bytes: int) -> list[TensorDecl]:
             if decl.buffer == "psum" and tile_bytes > PSUM_BANK_BYTES:
                 raise StreamError(f"a PSUM tile of shape {shape} (kernel.py line {decl.site}) holds {tile_bytes} bytes "
                                   f"per partition; a PSUM tile fits one 2 KiB bank (512 fp32 values)")
-            if decl.partition_bytes > SBUF_PARTITION_BYTES:
-                raise StreamError(f"an {decl.buffer.upper()} tensor of shape {shape} (kernel.py line {decl.site}) "
-                                  f"needs {decl.partition_bytes:,} bytes per partition; SBUF has "
+            if decl.block_bytes > SBUF_PARTITION_BYTES:
+                raise StreamError(f"an {decl.buffer.upper()} tile of shape {shape} (kernel.py line {decl.site}) "
+                                  f"needs {decl.block_bytes:,} bytes per partition; SBUF has "
                                   f"{SBUF_PARTITION_BYTES:,}")
         elif decl.buffer == "hbm":
             hbm += decl.size * decl.itemsize
@@ -151,6 +160,7 @@ class Access:
     lo: tuple[int, ...]     # bounding box per tensor dimension (inclusive)
     hi: tuple[int, ...]
     run_bytes: int          # contiguous bytes per row of this access (DMA efficiency)
+    axis0_is_partition: bool = True   # on chip: the tile's first axis walks the tensor's partitions, and only it
 
     @property
     def partitions(self) -> int:
@@ -170,11 +180,12 @@ class Access:
         return math.prod(self.shape) * self.tensor.itemsize
 
     def region(self) -> tuple[int, int, int, int]:
-        """(first partition, last partition, first byte, last byte) of the bytes this access touches."""
+        """(first partition, last partition, first byte, last byte) of the bytes this access touches; on
+        chip, within one block (blocks are allocated apart)."""
         t = self.tensor
         strides, s = [0] * len(t.shape), 1
         for d in range(len(t.shape) - 1, -1, -1):
-            if t.buffer != "hbm" and d == t.pdim:
+            if t.buffer != "hbm" and d <= t.pdim:
                 continue
             strides[d], s = s, s * t.shape[d]
         f_lo = sum(self.lo[d] * strides[d] for d in range(len(strides))) * t.itemsize
@@ -238,31 +249,58 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
                                       f"shape {t.shape} (inside the mask): out of bounds")
             arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
         index = (slice(None), *arrays)
-    return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank))
+    return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
+                  _axis0_is_partition(t, idx, rank))
 
 
-def _run_bytes(t: TensorDecl, idx: list, rank: int) -> int:
-    """Contiguous bytes per row: unit-stride innermost dims, merged while each is covered whole. On chip a
-    row never spans partitions (each partition is its own memory), so the partition dim is not merged."""
-    run = 1
-    last = t.pdim + 1 if t.buffer in ("sbuf", "psum") else 0
-    for d in range(len(t.shape) - 1, last - 1, -1):
-        e = idx[d]
+def _run_bytes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> int:
+    """Contiguous bytes per row of an access, from its actual strides: the tile is moved in row-major tile
+    order, so a row is the innermost tile axes whose elements sit next to each other in the tensor (unit
+    stride for the innermost, then each outer axis stepping exactly over what is inside it). A transposed
+    view (tile axes fed by tensor dims in another order) is one element per row, whatever its extents. On
+    chip a row never spans partitions (each partition is its own memory)."""
+    on_chip = t.buffer in ("sbuf", "psum")
+    elem_stride, s = [0] * len(t.shape), 1
+    for d in range(len(t.shape) - 1, -1, -1):
+        if on_chip and d == t.pdim:
+            continue
+        elem_stride[d], s = s, s * t.shape[d]
+    stride = [0] * len(shape)
+    across_partitions = [False] * len(shape)
+    for d, e in enumerate(idx):
         if isinstance(e, int):
-            if run == 1:
-                continue
+            continue
+        for extent, r, pos, coef in e[1]:
+            p = pos + len(shape) - r
+            if on_chip and d == t.pdim:
+                across_partitions[p] = True
+            stride[p] += coef * elem_stride[d]
+    run = 1
+    for p in range(len(shape) - 1, -1, -1):
+        if shape[p] == 1:
+            continue
+        if across_partitions[p] or stride[p] != run:
             break
-        terms = e[1]
-        if len(terms) != 1:
-            # a sum of axes (i * 4 + j): the run is the innermost tile axis, if it has unit stride
-            inner = max(terms, key=lambda term: term[2] + rank - term[1])
-            return run * (inner[0] if inner[3] == 1 else 1) * t.itemsize
-        if terms[0][3] != 1:
-            break
-        run *= terms[0][0]
-        if terms[0][0] != t.shape[d]:
-            break
-    return max(run, 1) * t.itemsize
+        run *= shape[p]
+    return run * t.itemsize
+
+
+def _axis0_is_partition(t: TensorDecl, idx: list, rank: int) -> bool:
+    """Whether an on-chip access's first tile axis is fed by the partition dimension alone. An engine reads
+    the partition axis in parallel, so instructions that give that axis a meaning (a matmul contracts over
+    it, a transpose swaps it) are only valid on such tiles, whatever the recorded shape claims."""
+    if t.buffer not in ("sbuf", "psum"):
+        return True
+    if rank == 0:
+        return False
+    for d, e in enumerate(idx):
+        if isinstance(e, int):
+            continue
+        for extent, r, pos, _ in e[1]:
+            axis0 = pos + rank - r == 0
+            if (d == t.pdim) != axis0 and extent > 1:
+                return False
+    return not isinstance(idx[t.pdim], int)
 
 
 def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:
@@ -283,20 +321,63 @@ def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:
     return ok
 
 
-def uses(instrs, count: int) -> tuple[dict[int, int], dict[int, int]]:
-    """First and last instruction index that touches each tensor (checked lightly: replay checks fully)."""
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
+def uses(instrs, tensors: list[TensorDecl], max_items: int = 4_000_000) -> tuple[dict, dict]:
+    """First and last instruction index that touches each allocation unit (checked lightly: replay checks
+    fully). A unit is (tid, block): an on-chip tensor with dimensions before its partition dimension,
+    (8, par_dim(128), 512), is allocated block by block as the compiler does, each block alive from its
+    first to its last use; any other tensor is one unit, (tid, ())."""
+    first: dict[tuple, int] = {}
+    last: dict[tuple, int] = {}
     if not isinstance(instrs, list):
         raise StreamError("malformed instruction stream")
+    count, items = len(tensors), 0
     for n, instr in enumerate(instrs):
         if not (isinstance(instr, list) and len(instr) == 6 and isinstance(instr[2], list)
                 and isinstance(instr[3], list)):
             raise StreamError("malformed instruction in the stream")
         for a in instr[2] + instr[3]:
             if isinstance(a, list):
-                if not (len(a) == 2 and isinstance(a[0], int) and 0 <= a[0] < count):
+                if not (len(a) == 2 and isinstance(a[0], int) and 0 <= a[0] < count and isinstance(a[1], list)):
                     raise StreamError("malformed operand in the stream")
-                first.setdefault(a[0], n)
-                last[a[0]] = n
+                blocks = block_span(tensors[a[0]], a[1])
+                items += len(blocks)
+                if items > max_items:
+                    raise StreamError(f"the kernel's accesses touch more than {max_items:,} tile blocks in all")
+                for b in blocks:
+                    unit = (a[0], b)
+                    first.setdefault(unit, n)
+                    last[unit] = n
     return first, last
+
+
+def last_use(last: dict[tuple, int]) -> dict[int, int]:
+    """Per tensor, the last instruction that touches any of its blocks (when the replayer may drop its values)."""
+    out: dict[int, int] = {}
+    for (tid, _), n in last.items():
+        if n > out.get(tid, -1):
+            out[tid] = n
+    return out
+
+
+def block_span(t: TensorDecl, idx: list) -> list[tuple]:
+    """The blocks (index tuples over the dimensions before the partition dimension) an access touches."""
+    if t.buffer not in ("sbuf", "psum") or t.pdim == 0:
+        return [()]
+    if len(idx) != len(t.shape):
+        return [()]          # replay reports the malformed access
+    ranges = []
+    for d in range(t.pdim):
+        e = idx[d]
+        if isinstance(e, int):
+            lo = hi = e
+        else:
+            const, terms = _terms(e, "an access")
+            lo = const + sum(min(0, c * (n - 1)) for n, _, _, c in terms)
+            hi = const + sum(max(0, c * (n - 1)) for n, _, _, c in terms)
+        lo, hi = max(lo, 0), min(hi, t.shape[d] - 1)       # out of bounds is replay's error to report
+        if lo > hi:
+            return [()]
+        ranges.append(range(lo, hi + 1))
+    if math.prod(len(r) for r in ranges) > 1 << 16:
+        raise StreamError(f"an access touches more than {1 << 16:,} blocks of a tensor of shape {t.shape}")
+    return list(itertools.product(*ranges))

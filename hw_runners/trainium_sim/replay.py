@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hw_runners.trainium_sim import ops
+from hw_runners.trainium_sim.accumulators import accumulate
 from hw_runners.trainium_sim.program import (PARTITIONS, Access, StreamError, TensorDecl, expr_array, mask_array,
                                              resolve, tile_shape, where)
 
@@ -55,6 +56,7 @@ class Replayer:
         and yields the same Step, but no value is computed (the outputs hold nothing meaningful)."""
         self.tensors, self.sets, self.compute = tensors, sets, compute
         self.mem: dict[int, np.ndarray] = {}
+        self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
         self.free_after: dict[int, list[int]] = {}
         for tid, n in (last_use or {}).items():
             if tensors[tid].buffer in ("sbuf", "psum"):
@@ -102,7 +104,7 @@ class Replayer:
     def run(self, instrs: list, deadline: float | None = None) -> list[Step]:
         steps = []
         for n, instr in enumerate(instrs):
-            if deadline is not None and n % 512 == 0 and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:     # ~60 ns: checked every instruction
                 raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time limit "
                                    f"(stopped at instruction {n:,})")
             steps.append(self.step(instr))
@@ -154,6 +156,8 @@ class Replayer:
         """What the instructions below record on their Step besides values (compute=False)."""
         if op == "dma":
             self._dma_fields(step, reads[0], writes[0], attrs)
+            if "rmw" in attrs:
+                step.reads = step.reads + [writes[0]]
         elif op == "matmul":
             self._matmul_fields(step, reads[0], reads[1])
         elif op == "transpose":
@@ -195,6 +199,10 @@ class Replayer:
         if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape):     # (P, 1) into (P,) and the like
             v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
+        if "rmw" in attrs:          # nisa.dma_copy(dst_rmw_op=np.add): the DMA adds into what dst holds
+            if attrs["rmw"] != "add":
+                raise StreamError(f"{what}: a DMA read-modify-write supports add only, not {attrs['rmw']!r}")
+            v, step.reads = self.read(dst) + v, step.reads + [dst]
         self.write(dst, v, mask)
         self._dma_fields(step, src, dst, attrs)
 
@@ -211,6 +219,13 @@ class Replayer:
         if len(s.shape) != 2 or len(m.shape) < 2 or s.shape[0] != m.shape[0]:
             raise StreamError(f"{what}: stationary {s.shape} (2-D) and moving {m.shape} must share the "
                               f"contraction (partition) size")
+        # the Tensor engine contracts over the partitions: re-checked here from the recorded accesses, so a
+        # stream that skipped the front end's checks gains nothing
+        for role, a in (("stationary", s), ("moving", m), ("result", dst)):
+            if not a.axis0_is_partition or a.shape[0] > PARTITIONS:
+                raise StreamError(f"{what}: the {role} tile's first axis must be its tensor's partition "
+                                  f"dimension, of at most {PARTITIONS} (the contraction runs over the partitions); "
+                                  f"got a tile of shape {a.shape}")
         # a moving tile may have several free axes (conv windows): they are one free axis of their product
         k, mm, n = s.shape[0], s.shape[1], math.prod(m.shape[1:])
         if mm > 128:
@@ -239,6 +254,10 @@ class Replayer:
         (x,), (dst,) = reads, writes
         if len(x.shape) != 2:
             raise StreamError(f"{what} takes a 2-D tile")
+        for role, a in (("source", x), ("result", dst)):
+            if not a.axis0_is_partition or a.shape[0] > PARTITIONS:
+                raise StreamError(f"{what}: the {role} tile's first axis must be its tensor's partition "
+                                  f"dimension, of at most {PARTITIONS}; got a tile of shape {a.shape}")
         if step.engine == "dve" and max(x.shape) > 32:
             raise StreamError(f"{what}: the Vector engine transposes tiles of at most 32x32, got {x.shape}")
         if step.engine not in ("pe", "dve"):
@@ -339,7 +358,9 @@ class Replayer:
         with np.errstate(all="ignore"):
             r = ops.UNARY[fn](v * s + b)
         self.write(writes[0], r, mask)
-        if len(writes) > 1:
+        if "reduce_cmd" in attrs:
+            accumulate(self, attrs["reduce_cmd"], x, r, writes, attrs, step, what, mask)
+        elif len(writes) > 1:
             self._reduce_into(writes[1], r, writes[0].tensor.dtype, attrs.get("reduce"), step, what)
 
     def _scan(self, step, reads, writes, attrs, mask, what):

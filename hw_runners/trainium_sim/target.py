@@ -4,7 +4,7 @@ One evaluation: the kernel's Python runs in a sandboxed child (sandboxed/child.p
 rlimits, private filesystem view, no network, unprivileged, seccomp once its imports are done) against
 trainium-sim's own `neuronxcc.nki` (frontend/), which records the instruction stream and nothing else.
 Here, outside the sandbox, the stream is validated (program.py), executed on the evaluator's inputs,
-a public seeded set and hidden sets drawn for this evaluation, stacked so one pass computes all of
+a public seeded set and hidden sets drawn from a secret seed, stacked so one pass computes all of
 them (replay.py), timed on the engine model (costmodel.py) and compared with the numpy reference of
 the problem under its tolerance. The kernel never sees a value, so its stream cannot depend on data.
 """
@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.program import StreamError, decode_tensors, uses
+from hw_runners.trainium_sim.program import StreamError, decode_tensors, last_use, uses
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from hw_runners.trainium_sim.replay import Replayer
 
@@ -56,13 +56,25 @@ class Options:
     limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60, mem_bytes=3 << 30,
                                                                           fsize_bytes=TRACE_LIMIT))
     hidden_sets: int = 1
-    replay_time_s: float = 300.0
-    max_instructions: int = 2_000_000
+    # one deadline for the whole evaluation (tracing, decoding, placement, replay, timing, comparison);
+    # evaluate(time_limit_s=...) replaces it
+    time_s: float = 300.0
+    # the paper-shape kernels issue at most ~100k instructions and ~10 MiB of stream (~100 B each)
+    max_instructions: int = 500_000
+    max_trace_bytes: int = 64 << 20
+    max_tiles: int = 500_000          # tensors declared (each on-chip tile is one)
+    # what the trusted side may allocate beyond the evaluator's size while it decodes and replays a stream
+    # (RLIMIT_AS); None: no ceiling
+    max_memory_bytes: int | None = 8 << 30
     work_root: Path | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.hidden_sets, int) or self.hidden_sets < 1:
             raise ValueError("hidden_sets must be an integer >= 1")
+        if not (isinstance(self.max_trace_bytes, int) and 0 < self.max_trace_bytes <= TRACE_LIMIT):
+            raise ValueError(f"max_trace_bytes must be an integer in 1..{TRACE_LIMIT}")
+        if not self.time_s > 0:
+            raise ValueError("time_s must be > 0")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
 
 
@@ -101,20 +113,36 @@ class TrainiumSim(Target):
                  time_limit_s: float | None = None) -> EvalResult:
         started = time.monotonic()
         opts = self.options
-        limits = opts.limits
-        if time_limit_s is not None:
-            limits = dataclasses.replace(limits, wall_s=time_limit_s, cpu_s=math.ceil(time_limit_s) + 1)
+        total_s = time_limit_s if time_limit_s is not None else opts.time_s
+        deadline = started + total_s
+        # the trace gets what is left of the deadline, and never more than its own limits
+        wall = min(opts.limits.wall_s, total_s)
+        limits = dataclasses.replace(opts.limits, wall_s=wall, cpu_s=min(opts.limits.cpu_s, math.ceil(wall) + 1),
+                                     fsize_bytes=opts.max_trace_bytes + (1 << 20))
         code = code.replace("\r\n", "\n").replace("\r", "\n")
         if len(code.encode()) > MAX_SOURCE:
             return EvalResult.failure("policy", f"kernel source over {MAX_SOURCE // 1024} KiB")
         spec = self.spec(problem)
         work = Path(tempfile.mkdtemp(prefix="trainium-sim-", dir=opts.work_root))
         try:
-            result = self._evaluate_in(work, spec, code, seed, limits, started)
+            result = self._evaluate_in(work, spec, code, seed, limits, deadline)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         result.wall_s = time.monotonic() - started
         return bounded(result)
+
+    def _hidden(self, spec: ProblemSpec) -> tuple[list[dict], list]:
+        """The hidden input sets of a problem and their expected outputs, drawn from a secret seed once per
+        evaluator and kept (for the last two problems): a kernel never sees a value and nothing of a verdict
+        depends on the hidden values but its correctness, so they stay as unknown to the next kernel as fresh
+        ones, and no evaluation pays for drawing them and running the reference again."""
+        cache = self.__dict__.setdefault("_hidden_sets", {})
+        if spec not in cache:
+            sets = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
+            cache[spec] = (sets, [spec.reference(h) for h in sets])
+            while len(cache) > 2:
+                cache.pop(next(iter(cache)))
+        return cache[spec]
 
     def _trace(self, work: Path, spec: ProblemSpec, code: str, limits: sandbox.Limits):
         """Run the kernel in the sandbox; (trace dict, None) or (None, failure)."""
@@ -123,6 +151,8 @@ class TrainiumSim(Target):
                 return {"t": names.index(item)}
             if isinstance(item, str) and item.startswith("nl."):
                 return {"d": item[3:]}
+            if isinstance(item, list):      # a list stays a list (problem files give tuples), e.g. out_perm=[0, 1, 2, 3]
+                return {"v": item, "list": True}
             return {"v": item}
         names = [t.name for t in spec.inputs]
         job = {"source": code, "entry_point": self.info().entry_point, "max_instructions": self.options.max_instructions,
@@ -136,18 +166,30 @@ class TrainiumSim(Target):
         stdout = sandbox.read_tail(work / "stdout.txt", 4000)
         stderr = sandbox.read_tail(work / "stderr.txt", 6000)
         common = {"stdout": stdout, "stderr": stderr, "sandbox": out.notes}
-        data = (work / "trace.bin").read_bytes() if (work / "trace.bin").exists() else b""
+        stream = work / "trace.bin"
+        size = stream.stat().st_size if stream.exists() else 0
+        if size > self.options.max_trace_bytes:      # checked before a byte of it is decoded
+            return None, EvalResult.failure(
+                "limit", f"the kernel's recorded instruction stream is {size / 2**20:.1f} MiB; at most "
+                f"{self.options.max_trace_bytes / 2**20:g} MiB (max_trace_bytes) are accepted", **common)
+        data = stream.read_bytes() if size else b""
         if not out.ok or not data:
             why = out.describe(limits) if not out.ok else "ended without writing its instruction stream"
             kind = "timeout" if out.timed_out else "crash"
             return None, EvalResult.failure(kind, f"the kernel's process {why}" + (f"\n{stderr}" if stderr else ""),
                                             **common)
         try:
-            trace = msgpack.unpackb(data, raw=False, strict_map_key=False, max_array_len=1 << 26)
+            with sandbox.memory_ceiling(self.options.max_memory_bytes):
+                trace = msgpack.unpackb(data, raw=False, strict_map_key=False, max_array_len=1 << 24,
+                                        max_str_len=1 << 20, max_bin_len=0, max_ext_len=0)
             if not isinstance(trace, dict):
                 raise ValueError("not a map")
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
             return None, EvalResult.failure("crash", f"the kernel's instruction stream is unreadable: {exc}", **common)
+        except MemoryError:
+            return None, EvalResult.failure(
+                "limit", f"decoding the kernel's instruction stream needed more memory than the evaluator allows "
+                f"({_gib(self.options.max_memory_bytes)}, max_memory_bytes)", **common)
         notes = trace.get("notes")
         if isinstance(notes, list):
             common["sandbox"] = out.notes + [str(n)[:200] for n in notes[:4]]
@@ -156,7 +198,7 @@ class TrainiumSim(Target):
         return (trace, common), None
 
     def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
-                     started: float) -> EvalResult:
+                     deadline: float) -> EvalResult:
         traced, failure = self._trace(work, spec, code, limits)
         if failure is not None:
             return failure
@@ -164,30 +206,30 @@ class TrainiumSim(Target):
         p = costmodel.params()
         try:
             hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
-            tensors = decode_tensors(trace.get("tensors"), hbm_budget)
+            tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
             in_tids, out_tids = _io_tensors(trace, tensors, spec)
             public_in, public_out = _public(spec, seed)
-            hidden = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
+            hidden, hidden_out = self._hidden(spec)
             sets = [public_in] + hidden
             inputs = {tid: np.stack([s[t.name] for s in sets]) for tid, t in zip(in_tids, spec.inputs)}
             instrs = trace.get("instrs")
             if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
                 raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
                                   f"{self.options.max_instructions:,} are allowed")
-            first, last = uses(instrs, len(tensors))
-            lay = costmodel.layout(tensors, first, last, p)     # capacity is checked before anything runs
-            replay = Replayer(tensors, inputs, len(sets), last)
+            first, last = uses(instrs, tensors)
+            lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
+            replay = Replayer(tensors, inputs, len(sets), last_use(last))
             # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
-            with threadpool_limits(limits=1):
-                steps = replay.run(instrs, deadline=time.monotonic() + self.options.replay_time_s)
-            tl = costmodel.simulate(steps, lay, p)
+            with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes):
+                steps = replay.run(instrs, deadline=deadline)
+                tl = costmodel.simulate(steps, lay, p, deadline)
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
         except TimeoutError as exc:
             return EvalResult.failure("timeout", str(exc), **common)
         except MemoryError:
-            return EvalResult.failure("limit", "replaying the kernel needed more memory than the evaluator has",
-                                      **common)
+            return EvalResult.failure("limit", "replaying the kernel needed more memory than the evaluator allows "
+                                      f"({_gib(self.options.max_memory_bytes)}, max_memory_bytes)", **common)
         except Exception as exc:     # the stream is untrusted: anything it provokes is its verdict, never a crash
             where = traceback.extract_tb(exc.__traceback__)[-1]
             return EvalResult.failure(
@@ -198,18 +240,22 @@ class TrainiumSim(Target):
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
                             feedback_text=feedback.text(m), **common)
-        expected = [public_out] + [spec.reference(h) for h in hidden]
+        expected = [public_out] + hidden_out
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
             got_all = replay._array(tid)
             for s, want in enumerate(expected):
-                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol)
+                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0)
                 if bad:
                     which = "the public input set" if s == 0 else \
-                        f"hidden input set {s} (drawn for this evaluation; the public set was right)"
+                        f"hidden input set {s} (drawn from a secret seed; the public set was right)"
                     result.correct, result.error_kind = False, "wrong_result"
                     result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
                     return result
         return result
+
+
+def _gib(n: int | None) -> str:
+    return "no ceiling set" if n is None else f"{n / 2**30:g} GiB"
 
 
 def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], list[int]]:
@@ -239,7 +285,8 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
     return ins, outs
 
 
-def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> str:
+def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True) -> str:
+    """What is wrong, in words; a hidden set's values are never quoted (they are kept per evaluator)."""
     got = got.astype(np.float64)
     err = np.abs(got - want)
     ok = err <= atol + rtol * np.abs(want)
@@ -250,6 +297,7 @@ def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> st
     first = tuple(int(i) for i in bad[0])
     unwritten = int(np.isnan(got).sum())
     note = f"; {unwritten:,} elements were never written" if unwritten else ""
-    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at {list(first)}: "
-            f"got {got[first]:.6g}, expected {want[first]:.6g}{note}")
+    values = f": got {got[first]:.6g}, expected {want[first]:.6g}" if reveal else ""
+    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at "
+            f"{list(first)}{values}{note}")
 

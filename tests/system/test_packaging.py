@@ -37,6 +37,10 @@ def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
     problems = subprocess.run([str(target / "bin" / "autocomp"), "problems"], cwd=work, env=env,
                               capture_output=True, text=True)
     assert "gemm-512x512x512" in problems.stdout
+    # trainium-sim's own neuronxcc front end, subpackages included, evaluates a kernel from the wheel
+    trn = subprocess.run([str(target / "bin" / "autocomp"), "eval", "--target", "trainium-sim", "--problem",
+                          "rmsnorm", "builtin:naive"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert trn.returncode == 0 and "correct" in trn.stdout.lower(), trn.stdout + trn.stderr
 
 
 def test_offline_workers_do_not_load_the_llm_sdks():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.program import uses, StreamError, decode_tensors
+from hw_runners.trainium_sim.program import last_use, uses, StreamError, decode_tensors
 from hw_runners.trainium_sim.replay import Replayer
 
 P = costmodel.params()
@@ -25,8 +25,8 @@ class Stream:
         self.tensors: list[list] = []
         self.instrs: list[list] = []
 
-    def tensor(self, buffer: str, shape, dtype: str = "float32", site: int = 1) -> int:
-        self.tensors.append([buffer, list(shape), dtype, 0, site, -1])
+    def tensor(self, buffer: str, shape, dtype: str = "float32", site: int = 1, pdim: int = 0) -> int:
+        self.tensors.append([buffer, list(shape), dtype, pdim, site, -1])
         return len(self.tensors) - 1
 
     def shape(self, tid: int) -> tuple[int, ...]:
@@ -56,9 +56,9 @@ class Stream:
     def timed(self):
         """(steps, layout, timeline) of the stream."""
         decls = decode_tensors(self.tensors, 1 << 40)
-        first, last = uses(self.instrs, len(decls))
+        first, last = uses(self.instrs, decls)
         lay = costmodel.layout(decls, first, last, P)
-        steps = Replayer(decls, {}, 1, last).run(self.instrs)
+        steps = Replayer(decls, {}, 1, last_use(last)).run(self.instrs)
         return steps, lay, costmodel.simulate(steps, lay, P)
 
 
@@ -258,16 +258,50 @@ def test_war_dependency_waits_for_the_reader():
     assert tl.total_ns == pytest.approx(2 * (one_load + latency) + act_ns, rel=1e-6)
 
 
-def test_sbuf_overflow_names_the_lines():
+def test_sbuf_overflow_spills_the_largest_lines_to_hbm_at_a_cost():
+    """Where the compiler would spill (more SBUF alive than there is), the tiles of the largest lines live in
+    HBM: each write is stored and each read loaded back, on the DMA queues."""
+    def stream(n: int) -> Stream:
+        s = Stream()
+        tiles = [s.tensor("sbuf", (128, 16384), site=40 + i) for i in range(n)]   # n x 64 KiB per partition
+        sink = s.tensor("sbuf", (128, 1), site=50)
+        for t in tiles:
+            s.emit("memset", "dve", [s.at(t)], [], value=0.0)
+        for t in tiles:
+            s.instrs.append(["reduce", "dve", [s.at(sink)], [s.at(t)], {"op": "add", "axes": [1]}, 1])
+        return s
+    _, fits, fast = stream(2).timed()
+    _, over, slow = stream(4).timed()
+    assert not fits.spilled and fast.spill_bytes == 0
+    assert len(over.spilled) == 2 and over.sbuf_bytes <= P["sbuf_usable_partition_bytes"]
+    spilled_lines = sorted(site for _, site in over.spilled)
+    assert slow.spill_bytes == 2 * 2 * 128 * 16384 * 4          # two tiles, each stored once and loaded once
+    assert slow.total_ns > 2 * fast.total_ns
+    m = feedback.metrics(slow, over, P, 0, (1 << 20, 1 << 20))
+    assert m["spilled_lines"] == spilled_lines and "spilled" in feedback.text(m)
+
+
+def test_multi_block_tiles_are_allocated_by_live_block():
+    """nl.zeros((8, 4, par_dim(128), 2050)) in SBUF (256 KiB per partition in all) and a (32, 8, 128, 512)
+    fp32 PSUM tensor (256 banks) ran on trn1: the compiler allocates each block from its first to its last
+    use, so only the blocks alive at once need room."""
     s = Stream()
-    tiles = [s.tensor("sbuf", (128, 16384), site=40 + i) for i in range(4)]      # 4 x 64 KiB per partition
-    for t in tiles:
-        s.emit("memset", "dve", [s.at(t)], [], value=0.0)
-    with pytest.raises(StreamError) as err:
-        s.timed()
-    msg = str(err.value)
-    assert "SBUF overflow" in msg and "256.0 KiB per partition" in msg and "176 KiB" in msg, msg
-    assert all(f"line {40 + i}" in msg for i in range(4)), msg
+    big = s.tensor("sbuf", (8, 4, 128, 2050), site=2, pdim=2)
+    acc = s.tensor("psum", (32, 8, 128, 512), site=3, pdim=2)
+    out = s.tensor("sbuf", (128, 1), site=4)
+    for i in range(8):
+        for j in range(4):
+            s.emit("memset", "dve", [s.at(big, i, j)], [], value=1.0)
+            s.instrs.append(["reduce", "dve", [s.at(out)], [s.at(big, i, j)], {"op": "add", "axes": [1]}, 1])
+    for i in range(32):
+        for j in range(8):
+            s.emit("memset", "dve", [s.at(acc, i, j)], [], value=0.0)
+            s.emit("ew", "act", [s.at(out)], [s.at(acc, i, j, (0, 128), (0, 1))], fn="copy")
+    _, lay, _ = s.timed()
+    assert not lay.spilled
+    assert lay.buffers[("sbuf", 2)] == (2, 2050 * 4)            # two rotating blocks, not 32
+    assert lay.buffers[("psum", 3)] == (2, 2048) and lay.psum_banks == 2
+    assert len({lay.slot_of[(big, (i, j))] for i in range(8) for j in range(4)}) == 2
 
 
 def test_psum_overflow_names_the_lines():

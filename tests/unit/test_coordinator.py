@@ -165,30 +165,50 @@ def test_a_dead_agents_jobs_go_to_another_agent_never_back(tmp_path):
     assert rig.store.count("attempts") == 2
 
 
-def test_an_expired_lease_requeues_and_the_slow_agent_is_avoided(tmp_path):
+def test_an_expired_evaluation_lease_is_a_timeout_verdict_and_the_hung_evaluator_keeps_its_slot(tmp_path):
+    """An evaluator alive past an evaluation's lease is hung by that kernel: sending the job on would hang
+    the next evaluator too. The job settles as a timeout (the search sees a failed evaluation), and the
+    hung evaluator gets no new work until it answers; its late answer is acknowledged and dropped."""
     rig = Rig(tmp_path)
     slow = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
     [job] = rig.t.jobs_for(slow)
     rig.clock.advance(4.9)
     rig.step()
-    assert rig.coord.stats.requeued == 0
+    assert job.job_id in rig.coord.in_flight
     rig.clock.advance(0.2)                                      # past the 5 s lease
     rig.step(3)
-    assert rig.coord.stats.requeued == 1 and job.job_id not in rig.coord.in_flight
-    assert rig.t.peers[slow].credit == 1 and rig.t.jobs_for(slow) == []   # free, alive, yet not chosen
-    assert rig.coord.queued == 1
+    assert job.job_id not in rig.coord.in_flight and rig.coord.stats.requeued == 0
+    assert rig.search.evals_done == 1 and rig.coord.queued == 0
+    ok, verdict, _ = rig.store.finished_job(job.job_id)
+    assert ok and not verdict.correct and verdict.error_kind == "timeout" and "lease" in verdict.error
+    assert rig.t.peers[slow].credit == 0                        # still busy with the kernel that hung it
     other = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
-    [again] = rig.t.jobs_for(other)
-    assert again.job_id == job.job_id and again.attempt == 2
-    # the slow agent answers after all: still outstanding, so it counts; the second answer is a duplicate
+    assert rig.t.jobs_for(other) == []                          # the job is settled, not sent on
     rig.t.reply(slow, result(job))
-    rig.t.reply(other, result(again))
     rig.step()
-    assert rig.coord.stats.duplicates == 1 and rig.search.evals_done == 1
+    assert rig.coord.stats.duplicates == 1 and rig.search.evals_done == 1 and rig.t.peers[slow].credit == 1
     assert [b.job_id for b in rig.t.messages_for(slow, MessageType.ACK)] == [job.job_id]
-    assert [b.job_id for b in rig.t.messages_for(other, MessageType.ACK)] == [job.job_id]
+
+
+def test_an_expired_model_lease_requeues_and_the_slow_agent_is_avoided(tmp_path):
+    rig = Rig(tmp_path)
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    rig.t.reply(ev, result(rig.t.jobs_for(ev)[0]))              # the starting kernel: correct
+    slow = rig.t.join("planner", models=["synthetic"], capacity=4)
+    rig.step(3)
+    jobs = rig.t.jobs_for(slow)
+    assert jobs and all(j.kind == "plan" for j in jobs)
+    rig.clock.advance(5.1)                                      # past the 5 s lease
+    rig.step(3)
+    assert rig.coord.stats.requeued == len(jobs) and rig.t.jobs_for(slow) == []     # not given back to it
+    other = rig.t.join("planner", models=["synthetic"], capacity=4)
+    rig.step()
+    again = rig.t.jobs_for(other)
+    assert sorted(j.job_id for j in again) == sorted(j.job_id for j in jobs)
+    assert {j.attempt for j in again} == {2}
 
 
 def test_a_frozen_agent_turns_dead_by_the_clock_and_loses_its_jobs(tmp_path):

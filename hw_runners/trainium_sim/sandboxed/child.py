@@ -32,10 +32,55 @@ ALLOWED_IMPORTS = ("neuronxcc", "numpy", "math", "__future__", "typing", "functo
 real_import = builtins.__import__
 
 
+class Unavailable:
+    """What a kernel gets for a module outside ALLOWED_IMPORTS (torch, scipy, argparse, time, os, ...): the
+    harnesses and tutorial files NKI kernels ship in import such modules for their host-side code, so the
+    import succeeds and the file runs unchanged; any use of the stand-in inside the kernel is an NKI error.
+    It is not the module: nothing of it is reachable from here."""
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_name", name)
+
+    def _refuse(self, *_args, **_kwargs):
+        raise _trace.NKIError(f"{self._name} is not available in a kernel traced by trainium-sim (only "
+                              f"{', '.join(ALLOWED_IMPORTS)} are); host-side code such as torch or file and "
+                              f"clock access cannot run on the NeuronCore")
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return Unavailable(f"{self._name}.{attr}")
+
+    def __setitem__(self, key, value) -> None:
+        """Host configuration (`os.environ["NEURON_CC_FLAGS"] = ...` at the top of a tutorial file) has no
+        meaning here: there is no compiler to configure; the write goes nowhere."""
+
+    def __mro_entries__(self, bases):
+        """`class Model(torch.nn.Module)` in a file that also holds kernels: a class that cannot be made."""
+        return (_HostClass,)
+
+    __call__ = __setattr__ = __getitem__ = __iter__ = __bool__ = __int__ = __float__ = __index__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __len__ = __contains__ = _refuse
+
+    def __repr__(self) -> str:
+        return f"<{self._name}: not available in a kernel>"
+
+
+class _HostClass:
+    """The base of classes derived from an unavailable module's classes: instantiating one is refused."""
+
+    def __init__(self, *args, **kwargs):
+        raise _trace.NKIError(f"{type(self).__name__} derives from a module that is not available in a kernel "
+                              f"traced by trainium-sim")
+
+
 def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
     root = name.split(".")[0]
-    if level != 0 or root not in ALLOWED_IMPORTS:
-        raise ImportError(f"import of {name!r} is not allowed in a kernel (allowed: neuronxcc.nki, numpy, math)")
+    if level != 0:
+        raise ImportError(f"relative import of {name!r} in a kernel: the kernel is one file")
+    if root not in ALLOWED_IMPORTS:
+        return Unavailable(name if fromlist else root)
     return real_import(name, globals, locals, fromlist, level)
 
 
@@ -45,6 +90,8 @@ def decode_arg(item, inputs):
             return inputs[item["t"]]
         if "d" in item:
             return _trace.DTYPES[item["d"]]
+        if item.get("list") and isinstance(item["v"], list):
+            return [tuple_of(x) for x in item["v"]]
         return tuple_of(item["v"])
     return item
 

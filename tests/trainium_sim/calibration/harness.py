@@ -23,7 +23,7 @@ from typing import Callable
 from hw_runners import get_target
 from hw_runners.trainium_sim import costmodel, feedback
 from hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec
-from hw_runners.trainium_sim.program import decode_tensors, uses
+from hw_runners.trainium_sim.program import decode_tensors, last_use, uses
 from hw_runners.trainium_sim.replay import Replayer
 
 HERE = Path(__file__).resolve().parent
@@ -92,9 +92,9 @@ def run(r: Run) -> Timed:
     trace, _ = traced
     p = costmodel.params()
     tensors = decode_tensors(trace["tensors"], 1 << 40)
-    first, last = uses(trace["instrs"], len(tensors))
+    first, last = uses(trace["instrs"], tensors)
     lay = costmodel.layout(tensors, first, last, p)
-    steps = Replayer(tensors, {}, 1, last, compute=False).run(trace["instrs"])      # timing only
+    steps = Replayer(tensors, {}, 1, last_use(last), compute=False).run(trace["instrs"])      # timing only
     tl = costmodel.simulate(steps, lay, p)
     flops = 0
     m = feedback.metrics(tl, lay, p, flops, (0, 0))

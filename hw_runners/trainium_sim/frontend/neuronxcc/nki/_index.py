@@ -48,6 +48,38 @@ class IndexExpr:
         return IndexExpr(self.const * k, tuple((e, r, p, c * k) for e, r, p, c in self.terms))
     __rmul__ = __mul__
 
+    def _divmod(self, k, what: str):
+        """(quotient, remainder) of self by a positive integer k, both affine, when they are: the terms
+        whose coefficient k divides go to the quotient; the rest (with the constant's remainder) must stay
+        inside one block of k over the whole range, so that its floor is one number. (4 * i + j) // 4 with
+        j in [0, 4) is i; (i + 128 * t) // 128 with i in [0, 128) is t; i // 2 over [0, 128) is not affine."""
+        k = _int(k)
+        if k <= 0:
+            raise NKIError(f"an index expression {what} {k}: only a positive integer divisor is supported")
+        q_const, rest_const = divmod(self.const, k)
+        # every term stays on both sides (coefficient 0 where it does not belong): the shape is kept
+        q_terms = tuple((e, r, p, c // k if c % k == 0 else 0) for e, r, p, c in self.terms)
+        rest = tuple((e, r, p, 0 if c % k == 0 else c) for e, r, p, c in self.terms)
+        lo = rest_const + sum(min(0, c * (e - 1)) for e, _, _, c in rest)
+        hi = rest_const + sum(max(0, c * (e - 1)) for e, _, _, c in rest)
+        if lo // k != hi // k:
+            raise NKIError(f"index expression {what} {k} is not affine: its value steps inside the index range "
+                           f"({lo}..{hi} spans more than one multiple of {k}); index with an extra axis instead, "
+                           f"e.g. nl.arange(n // {k})[:, None] * {k} + nl.arange({k})[None, :]")
+        f = lo // k
+        return IndexExpr(q_const + f, q_terms), IndexExpr(rest_const - k * f, rest)
+
+    def __floordiv__(self, k):
+        return self._divmod(k, "//")[0]
+
+    def __mod__(self, k):
+        return self._divmod(k, "%")[1]
+
+    def __rfloordiv__(self, other):
+        raise NKIError("an index expression can divide nothing: only `expression // integer` is supported")
+
+    __rmod__ = __rfloordiv__
+
     def __getitem__(self, key):
         """arange(n)[:, None] / [None, :]: place the axis in a higher-rank shape."""
         key = key if isinstance(key, tuple) else (key,)

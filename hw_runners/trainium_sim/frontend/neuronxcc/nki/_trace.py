@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from neuronxcc.nki._index import NKIError, _int, index, whole_index
+from neuronxcc.nki._index import NKIError, Predicate, _int, index, whole_index
 
 KERNEL_FILE = "kernel.py"     # the filename the child compiles the candidate's source under
 MAX_INSTRUCTIONS = 2_000_000
@@ -55,6 +55,24 @@ class Recorder:
     def __init__(self) -> None:
         self.tensors: list[list] = []
         self.instrs: list[list] = []
+        self.grid: tuple = ()            # the SPMD launch grid being traced (kernel[g0, g1](...)), if any
+        self.program: tuple = ()         # the instance being traced: its index along each grid dimension
+        self.shared: list = []           # nl.shared_hbm tensors of the grid's first instance, in order
+        self.shared_next = 0
+
+    def shared_tensor(self, shape, dtype) -> "Tensor":
+        """nl.shared_hbm under a launch grid: every instance allocates the same tensors in the same order; the
+        first instance's are the ones all instances share."""
+        if self.shared_next == len(self.shared):
+            if any(self.program):
+                raise NKIError("an SPMD instance allocated more nl.shared_hbm tensors than the first one")
+            self.shared.append(self.tensor("hbm", shape, dtype))
+        t = self.shared[self.shared_next]
+        if t.shape != tuple(_int(s) for s in shape) or t.dtype_name != dtype_name(dtype):
+            raise NKIError(f"SPMD instances must allocate the same nl.shared_hbm tensors: {t.shape} {t.dtype_name} "
+                           f"in the first, {tuple(shape)} {dtype_name(dtype)} in instance {self.program}")
+        self.shared_next += 1
+        return t
 
     def site(self) -> int:
         """The line of the kernel file that made the current call (0 if none)."""
@@ -82,6 +100,10 @@ class Recorder:
             return None
         if len(self.instrs) >= MAX_INSTRUCTIONS:
             raise NKIError(f"the kernel issued more than {MAX_INSTRUCTIONS:,} instructions")
+        for v in list(dsts) + list(srcs):
+            if isinstance(v, View) and v.opmask is not None:
+                raise NKIError("an operand mask (tile[predicate]) applies to the operands of nc_matmul / nl.matmul "
+                               "only; other instructions take mask=")
         instr = [op, engine, [d.encode() for d in dsts], [_encode_src(s) for s in srcs], attrs or {}, self.site()]
         self.instrs.append(instr)
         for s in srcs:
@@ -165,6 +187,8 @@ class Tensor:
     def __getitem__(self, key) -> "View":
         if self.gone:
             raise NKIError(self.gone)
+        if isinstance(key, (Predicate, bool, np.bool_)):
+            return self.view()[key]
         if self.redirect is not None:
             if _is_everything(key) or self.redirect.is_whole():
                 return self.redirect if _is_everything(key) else self.redirect.tensor[key]
@@ -199,6 +223,9 @@ class View:
 
     def __init__(self, tensor: Tensor, idx: list, shape: tuple) -> None:
         self.tensor, self.idx, self.shape = tensor, idx, tuple(shape)
+        # operand masking (`tile[i_f < n]`, for nc_matmul / nl.matmul operands): comparisons over this
+        # view's tile axes; False: nothing of the tile takes part
+        self.opmask: list | bool | None = None
 
     @property
     def dtype(self):
@@ -233,12 +260,52 @@ class View:
     def __getitem__(self, key) -> "View":
         if _is_everything(key):
             return self
+        if isinstance(key, (Predicate, bool, np.bool_)):
+            return self._masked(key)
         if self.is_whole():
             return self.tensor[key]
-        raise NKIError("a view of part of a tile cannot be indexed again: index the tile itself")
+        if self.tensor.redirect is not None or self.opmask is not None:
+            raise NKIError("a view of part of a tile cannot be indexed again: index the tile itself")
+        # a view of a view (q[b, h] then [i_p, i_f]): the key indexes this view's tile; substituting its index
+        # expressions for the tile's axes gives affine indices of the tensor again
+        per_axis, shape = index(self.shape, key)
+        rank = len(self.shape)
+
+        def compose(e):
+            if isinstance(e, int):
+                return e
+            const, terms = e[0], []
+            for extent, r, pos, coef in e[1]:
+                if extent == 1:
+                    continue                    # an axis of extent 1 contributes 0
+                sub = per_axis[pos + rank - r]
+                if isinstance(sub, int):
+                    const += coef * sub
+                else:
+                    const += coef * sub[0]
+                    terms += [[e2, r2, p2, c2 * coef] for e2, r2, p2, c2 in sub[1]]
+            return [const, terms] if terms else const
+        return View(self.tensor, [compose(e) for e in self.idx], shape)
 
     def __setitem__(self, key, value) -> None:
         self[key].assign(value)
+
+    def _masked(self, pred) -> "View":
+        """`tile[pred]`: NKI's operand masking, the part of this tile where pred holds (pred compares index
+        expressions over the tile's axes, right-aligned as in indexing; a Python bool keeps all or nothing)."""
+        if not isinstance(pred, Predicate):
+            pred = bool(pred)
+        if pred is True:
+            return self
+        out = View(self.tensor, self.idx, self.shape)
+        if pred is False or self.opmask is False:
+            out.opmask = False
+            return out
+        if len(pred.shape) > len(self.shape) or any(
+                n not in (1, m) for n, m in zip(pred.shape[::-1], self.shape[::-1])):
+            raise NKIError(f"an operand mask over shape {pred.shape} does not fit a tile of shape {self.shape}")
+        out.opmask = (self.opmask or []) + pred.clauses
+        return out
 
     def assign(self, value) -> None:
         """`dst[...] = value`: the instruction that produced `value` writes straight into dst when it can

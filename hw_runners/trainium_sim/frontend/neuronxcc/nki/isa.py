@@ -3,6 +3,7 @@ NeuronCore-v2 ISA runs it on (or the one `engine=` names where the ISA lets the 
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 from types import SimpleNamespace
 
 import numpy as _np
@@ -17,7 +18,7 @@ _ENGINES = {"unknown", "pe", "dve", "act", "pool"}
 unknown_engine, tensor_engine, vector_engine, scalar_engine, gpsimd_engine = "unknown", "pe", "dve", "act", "pool"
 
 _ALIASES = {"true_divide": "divide", "absolute": "abs", "max": "maximum", "amax": "maximum", "min": "minimum",
-            "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs"}
+            "amin": "minimum", "sum": "add", "identity": "copy", "bypass": "copy", "fabs": "abs", "remainder": "mod"}
 
 
 def op_name(op) -> str:
@@ -48,10 +49,47 @@ def _scalar_or_tile(x, what: str):
     raise NKIError(f"{what} must be a Python number or a per-partition tile of shape (P, 1)")
 
 
+def remap_mask(clauses: list, rank: int, axis_map: dict, out_rank: int, what: str) -> list:
+    """Comparisons over a tile of `rank` axes rewritten over another tile's axes (axis_map: old -> new);
+    terms of extent 1 or coefficient 0 vary over nothing and are dropped."""
+    out = []
+    for (const, terms), cmp, value in clauses:
+        moved = []
+        for extent, r, pos, coef in terms:
+            if extent == 1 or coef == 0:
+                continue
+            axis = pos + rank - r
+            if axis not in axis_map:
+                raise NKIError(f"{what}: an operand mask on the contraction (partition) axis is not supported; "
+                               f"slice the operands' partitions instead")
+            moved.append([extent, out_rank, axis_map[axis], coef])
+        out.append([[const, moved], cmp, value])
+    return out
+
+
+def _sbuf_operand(v: View) -> View:
+    """The Tensor engine reads its operands from SBUF only. A PSUM operand (an nc_transpose result fed straight
+    to nc_matmul) is legalized by the Neuron compiler with a copy to SBUF; trainium-sim issues that copy (on the
+    Scalar engine) explicitly, so its cost shows."""
+    if v.buffer != "psum":
+        return v
+    return nl._compute("ew", "act", [v], {"fn": "copy"}, v.dtype_name, nl.sbuf, shape=v.shape)
+
+
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, mask=None,
               is_transpose=False, **_) -> View:
-    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512."""
+    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] (fp32): K on the partitions, M <= 128, N <= 512.
+    Operand masks (`stationary[i_m < 64]`, `moving[i_n < 256]`, NKI's operand masking) restrict the
+    instruction to part of the free axes: they become a mask of the result tile (rows from the stationary
+    free axis, columns from the moving free axes), whose other elements the instruction leaves alone."""
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
+    operand_masks = []
+    for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
+        if v.opmask is False:
+            mask = False
+        elif v.opmask:
+            operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
+    s, m = _sbuf_operand(View(s.tensor, s.idx, s.shape)), _sbuf_operand(View(m.tensor, m.idx, m.shape))
     if len(s.shape) != 2 or len(m.shape) < 2:
         raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "
                        f"stationary {s.shape} and moving {m.shape}")
@@ -65,8 +103,10 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     if s.shape[0] != m.shape[0] or s.shape[0] > 128:
         raise NKIError(f"nc_matmul: stationary {s.shape} and moving {m.shape} must share the contraction "
                        f"(partition) size, at most 128")
-    return nl._compute("matmul", "pe", [s, m], nl._attrs(mask, acc=False), "float32", nl.psum,
-                       shape=(s.shape[1], *m.shape[1:]))
+    attrs = nl._attrs(mask, acc=False)
+    if operand_masks and attrs.get("mask") is not False:
+        attrs["mask"] = attrs.get("mask", []) + operand_masks
+    return nl._compute("matmul", "pe", [s, m], attrs, "float32", nl.psum, shape=(s.shape[1], *m.shape[1:]))
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
@@ -123,12 +163,49 @@ def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=Fa
     return out.view()
 
 
-def dma_copy(dst, src, mask=None, **_) -> None:
-    """A DMA transfer between any two memories (HBM or SBUF)."""
+class dge_mode(IntEnum):
+    """Descriptor generation for DMA (a scheduling hint; trainium-sim prices every DMA the same way)."""
+    unknown, swdge, hwdge, none = 0, 1, 2, 3
+
+
+class oob_mode(IntEnum):
+    """Out-of-bounds handling of indirect DMA (trainium-sim has no indirect DMA: accesses are always checked)."""
+    error, skip = 0, 1
+
+
+fp32 = nl.fp32
+
+
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None, **_) -> None:
+    """A DMA transfer between any two memories (HBM or SBUF); dst_rmw_op=np.add adds src into dst."""
     d, s = nl._view(dst, "dma_copy's dst"), nl._view(src, "dma_copy's src")
     if nl._core(s.shape) != nl._core(d.shape) and _broadcast(s.shape, d.shape) != d.shape:
         raise NKIError(f"dma_copy: src {s.shape} does not match dst {d.shape}")
-    RECORDER.emit("dma", "dma", [d], [s], nl._attrs(mask))
+    attrs = nl._attrs(mask)
+    if dst_rmw_op is not None:
+        if op_name(dst_rmw_op) != "add":
+            raise NKIError(f"dma_copy: dst_rmw_op supports np.add only, not {op_name(dst_rmw_op)}")
+        attrs["rmw"] = "add"
+    RECORDER.emit("dma", "dma", [d], [s], attrs)
+
+
+def dma_transpose(src, axes=None, mask=None, dtype=None, **_) -> View:
+    """A 2-D transpose done by the DMA engine (HBM or SBUF source) into a new SBUF tile."""
+    x = nl._view(src, "dma_transpose's src")
+    if len(x.shape) != 2 or axes not in (None, (1, 0), [1, 0]):
+        raise NKIError("dma_transpose: trainium-sim supports 2-D tiles with axes (1, 0)")
+    out = nl._new(x.shape[::-1], dtype_name(dtype) if dtype is not None else x.dtype_name, nl.sbuf)
+    RECORDER.emit("dma", "dma", [out.view()], [x], nl._attrs(mask, transpose=True))
+    return out.view()
+
+
+def tensor_copy_predicated(src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **_) -> None:
+    """dst = src where predicate (nonzero) holds (where it does not, with reverse_pred); dst keeps the rest."""
+    d = nl._view(dst, "tensor_copy_predicated's dst")
+    pred = nl._view(predicate, "tensor_copy_predicated's predicate")
+    value = _scalar_or_tile(src, "tensor_copy_predicated's src")
+    srcs = [pred, d, value] if reverse_pred else [pred, value, d]
+    RECORDER.emit("ew", "dve", [d], srcs, nl._attrs(mask, fn="where"))
 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **_) -> View:
@@ -150,20 +227,46 @@ def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
     return nl._compute("ew", _engine(engine, "dve"), [x], nl._attrs(mask, fn="copy"), dtype or x.dtype)
 
 
-def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, mask=None, dtype=None, **_) -> View:
+class reduce_cmd(IntEnum):
+    """Commands for the Scalar engine's accumulator registers (one per partition), kept across activations."""
+    idle = 0            # leave the registers alone (reduce_res, if given, reads them out)
+    reset = 1           # set them to zero
+    reduce = 2          # accumulate this instruction's free-axis reduction into them
+    reset_reduce = 3    # zero them, then accumulate this instruction's reduction
+
+
+_REDUCE_CMD = reduce_cmd
+
+
+def _reduce_cmd_name(cmd) -> str:
+    if isinstance(cmd, str) and cmd in _REDUCE_CMD.__members__:
+        return cmd
+    try:
+        return _REDUCE_CMD(cmd).name
+    except ValueError:
+        raise NKIError(f"unknown reduce_cmd {cmd!r}: use nisa.reduce_cmd.idle, reset, reduce or reset_reduce") from None
+
+
+def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
+               dtype=None, **_) -> View:
     """op(data * scale + bias) on the Scalar engine; bias is a (P, 1) tile, scale a number or a (P, 1) tile.
-    With reduce_op/reduce_res the results are also reduced along the free axis into reduce_res."""
+    Without reduce_cmd, reduce_res (if given) receives this instruction's results reduced along the free axes
+    with reduce_op (as nisa.activation_reduce). With reduce_cmd, the engine's accumulator registers follow the
+    command (idle / reset / reduce / reset_reduce) and reduce_res (if given) receives their values after it."""
     x = nl._view(data, "activation's data")
     srcs = [x, _scalar_or_tile(scale, "activation's scale"),
             nl._view(bias, "activation's bias") if bias is not None else None]
     out = nl._new(x.shape, nl._result_dtype(dtype, [x]), nl.sbuf)
     dsts = [out.view()]
     attrs = nl._attrs(mask, fn=op_name(op))
+    if reduce_cmd is not None:
+        attrs["reduce_cmd"] = _reduce_cmd_name(reduce_cmd)
+        if attrs["reduce_cmd"] in ("reduce", "reset_reduce"):
+            attrs["reduce"] = op_name(reduce_op if reduce_op is not None else nl.add)
+    elif reduce_res is not None:
+        attrs["reduce"] = op_name(reduce_op if reduce_op is not None else nl.add)
     if reduce_res is not None:
-        if reduce_op is None:
-            reduce_op = nl.add
         dsts.append(nl._view(reduce_res, "activation's reduce_res"))
-        attrs["reduce"] = op_name(reduce_op)
     RECORDER.emit("activation", "act", dsts, srcs, attrs)
     return out.view()
 

@@ -1,0 +1,433 @@
+"""Published trn1 NKI kernels (NKI v1, `neuronxcc.nki`), run unchanged on trainium-sim.
+
+    python bench/bench_published_nki.py --autocomp DIR [--nki-samples DIR] [--only SUBSTR] [--quick]
+                                        [--assembly substitute|imports]
+
+Where the folders come from (this script holds none of their code; it reads them from the folders given):
+
+    git clone https://github.com/ucb-bar/autocomp            # --autocomp autocomp
+    git clone https://github.com/aws-neuron/nki-samples      # --nki-samples nki-samples
+    git -C nki-samples checkout fc5c69f                        # the last commit with the NKI v1 tutorials
+                                                               # (later ones moved to NKI v2, `import nki`)
+
+An exported tree (`git archive`) works as well as a checkout.
+
+Autocomp's trn1 benchmark: each starting kernel sols/trn-{tutorial,advanced}-nki1/N_*_ref.py defines
+`solution`; its harness harnesses/trn-*-nki1/N_*_test.py holds `# SUBSTITUTE HERE` where Autocomp pastes
+the kernel (`--assembly substitute`, the default: the harness file with the kernel in place, exactly the file
+Autocomp runs one candidate in; its `if __name__ == "__main__"` block does not run here). With `--assembly
+imports` the kernel gets only the harness's import lines, as Autocomp's parallel compile path writes it.
+nki-samples: each tutorial module is evaluated as it stands, with `solution = <kernel>` appended.
+
+Every kernel is judged against a trusted numpy reference: the reference.py of our own problem of the same
+computation (problems/trainium/<name>/), or a reference in this file where the published kernel computes
+something else (noted under the table), at the harness's shapes; --quick runs the kernels whose harness size
+takes a minute or more on the simulator at a smaller size (they read their sizes from their inputs), marked
+"reduced". The tutorials run at sizes of our choosing (they have no harness). The table says, per kernel,
+whether it traced (the sandboxed front end accepted it), replayed (the trusted side executed the stream),
+whether the result was correct, the simulated latency, the evaluation's wall time and the first line of the
+error. The whole run at the harness's sizes takes a few minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from hw_runners.base import Problem  # noqa: E402
+from hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec, load_specs  # noqa: E402
+from hw_runners.trainium_sim.target import TrainiumSim  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = ROOT / "problems" / "trainium"
+F32, BF16, U8 = "float32", "bfloat16", "uint8"
+
+
+# -- references written here (computations no problem of ours has) ----------------------------------------
+def _csa_tile_inputs(rng, shapes):
+    d, length = shapes["q"]
+    q = rng.random((d, length), dtype=np.float32) * 0.3
+    k = rng.random((d, length), dtype=np.float32) * 0.3
+    v = rng.random(shapes["v"], dtype=np.float32)
+    olm = rng.random(shapes["olm_prev"], dtype=np.float32)
+    qt = 64    # the query tile the case asks for (q_tile_idx): query row i sees keys 0 .. 64 * 128 + i
+    mask = np.arange(length)[None, :] <= (qt * 128 + np.arange(128))[:, None]
+    return {"q": q, "k": k, "v": v, "olm_prev": olm, "tile_mask": mask.astype(np.uint8)}
+
+
+def _csa_tile_reference(q, k, v, olm_prev, kernel_dtype, acc_type, tile_mask, q_tile_idx=None, Q_TILE_SIZE=128,
+                        LARGE_KV_TILE_SIZE=2048, B_P_SIZE=128, B_F_SIZE=512, B_D_SIZE=128):
+    """One flash-attention step for query tile q_tile_idx against a block of keys: new (o | l | m) columns
+    from the previous ones. Scores of masked keys (tile_mask 0) are -9984 (the kernel's stand-in for -inf)."""
+    q, k, v, olm_prev = (np.asarray(a, np.float64) for a in (q, k, v, olm_prev))
+    rows = slice(q_tile_idx * Q_TILE_SIZE, (q_tile_idx + 1) * Q_TILE_SIZE)
+    s = np.where(np.asarray(tile_mask) != 0, q[:, rows].T @ k, -9984.0)
+    m_prev = olm_prev[:, B_D_SIZE + 1:B_D_SIZE + 2]
+    m = np.maximum(s.max(axis=1, keepdims=True), m_prev)
+    p = np.exp(s - m)
+    values = v.transpose(1, 0, 2).reshape(-1, B_D_SIZE)     # v[p, t, d] is key t * B_P_SIZE + p
+    alpha = np.exp(m_prev - m)
+    o = olm_prev[:, :B_D_SIZE] * alpha + p @ values
+    l_new = olm_prev[:, B_D_SIZE:B_D_SIZE + 1] * alpha + p.sum(axis=1, keepdims=True)
+    return np.concatenate([o, l_new, m], axis=1)
+
+
+def _mha_inputs(rng, shapes):
+    q = rng.standard_normal(shapes["q"], dtype=np.float32) * 0.2
+    k = rng.standard_normal(shapes["k"], dtype=np.float32) * 0.2
+    return {"q": q, "k": k, "v": rng.uniform(0.5, 1.5, shapes["v"]).astype(np.float32)}
+
+
+def _mha_published_reference(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=128):
+    """What the published mha kernel and its harness's reference kernel compute: causal flash attention with
+    (o, l, m) outputs, except that each 128-row query tile enters the score matmul as the stationary operand
+    as loaded ([seq, d], transpose_x=True), so a tile's scores are q_tile.T @ k rather than q_tile @ k."""
+    o, l, m = (np.empty((num_heads, seq_len, n)) for n in (d_head, 1, 1))
+    pos = np.arange(seq_len)
+    for h in range(num_heads):
+        for t in range(seq_len // 128):
+            rows = slice(t * 128, (t + 1) * 128)
+            s = np.asarray(q[h, rows], np.float64).T @ k[h]
+            s = np.where(pos[None, :] <= pos[rows, None], s, -9984.0)
+            m[h, rows] = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m[h, rows])
+            o[h, rows] = p @ v[h]
+            l[h, rows] = np.log(p.sum(axis=1, keepdims=True)) + m[h, rows]
+    return o, l, m
+
+
+def _uniform_inputs(*names, low=0.0, high=1.0):
+    def make(rng, shapes):
+        return {n: rng.uniform(low, high, shapes[n]).astype(np.float32) for n in names}
+    return make
+
+
+def _add_reference(a_input, b_input):
+    return np.asarray(a_input, np.float64) + b_input
+
+
+def _transpose2d_reference(in_tensor, shape2D):
+    """Each row holds a row-major (a, b) matrix; the result holds its transpose, row-major."""
+    a, b = shape2D
+    rows = in_tensor.shape[0]
+    return np.asarray(in_tensor, np.float64).reshape(rows, a, b).transpose(0, 2, 1).reshape(rows, a * b)
+
+
+def _softmax_reference(in_tensor):
+    x = np.asarray(in_tensor, np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _avgpool_reference(in_tensor, pool_size):
+    c, h, w = in_tensor.shape
+    x = np.asarray(in_tensor, np.float64).reshape(c, h // pool_size, pool_size, w // pool_size, pool_size)
+    return x.mean(axis=(2, 4))
+
+
+def _rotary_reference(q, k, cos, sin):
+    """Rotary embedding of q and k ([batch, heads, seq, dim]) with cos/sin ([batch, seq, dim]), rotating halves:
+    x * cos + concat(-x2, x1) * sin; the two results stacked."""
+    def rope(x):
+        x = np.asarray(x, np.float64)
+        half = x.shape[-1] // 2
+        rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        return x * cos[:, None] + rotated * sin[:, None]
+    return np.stack([rope(q), rope(k)])
+
+
+def _rotary_inputs(rng, shapes):
+    b, s, d = shapes["cos"]
+    angles = rng.uniform(0, 2 * np.pi, (b, s, d // 2))
+    angles = np.concatenate([angles, angles], axis=-1)
+    return {"q": rng.standard_normal(shapes["q"]).astype(np.float32),
+            "k": rng.standard_normal(shapes["k"]).astype(np.float32),
+            "cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+
+
+OWN = {
+    "rotary": SimpleNamespace(make_inputs=_rotary_inputs, reference=_rotary_reference),
+    "mha-as-published": SimpleNamespace(make_inputs=_mha_inputs, reference=_mha_published_reference),
+    "csa-tile": SimpleNamespace(make_inputs=_csa_tile_inputs, reference=_csa_tile_reference),
+    "add": SimpleNamespace(make_inputs=_uniform_inputs("a_input", "b_input"), reference=_add_reference),
+    "transpose2d": SimpleNamespace(make_inputs=_uniform_inputs("in_tensor"), reference=_transpose2d_reference),
+    "softmax": SimpleNamespace(make_inputs=_uniform_inputs("in_tensor", low=-3, high=3),
+                               reference=_softmax_reference),
+    "avgpool": SimpleNamespace(make_inputs=_uniform_inputs("in_tensor"), reference=_avgpool_reference),
+}
+
+
+# -- the kernels ---------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    name: str
+    kernel: str                          # file, relative to its source folder
+    problem: str                         # our problem (problems/trainium/NAME) or an OWN reference
+    source: str = "autocomp"             # "autocomp" | "nki-samples"
+    harness: str | None = None           # autocomp: the harness the kernel is pasted into
+    entry: str = "solution"              # nki-samples: the kernel function the module defines
+    inputs: dict[str, tuple] | None = None     # name -> (shape, dtype); None: the problem's
+    outputs: dict[str, tuple] | None = None
+    call: list | None = None             # positional arguments (input names or literals); None: the problem's
+    kwargs: dict | None = None
+    reduced: dict[str, tuple] | None = None    # smaller shapes (name -> shape) that --quick uses
+    tol: tuple[float, float] | None = None     # (atol, rtol); None: the problem's
+    note: str = ""
+
+
+def _ac(n: str, kind: str = "tutorial") -> dict[str, str]:
+    return {"kernel": f"sols/trn-{kind}-nki1/{n}_ref.py", "harness": f"harnesses/trn-{kind}-nki1/{n}_test.py"}
+
+
+_CSA_KW = {"kernel_dtype": "nl.bfloat16", "acc_type": "nl.float32"}
+AUTOCOMP = [
+    Case("ac/0_rmsnorm", **_ac("0_rmsnorm"), problem="rmsnorm"),
+    Case("ac/1_layernorm", **_ac("1_layernorm"), problem="layernorm"),
+    Case("ac/2_gemm", **_ac("2_gemm"), problem="gemm", reduced={"lhsT": (1024, 512), "rhs": (1024, 1024),
+                                                                 "result": (512, 1024)}),
+    Case("ac/3_mamba", **_ac("3_mamba"), problem="mamba"),
+    Case("ac/4_attention", **_ac("4_attention"), problem="attention"),
+    Case("ac/5_sdattention", **_ac("5_sdattention"), problem="sd-attention"),
+    Case("ac/0_cumsum", **_ac("0_cumsum", "advanced"), problem="cumsum"),
+    Case("ac/1_transpose", **_ac("1_transpose", "advanced"), problem="transpose",
+         reduced={"ref": (32, 512, 512), "out": (32, 512, 512)}),
+    Case("ac/2_maxpool", **_ac("2_maxpool", "advanced"), problem="maxpool"),
+    Case("ac/3_rope", **_ac("3_rope", "advanced"), problem="rope"),
+    Case("ac/4_conv1d", **_ac("4_conv1d", "advanced"), problem="conv1d", kwargs={"padding": ((0, 0), (1, 1))}),
+    Case("ac/5_conv2d", **_ac("5_conv2d", "advanced"), problem="conv2d",
+         kwargs={"padding": ((1, 1), (1, 1)), "stride": (1, 1), "rhs_dilation": (1, 1), "in_perm": [0, 1, 2, 3],
+                 "kern_perm": [0, 1, 2, 3], "out_perm": [0, 1, 2, 3]},
+         reduced={"img_ref": (2, 128, 32, 32), "filter_ref": (256, 128, 3, 3), "out": (2, 256, 32, 32)}),
+    Case("ac/6_csa_2048", **_ac("6_csa_2048", "advanced"), problem="csa-2048", call=["q", "k", "v"],
+         kwargs={**_CSA_KW, "seq_len": 2048, "d_head": 128},
+         outputs={"o": ((2048, 128), BF16), "l": ((2048, 1), F32), "m": ((2048, 1), F32)}),
+    Case("ac/7_csa_16384", kernel="sols/trn-advanced-nki1/7_csa_16384_ref.py", problem="csa-tile",
+         harness="harnesses/trn-advanced-nki1/7_csa_16384.py",
+         inputs={"q": ((128, 16384), F32), "k": ((128, 16384), F32), "v": ((128, 128, 128), F32),
+                 "olm_prev": ((128, 130), F32), "tile_mask": ((128, 16384), U8)},
+         outputs={"olm": ((128, 130), BF16)}, call=["q", "k", "v", "olm_prev"],
+         kwargs={**_CSA_KW, "tile_mask": "tile_mask", "q_tile_idx": 64, "Q_TILE_SIZE": 128,
+                 "LARGE_KV_TILE_SIZE": 16384, "B_P_SIZE": 128, "B_F_SIZE": 512, "B_D_SIZE": 128},
+         tol=(5e-2, 2e-2), note="bf16 result"),
+    Case("ac/8_mha", **_ac("8_mha", "advanced"), problem="mha-as-published", call=["q", "k", "v"],
+         inputs={"q": ((8, 2048, 128), F32), "k": ((8, 128, 2048), F32), "v": ((8, 2048, 128), F32)},
+         outputs={"o": ((8, 2048, 128), BF16), "l": ((8, 2048, 1), BF16), "m": ((8, 2048, 1), BF16)},
+         kwargs={**_CSA_KW, "num_heads": 8, "seq_len": 2048, "d_head": 128}, tol=(2e-2, 2e-2),
+         note="scores per query tile are q_tile.T @ k, as in the harness's reference kernel"),
+]
+
+_TUT = "src/nki_samples/tutorials/"
+_MM = {"lhsT": ((1024, 2048), BF16), "rhs": ((1024, 1024), BF16)}   # fully_optimized's blocks: M 2048, N 1024, K 1024
+NKI_SAMPLES = [
+    Case("ns/tensor_add", _TUT + "tensor_addition/tensor_addition_nki_kernels.py", "add", "nki-samples",
+         entry="nki_tensor_add", note="the tutorial's caller, which launches the kernel on an SPMD grid", inputs={"a_input": ((256, 1024), F32), "b_input": ((256, 1024), F32)},
+         outputs={"c": ((256, 1024), F32)}, call=["a_input", "b_input"], kwargs={}, tol=(1e-5, 1e-5)),
+    Case("ns/spmd_tensor_add", _TUT + "tensor_addition/spmd_tensor_addition_nki_kernels.py", "add",
+         "nki-samples", entry="nki_tensor_add", inputs={"a_input": ((256, 1024), F32), "b_input": ((256, 1024), F32)},
+         outputs={"c": ((256, 1024), F32)}, call=["a_input", "b_input"], kwargs={}, tol=(1e-5, 1e-5)),
+    Case("ns/rotary", _TUT + "rotary/rotary_nki_kernels.py", "rotary", "nki-samples",
+         entry="nki_apply_rotary_embedding[2, 4]", note="launched on its [batch, heads] grid, as its caller does",
+         inputs={"q": ((2, 4, 300, 64), F32), "k": ((2, 4, 300, 64), F32), "cos": ((2, 300, 64), F32),
+                 "sin": ((2, 300, 64), F32)},
+         outputs={"out": ((2, 2, 4, 300, 64), F32)}, call=["q", "k", "cos", "sin"], kwargs={}, tol=(1e-5, 1e-4)),
+    Case("ns/transpose2d", _TUT + "transpose2d/transpose2d_nki_kernels.py", "transpose2d", "nki-samples",
+         entry="tensor_transpose2D_kernel_", inputs={"in_tensor": ((128, 512), F32)},
+         outputs={"out": ((128, 512), F32)}, call=["in_tensor", (16, 32)], kwargs={}, tol=(1e-6, 1e-6)),
+    *[Case(f"ns/matmul_{k}", _TUT + "matrix_multiplication/matrix_multiplication_nki_kernels.py", "gemm",
+           "nki-samples", entry=f"nki_matmul_{k}_", inputs=_MM, outputs={"result": ((2048, 1024), BF16)})
+      for k in ("tiled", "hoist_load", "block_free_dimension", "fully_optimized")],
+    Case("ns/rmsnorm", _TUT + "rmsnorm/rmsnorm_nki_kernels.py", "rmsnorm", "nki-samples",
+         entry="nki_rmsnorm_kernel", inputs={"a_tensor": ((300, 512), F32), "g_tensor": ((512,), F32)},
+         outputs={"out": ((300, 512), F32)}),
+    *[Case(f"ns/layernorm_{v}", _TUT + "layernorm/layernorm_nki_kernel.py", "layernorm", "nki-samples",
+           entry=f"nki_layernorm_kernel_{v}", inputs={"input_tensor": ((250, 1000), F32),
+                                                      "gamma_vector": ((1000,), F32), "beta_vector": ((1000,), F32)},
+           outputs={"out": ((250, 1000), F32)}, tol=(1e-3, 1e-2)) for v in ("v1", "v2")],
+    Case("ns/softmax", _TUT + "softmax/softmax_nki_kernels.py", "softmax", "nki-samples", entry="nki_softmax_kernel",
+         inputs={"in_tensor": ((256, 1024), F32)}, outputs={"out": ((256, 1024), F32)}, call=["in_tensor"],
+         kwargs={}, tol=(1e-5, 1e-3)),
+    Case("ns/avgpool2d", _TUT + "average_pool2d/average_pool2d_nki_kernels.py", "avgpool", "nki-samples",
+         entry="tensor_avgpool_kernel", inputs={"in_tensor": ((128, 64, 64), F32)},
+         outputs={"out": ((128, 32, 32), F32)}, call=["in_tensor", 2], kwargs={}, tol=(1e-5, 1e-4)),
+    *[Case(f"ns/mamba_{v}", _TUT + "fused_mamba/mamba_nki_kernels.py", "mamba", "nki-samples", entry=f"mamba_{v}")
+      for v in ("v1", "v2", "v3")],
+    Case("ns/sd_attention", _TUT + "sd_attention/sd_attention_nki_kernels.py", "sd-attention", "nki-samples",
+         entry="fused_self_attn_for_SD_small_head_size", call=["q_ref", "k_ref", "v_ref"], kwargs={}),
+]
+
+
+# -- evaluating ------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class BenchSpec(ProblemSpec):
+    """A problem spec whose reference module may be one of this file's (OWN)."""
+    own: Any = None
+
+    @property
+    def module(self):
+        return self.own if self.own is not None else super().module
+
+    def reference(self, inputs):
+        # keyword arguments may name input tensors too (csa_16384's tile_mask=)
+        names = {t.name for t in self.inputs}
+        kwargs = {k: inputs[v] if isinstance(v, str) and v in names else v for k, v in self.kwargs.items()}
+        return ProblemSpec.reference(dataclasses.replace(self, kwargs=kwargs), inputs)
+
+
+class TracingSim(TrainiumSim):
+    """A TrainiumSim that remembers whether the last kernel traced (the sandboxed half succeeded)."""
+    traced = False
+
+    def _trace(self, *args, **kwargs):
+        out, failure = super()._trace(*args, **kwargs)
+        self.traced = failure is None
+        return out, failure
+
+
+def _tensors(d: dict) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(n, tuple(s), dt) for n, (s, dt) in d.items())
+
+
+def spec_for(case: Case, quick: bool) -> tuple[BenchSpec, str]:
+    base = load_specs(PROBLEMS).get(case.problem)
+    if base is not None:
+        ins = {t.name: (t.shape, t.dtype) for t in base.inputs}
+        outs = {t.name: (t.shape, t.dtype) for t in base.outputs}
+        call, kwargs, tol = list(base.call), dict(base.kwargs), (base.atol, base.rtol)
+        directory, signature = base.directory, base.signature
+    else:
+        ins, outs, call, kwargs, tol, directory, signature = {}, {}, [], {}, (1e-4, 1e-2), PROBLEMS, ""
+    ins, outs = dict(case.inputs or ins), dict(case.outputs or outs)
+    shapes = "harness"
+    if case.source == "nki-samples":
+        shapes = "tutorial"
+    if case.reduced and quick:
+        for name, shape in case.reduced.items():
+            for d in (ins, outs):
+                if name in d:
+                    d[name] = (shape, d[name][1])
+        shapes = "reduced"
+    call = case.call if case.call is not None else call
+    kwargs = case.kwargs if case.kwargs is not None else kwargs
+    params = [c if isinstance(c, str) and c in ins else f"arg{i}" for i, c in enumerate(call)]
+    if case.problem in OWN or not signature or case.call is not None:
+        own = OWN.get(case.problem)
+        ref = own.reference if own else base.module.reference
+        names = [p for p in inspect.signature(ref).parameters][:len(call)]
+        signature = f"solution({', '.join(names or params)})"
+    atol, rtol = case.tol or tol
+    flops = base.flops if base is not None and shapes == "harness" else 0
+    spec = BenchSpec(name=case.name, directory=directory, defined_in=directory, signature=signature,
+                     inputs=_tensors(ins), outputs=_tensors(outs), call=tuple(call), kwargs=kwargs, atol=atol,
+                     rtol=rtol, flops=flops, own=OWN.get(case.problem))
+    return spec, shapes
+
+
+def import_lines(text: str) -> str:
+    """The harness's import lines, as Autocomp's parallel compile path prepends them to a kernel."""
+    lines = [ln for ln in text.split("\n") if ln.strip().startswith(("import ", "from "))]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def assemble(case: Case, folder: Path, assembly: str) -> str:
+    kernel = (folder / case.kernel).read_text()
+    if case.source == "nki-samples":
+        return kernel + f"\n\nsolution = {case.entry}\n"
+    harness = (folder / case.harness).read_text()
+    if assembly == "imports":
+        return import_lines(harness) + "\n" + kernel
+    if "# SUBSTITUTE HERE" not in harness:
+        raise ValueError(f"{case.harness} has no '# SUBSTITUTE HERE' line")
+    return harness.replace("# SUBSTITUTE HERE", kernel)
+
+
+@dataclass
+class Row:
+    case: Case
+    shapes: str = ""
+    traced: bool = False
+    replayed: bool = False
+    correct: bool = False
+    latency: float | None = None
+    wall: float = 0.0
+    error: str = ""
+
+
+def run_case(sim: TracingSim, case: Case, folder: Path, assembly: str, quick: bool) -> Row:
+    row = Row(case)
+    try:
+        code = assemble(case, folder, assembly)
+    except (OSError, ValueError) as exc:
+        row.error = f"not found: {exc}"
+        return row
+    spec, row.shapes = spec_for(case, quick)
+    problem = Problem(name=case.name, target="trainium-sim", family=case.problem, dims={}, description="",
+                      kernels={}, semantics=spec)
+    sim.traced = False
+    t0 = time.monotonic()
+    r = sim.evaluate(problem, code)
+    row.wall = time.monotonic() - t0
+    row.traced = sim.traced
+    row.replayed = bool(r.correct or r.error_kind == "wrong_result")
+    row.correct = bool(r.correct)
+    row.latency = r.latency if r.correct else None
+    if not r.correct:
+        text = (r.error or r.stderr or "").strip()
+        row.error = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--autocomp", type=Path, help="a checkout (or exported tree) of github.com/ucb-bar/autocomp")
+    ap.add_argument("--nki-samples", type=Path, help="a checkout of github.com/aws-neuron/nki-samples at fc5c69f")
+    ap.add_argument("--only", action="append", default=[], help="run the kernels whose name contains this")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes where the harness's take long (marked)")
+    ap.add_argument("--assembly", choices=("substitute", "imports"), default="substitute",
+                    help="how an Autocomp kernel meets its harness (see above)")
+    args = ap.parse_args()
+    if not args.autocomp and not args.nki_samples:
+        ap.error("give --autocomp DIR and/or --nki-samples DIR")
+    cases = [(c, args.autocomp) for c in AUTOCOMP if args.autocomp] + \
+        [(c, args.nki_samples) for c in NKI_SAMPLES if args.nki_samples]
+    if args.only:
+        cases = [(c, f) for c, f in cases if any(s in c.name for s in args.only)]
+    sim = TracingSim(hidden_sets=1, replay_time_s=900.0)
+    table = Table(title=f"published trn1 NKI kernels on trainium-sim (assembly: {args.assembly})")
+    for col in ("kernel", "shapes", "traced", "replayed", "correct", "latency us", "eval s", "error (first line)"):
+        table.add_column(col, justify="right" if col in ("latency us", "eval s") else "left",
+                         overflow="fold" if col.startswith("error") else "ellipsis")
+    rows = []
+    for case, folder in cases:
+        row = run_case(sim, case, folder, args.assembly, args.quick)
+        rows.append(row)
+        mark = lambda b: "yes" if b else "[red]no[/red]"  # noqa: E731
+        table.add_row(case.name, row.shapes, mark(row.traced), mark(row.replayed), mark(row.correct),
+                      f"{row.latency:,.1f}" if row.latency else "-", f"{row.wall:.1f}", row.error[:300])
+        print(f"{case.name}: {'ok' if row.correct else 'FAILED'} ({row.wall:.1f} s) {row.error[:200]}",
+              file=sys.stderr, flush=True)
+    Console(width=max(160, Console().width)).print(table)
+    for row in rows:
+        notes = [row.case.note] if row.case.note else []
+        if row.shapes == "reduced":
+            notes.append("reduced sizes: " + ", ".join(f"{n} {tuple(s)}" for n, s in row.case.reduced.items()))
+        if notes:
+            print(f"  {row.case.name}: {'; '.join(notes)}")
+    ok = sum(r.correct for r in rows)
+    print(f"{ok} of {len(rows)} published kernels run unchanged and correctly on trainium-sim")
+    return 0 if ok == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
