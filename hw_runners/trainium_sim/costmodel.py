@@ -79,7 +79,9 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    slots = {g: max(need[g], min(2, len(us))) for g, us in groups.items()}
+    # double buffering keeps two of what a line has alive at once: two sets of blocks of a loop tile that is
+    # loaded block by block before it is used (8 blocks of lhsT in the matmul tutorial's optimized kernel)
+    slots = {g: min(2 * need[g], len(us)) for g, us in groups.items()}
 
     def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
         return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
@@ -90,7 +92,8 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
         used = use(buf)
-        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
+        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]),
+                        key=lambda g: -(slots[g] - need[g]) * size[g]):       # the largest saving first
             if used <= limits[buf]:
                 break
             used -= (slots[g] - need[g]) * unit(g)

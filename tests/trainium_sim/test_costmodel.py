@@ -513,3 +513,34 @@ def _load_step():
     s.load(t, x)
     steps, _, _ = s.timed()
     return steps[0]
+
+
+def test_a_loop_tile_loaded_block_by_block_is_double_buffered_as_a_whole():
+    """A tile of blocks (k, par_dim(128), f) loaded block by block, then read, in every iteration: its k blocks
+    are alive together, so double buffering keeps 2k and the next iteration's loads overlap this one's reads.
+    When SBUF is short, the line that saves the most by giving up its second set does so first."""
+    def stream(blocks: int, cols: int):
+        s = Stream()
+        x = s.tensor("hbm", (6, blocks, 128, cols))
+        y = s.tensor("hbm", (6, 128, 4096))
+        out = s.tensor("sbuf", (128, 512), site=9)
+        keep = s.tensor("sbuf", (128, 10240), site=8)                # 40 KiB alive throughout
+        s.emit("memset", "dve", [s.at(keep)], [], value=0.0)
+        for i in range(6):
+            t = s.tensor("sbuf", (blocks, 128, cols), site=5, pdim=1)
+            u = s.tensor("sbuf", (128, 4096), site=6)                # a 16 KiB single-block loop tile
+            s.emit("dma", "dma", [s.at(u)], [s.at(y, i)], site=6)
+            for j in range(blocks):
+                s.emit("dma", "dma", [s.at(t, j)], [s.at(x, i, j)], site=5)
+            for j in range(blocks):
+                s.emit("activation", "act", [s.at(out)], [s.at(t, j, (0, 128), (0, 512))], fn="exp", site=7)
+            s.emit("activation", "act", [s.at(out)], [s.at(u, (0, 128), (0, 512))], fn="exp", site=7)
+        s.emit("activation", "act", [s.at(out)], [s.at(keep, (0, 128), (0, 512))], fn="exp", site=7)
+        _, lay, _ = s.timed()
+        return lay
+    lay = stream(4, 512)                                             # 4 x 2 KiB blocks: room for everything
+    assert lay.buffers[("sbuf", 5)] == (8, 2048) and lay.buffers[("sbuf", 6)][0] == 2
+    # 16 x 4 KiB blocks: 2 x 64 + 2 x 16 + 40 + 2 KiB do not fit in 176; the block tile gives up its second
+    # set (64 KiB saved) and the 16 KiB loop tile stays double-buffered
+    lay = stream(16, 1024)
+    assert lay.buffers[("sbuf", 5)] == (16, 4096) and lay.buffers[("sbuf", 6)] == (2, 16384)
