@@ -6,9 +6,16 @@ sets, the cost model, the comparison) within 3x the time numpy takes to compute 
 once, measured here in the same run on the same machine ("x ref" columns).
 
     python bench/bench_trainium_sim.py [--problems a,b] [--skip TAG] [--repeat N]
+    python bench/bench_trainium_sim.py --calibration [--group matmul,mamba,...]
 
 Wall time is the whole evaluation: sandboxed tracing, replay on the public and hidden input sets,
 the cost model and the comparison; the best of --repeat runs is shown.
+
+--calibration prints the calibration table instead: AWS's published trn1 latencies and ratios (matmul
+tutorial, fused mamba, layernorm, performance-guide micro-benchmarks, DMA guides) against the simulator,
+per kernel and per optimization step, with the goal (absolute within 30%, step ratios in the right
+direction and within 25%); tests/trainium_sim/calibration/harness.py holds the numbers and their sources.
+Kernels run at the published shapes through a timing-only replay (no values computed); about 2 minutes.
 """
 from __future__ import annotations
 
@@ -25,13 +32,49 @@ from rich.table import Table  # noqa: E402
 from hw_runners import get_target  # noqa: E402
 
 
+def calibration(groups: list[str] | None) -> int:
+    from tests.trainium_sim.calibration import harness
+    rows = [r for r in harness.rows() if not groups or r.group in groups]
+    table = Table(title="trainium-sim calibration against published trn1 measurements "
+                        "(timing-only replay: values not computed)")
+    for col in ("group", "kernel / step", "published", "simulated", "unit", "error", "goal", "within goal", "source"):
+        table.add_column(col, justify="right" if col in ("published", "simulated", "error", "goal") else "left")
+    counted = passed = 0
+    notes = []
+    for r in rows:
+        e = r.evaluate()
+        if e["ok"] is not None:
+            counted += 1
+            passed += bool(e["ok"])
+        fmt = (lambda v: f"{v:,.3g}") if abs(e["published"]) < 100 else (lambda v: f"{v:,.0f}")
+        goal = "-" if e["goal"] is None else f"{e['goal']:.0%}" + (" ratio" if e["kind"] == "ratio" else "")
+        ok = "info" if e["ok"] is None else ("yes" if e["ok"] else "NO")
+        if e["note"]:
+            notes.append(f"{e['group']} / {e['name']}: {e['note']}")
+        table.add_row(e["group"], e["name"], fmt(e["published"]), fmt(e["sim"]), e["unit"], f"{e['error']:+.0%}",
+                      goal, ok, e["source"])
+    Console(width=max(140, Console().width)).print(table)
+    print(f"within goal: {passed} of {counted} rows held to it")
+    for n in notes:
+        print("note: " + n)
+    for key, src in harness.SOURCES.items():
+        print(f"{key}: {src}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", help="comma-separated problem names (default: all)")
     ap.add_argument("--skip", action="append", default=[], help="skip problems with this tag (repeatable)")
     ap.add_argument("--repeat", type=int, default=1, help="evaluations per kernel; the fastest wall time is shown")
     ap.add_argument("--goal", type=float, default=3.0, help="goal: evaluation time / reference time")
+    ap.add_argument("--calibration", action="store_true",
+                    help="print the calibration table against published trn1 measurements instead")
+    ap.add_argument("--group", help="with --calibration: comma-separated groups (matmul, mamba, layernorm, micro, "
+                                    "dma)")
     args = ap.parse_args()
+    if args.calibration:
+        return calibration(args.group.split(",") if args.group else None)
     tgt = get_target("trainium-sim")
     problems = tgt.problems()
     if args.problems:

@@ -7,10 +7,13 @@ write-after-read and write-after-write on overlapping bytes of the same physical
 tensors are placed as an allocator would: all tiles allocated at one kernel line share that line's
 buffers (as many as are alive at once, and two, rotating, when the line allocates repeatedly and SBUF
 has room), so reusing a buffer waits for its previous readers, which is what multi-buffering avoids.
-Loads and stores each have the 16 DMA engines' bandwidth; the HBM limit on their sum is not enforced
-per transfer (it enters the roofline bound), so a kernel that saturates both directions at once is
-timed optimistically. Instruction costs follow the published NKI ISA cost formulas; every parameter
-and its source is in params.toml.
+
+Instruction costs follow the published NKI ISA cost formulas and the architecture guide (cycles()); a
+dependent instruction waits a latency after its producer and Vector/GpSimd (SBUF) and Vector/Scalar (PSUM)
+share ports (EngineTiming); loads and stores share the 16 DMA engines from in-order queues (DmaQueues);
+PSUM zero-fills that a matmul accumulation group overwrites are dropped, as the compiler drops them
+(elided_psum_zero_fills). Every parameter and its source is in params.toml; the calibration against AWS's
+published trn1 measurements is tests/trainium_sim/calibration (bench_trainium_sim.py --calibration).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from hw_runners.trainium_sim.deps import Buffer
 from hw_runners.trainium_sim.program import StreamError, TensorDecl
@@ -74,7 +79,9 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    slots = {g: max(need[g], min(2, len(us))) for g, us in groups.items()}
+    # double buffering keeps two of what a line has alive at once: two sets of blocks of a loop tile that is
+    # loaded block by block before it is used (8 blocks of lhsT in the matmul tutorial's optimized kernel)
+    slots = {g: min(2 * need[g], len(us)) for g, us in groups.items()}
 
     def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
         return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
@@ -85,7 +92,8 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
         used = use(buf)
-        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]), key=lambda g: -size[g]):
+        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]),
+                        key=lambda g: -(slots[g] - need[g]) * size[g]):       # the largest saving first
             if used <= limits[buf]:
                 break
             used -= (slots[g] - need[g]) * unit(g)
@@ -121,34 +129,93 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
                   {g: (slots[g], size[g]) for g in groups}, spilled)
 
 
+COMPUTE = ("pe", "dve", "act", "pool")
+
+
+def is_broadcast_view(step: Step) -> bool:
+    """A copy that spreads one partition over many (tile.broadcast_to / nl.broadcast_to): NKI makes it a view
+    of the source ('no copy will occur'), read in place by the instruction that consumes it."""
+    return (step.op == "ew" and step.fn == "copy" and len(step.reads) == 1 and step.reads[0].partitions == 1
+            and step.writes[0].partitions > 1)
+
+
+def inner_stride_bytes(a) -> int:
+    """Byte stride of an on-chip access along its innermost free axis with more than one element (0: one
+    element per partition, or a broadcast)."""
+    t = a.tensor
+    strides, s = [0] * len(t.shape), 1
+    for d in range(len(t.shape) - 1, -1, -1):
+        if d != t.pdim:
+            strides[d], s = s, s * t.shape[d]
+    idx = a.index[1:]
+    if all(isinstance(e, (int, slice)) for e in idx):      # basic slicing: per dimension a step
+        for d in range(len(idx) - 1, -1, -1):
+            e = idx[d]
+            if d != t.pdim and isinstance(e, slice) and len(range(e.start, e.stop, e.step)) > 1:
+                return abs(e.step) * strides[d] * t.itemsize
+        return 0
+    arrays = [np.broadcast_to(e, a.shape) if not isinstance(e, (int, slice)) else e for e in idx]
+    for ax in range(len(a.shape) - 1, 0, -1):                # tile axes, the partition axis (0) excluded
+        if a.shape[ax] > 1:
+            z, o = [0] * len(a.shape), [0] * len(a.shape)
+            o[ax] = 1
+            off = [sum(int(np.asarray(arr)[tuple(pt)]) * strides[d] for d, arr in enumerate(arrays)
+                       if d != t.pdim and not isinstance(arr, (int, slice))) for pt in (z, o)]
+            return abs(off[1] - off[0]) * t.itemsize
+    return 0
+
+
+def _strided(step: Step, p: dict) -> bool:
+    return any(a.tensor.buffer in ("sbuf", "psum") and inner_stride_bytes(a) > p["strided_access_threshold_bytes"]
+               for a in step.reads + step.writes)
+
+
 def cycles(step: Step, p: dict) -> float:
-    """Engine cycles of one compute instruction (NKI ISA 'estimated instruction cost')."""
+    """Engine cycles one compute instruction occupies its engine (its initiation interval, the NKI ISA
+    'estimated instruction cost'), with the architecture guide's strided-access penalty and, for small tiles
+    on Vector/Scalar, the static instruction overhead. What a dependent instruction waits for its producer
+    is a latency, in EngineTiming, not occupancy."""
     min_ii, n = p["min_ii"], step.free
     if step.op == "matmul":
-        c = max(min(p["matmul_min_moving"], step.stationary), step.moving)
+        # background LoadStationary overlaps the previous MultiplyMoving; fast LoadStationary takes a quarter
+        # of a MultiplyMoving of the same free size, so it binds only for a wide stationary and a narrow moving
+        c = max(min(p["matmul_min_moving"], step.stationary), step.moving,
+                step.stationary / p["loadstationary_speedup"])
         return c * (p["matmul_fp32_factor"] if step.fp32_matmul else 1) + p["matmul_fixed_cycles"]
     if step.op == "transpose" and step.engine == "pe":
         return max(step.moving, min(p["matmul_min_moving"], step.stationary))
+    if is_broadcast_view(step):
+        return 0.0
+    stream = p["strided_access_factor"] if _strided(step, p) else 1.0     # half the SBUF/PSUM bandwidth
     if step.engine == "pool":
         factor = 1 if step.op in ("iota", "select") else p["gpsimd_factor"]
-        return p["gpsimd_start_cycles"] + n * factor
-    body = max(min_ii, n)
-    if step.extra.get("tensor1"):       # scalar_tensor_tensor streams a second tile
-        body = max(min_ii, p["vector_two_input_factor"] * n)
+        return p["gpsimd_start_cycles"] + n * factor * stream
+    k = 1.0                                 # elements streamed per output element, in Vector/Scalar cycles
+    if step.extra.get("tensor1"):           # scalar_tensor_tensor streams a second tile
+        k = p["vector_two_input_factor"]
     elif step.op == "ew" and len(step.reads) == 2 and step.engine == "dve":
         bf16 = all(r.tensor.dtype == "bfloat16" for r in step.reads) and step.fn in ("add", "subtract", "multiply")
-        if not (step.psum_read or bf16):
-            body = max(min_ii, p["vector_two_input_factor"] * n)
+        # an operand with one element per partition is a free-axis broadcast: tensor_scalar's cost (ISA
+        # tensor_tensor: 'consider tensor_scalar ... for broadcasting in the free dimension')
+        scalar = min(r.free for r in step.reads) == 1 < n
+        if not (step.psum_read or bf16 or scalar):
+            k = p["vector_two_input_factor"]
     elif step.op == "ew" and step.fn == "reciprocal" and step.engine == "dve":
-        body = max(min_ii, p["vector_reciprocal_factor"] * n)
+        k = p["vector_reciprocal_factor"]
     elif step.op == "scan":
-        body = max(min_ii, p["vector_two_input_factor"] * n)
+        k = p["vector_two_input_factor"]
     elif step.op == "reduce":
         half = step.reads[0].tensor.dtype == "bfloat16" and step.fn in ("add", "maximum")
-        body = max(min_ii, n / 2 if half else n)
+        k = 0.5 if half else 1.0
+    elif step.op == "memset":
+        half = step.extra.get("fill") == 0.0 and step.writes[0].tensor.dtype in ("bfloat16", "float16")
+        k = 0.5 if half else 1.0
+    body = max(min_ii, k * n * stream)
     if step.extra.get("reduce"):
-        body += min_ii
-    return body + p["sbuf_access_overhead_cycles"]
+        # activation's reduction is read out by an ActReadAccumulator; tensor_scalar_reduce adds MIN_II
+        body += p["act_read_accumulator_cycles"] if step.engine == "act" else min_ii
+    # back-to-back instructions with N << 128 expose the static instruction overhead (ramped out by N = 128)
+    return body + p["instruction_overhead_cycles"] * max(0.0, 1.0 - n / p["small_instruction_elements"])
 
 
 def clock_ghz(engine: str, p: dict) -> float:
@@ -156,12 +223,143 @@ def clock_ghz(engine: str, p: dict) -> float:
             "pool": p["gpsimd_clock_ghz"]}[engine]
 
 
+def dma_efficiency(run_bytes: int, p: dict) -> float:
+    """Fraction of an engine's sustained rate that rows of run_bytes contiguous bytes achieve: the published
+    points of params.toml dma_efficiency_curve, log-linear between them, proportional to the row below the
+    first (per-row overhead), never under dma_min_efficiency."""
+    curve = p["dma_efficiency_curve"]
+    run = max(1, run_bytes)
+    b0, e0 = curve[0]
+    if run <= b0:
+        return max(p["dma_min_efficiency"], e0 * run / b0)
+    for (b_lo, e_lo), (b_hi, e_hi) in zip(curve, curve[1:]):
+        if run <= b_hi:
+            return e_lo + (e_hi - e_lo) * math.log2(run / b_lo) / math.log2(b_hi / b_lo)
+    return curve[-1][1]
+
+
 def dma_ns(step: Step, p: dict) -> tuple[float, int]:
     """(occupancy in ns, DMA engines used): partitions spread over engines, efficiency by row size."""
     engines = max(1, min(int(p["dma_queues"]), math.ceil(step.partitions / p["dma_partitions_per_engine"])))
-    run = max(1, step.run_bytes)
-    eff = max(p["dma_min_efficiency"], run / (run + p["dma_half_efficiency_bytes"]))
-    return step.dma_bytes / (engines * p["dma_queue_gbps"] * eff), engines
+    return step.dma_bytes / (engines * p["dma_queue_gbps"] * dma_efficiency(step.run_bytes, p)), engines
+
+
+class EngineTiming:
+    """When each compute instruction runs: every engine executes its own instructions in program order, one
+    initiation interval (cycles()) each. A dependent instruction (its latest input, or the buffer it
+    overwrites, came from a compute instruction) starts no earlier than instruction_overhead_cycles after
+    its producer ended: the producer's writes must be committed to SBUF/PSUM before the reads start (the
+    SBUF access overhead that independent instructions hide behind each other). TensorE's accumulation into
+    PSUM is pipelined and waits on nothing of its own. NeuronCore-v2's shared ports serialize VectorE with
+    GpSimdE for SBUF and VectorE with ScalarE for PSUM. A partition-broadcast view takes no engine time."""
+
+    def __init__(self, p: dict) -> None:
+        self.p = p
+        self.free = {e: 0.0 for e in COMPUTE}
+        self.ports: dict[str, tuple[float, str]] = {}          # port -> (free at, engine that held it)
+
+    def _ports(self, st: Step) -> list[str]:
+        buffers = {a.tensor.buffer for a in st.reads + st.writes}
+        held = []
+        if self.p["sbuf_vector_gpsimd_exclusive"] and st.engine in ("dve", "pool") and "sbuf" in buffers:
+            held.append("sbuf:dve+pool")
+        if self.p["psum_vector_scalar_exclusive"] and st.engine in ("dve", "act") and "psum" in buffers:
+            held.append("psum:dve+act")
+        return held
+
+    def run(self, st: Step, ready: float, cause: str) -> tuple[float, float, float, str]:
+        """(start, end, busy ns, what it waited for) of one compute instruction whose inputs and output
+        buffer are available at `ready` (cause: the engine that produced the latest of them)."""
+        e, ghz = st.engine, clock_ghz(st.engine, self.p)
+        busy = cycles(st, self.p) / ghz
+        if busy == 0.0:                      # a view: nothing runs, its data is there when its source is
+            return ready, ready, 0.0, cause
+        if cause in COMPUTE and not (e == "pe" and cause == "pe"):
+            ready += self.p["instruction_overhead_cycles"] / ghz
+        start, waited = max(self.free[e], ready), cause
+        held = self._ports(st)
+        for port in held:
+            at, owner = self.ports.get(port, (0.0, e))
+            if at > start:
+                start, waited = at, owner
+        end = self.free[e] = start + busy
+        for port in held:
+            self.ports[port] = (end, e)
+        return start, end, busy, waited
+
+
+class DmaQueues:
+    """NeuronCore-v2's 16 DMA engines, each moving one transfer at a time, fed from in-order queues: loads
+    from one, stores from another (so a store waiting for its compute never holds up the next load).
+
+    A transfer's fixed cost (dma_fixed_us: descriptor setup, synchronization, semaphore-to-start) is split in
+    two: its queue spends dma_queue_issue_us setting it up before the data moves, one transfer after the
+    other in program order (a transfer waiting for its inputs or its destination buffer holds up the ones
+    queued behind it, as the trigger engine waits on a semaphore), while earlier transfers' data keeps moving;
+    the rest is completion latency after the data moved, overlapping everything. Both queues share the 16
+    engines: each queue keeps its own engine timeline (so a load may run before a store that program order
+    puts ahead of it), and no transfer completes before all the engine time issued up to it could have been
+    spent on 16 engines."""
+
+    def __init__(self, p: dict) -> None:
+        self.p = p
+        self.count = int(p["dma_queues"])
+        self.engines = {"in": [0.0] * self.count, "out": [0.0] * self.count}
+        self.setup_free = {"in": 0.0, "out": 0.0}
+        self.setup_ns = p["dma_queue_issue_us"] * 1000.0
+        self.completion_ns = p["dma_fixed_us"] * 1000.0 - self.setup_ns
+        self.work = 0.0                                      # engine-ns issued so far, both queues
+
+    def plan(self, st: Step, ready: float) -> tuple[float, float, list[int], str, float]:
+        """(start, duration, engines, queue, busy) of one transfer whose dependences are met at `ready`: its
+        data moves from start for duration; busy is its share of the 16 engines' time."""
+        occupancy, n = dma_ns(st, self.p)
+        queue = "out" if st.writes[0].tensor.buffer == "hbm" else "in"
+        engines = self.engines[queue]
+        picked = heapq.nsmallest(n, range(self.count), key=engines.__getitem__)
+        setup_end = self.setup_free[queue] = max(ready, self.setup_free[queue]) + self.setup_ns
+        start = max(setup_end, max(engines[i] for i in picked))
+        self.work += occupancy * n
+        duration = max(occupancy, self.work / self.count - start)
+        return start, duration, picked, queue, occupancy * n / self.count
+
+    def commit(self, st: Step, picked: list[int], done: float) -> None:
+        engines = self.engines["out" if st.writes[0].tensor.buffer == "hbm" else "in"]
+        for i in picked:
+            engines[i] = done
+
+    def spill(self, nbytes: int, partitions: int, ready: float, store: bool) -> float:
+        """When a compiler spill (store) or reload of nbytes over `partitions` has moved its data: the
+        compiler's own queues (not the kernel's), the shared engines."""
+        n = max(1, min(self.count, math.ceil(partitions / self.p["dma_partitions_per_engine"])))
+        engines = self.engines["out" if store else "in"]
+        picked = heapq.nsmallest(n, range(self.count), key=engines.__getitem__)
+        occupancy = nbytes / (n * self.p["dma_queue_gbps"] * dma_efficiency(nbytes // max(1, partitions), self.p))
+        start = max(ready, max(engines[i] for i in picked))
+        self.work += occupancy * n
+        done = max(start + occupancy, self.work / self.count)
+        for i in picked:
+            engines[i] = done
+        return done
+
+
+def elided_psum_zero_fills(steps: list[Step]) -> set[int]:
+    """Indices of PSUM zero-fills the compiler drops: a tile zeroed and then accumulated into by matmuls
+    starts its accumulation group with a matmul that overwrites the bank (architecture guide, 'Near-memory
+    accumulation'), so nl.zeros(..., buffer=nl.psum) costs nothing when the next access to the tile is such
+    a matmul writing all of it."""
+    pending: dict[int, tuple[int, tuple]] = {}              # PSUM tensor -> (memset index, region)
+    elided = set()
+    for i, st in enumerate(steps):
+        for a in st.reads + st.writes:
+            if a.tensor.buffer != "psum" or a.tensor.tid not in pending:
+                continue
+            j, region = pending.pop(a.tensor.tid)
+            if st.op == "matmul" and st.extra.get("acc") and a is st.writes[0] and a.region() == region:
+                elided.add(j)
+        if st.op == "memset" and st.extra.get("fill") == 0.0 and st.writes[0].tensor.buffer == "psum":
+            pending[st.writes[0].tensor.tid] = (i, st.writes[0].region())
+    return elided
 
 
 @dataclass
@@ -178,12 +376,11 @@ class Timeline:
 
 def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = None) -> Timeline:
     tl = Timeline()
-    free = {"pe": 0.0, "dve": 0.0, "act": 0.0, "pool": 0.0}
-    # loads (into SBUF) and stores (to HBM) are queued separately, as NKI issues them from different
-    # engines' DMA queues, so a store waiting for its compute never holds up the next independent load
-    queues = {"in": [0.0] * int(p["dma_queues"]), "out": [0.0] * int(p["dma_queues"])}
+    engines = EngineTiming(p)
+    dma = DmaQueues(p)
+    elided = elided_psum_zero_fills(steps)
     buffers: dict[tuple, Buffer] = defaultdict(Buffer)
-    latency = p["dma_fixed_us"] * 1000.0
+    latency = dma.completion_ns
     hbm_bytes = 0
 
     def keys(a) -> list[tuple]:
@@ -197,21 +394,16 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         """A spilled tile's share of an access moves between HBM and SBUF: loaded before a read, stored after a
         write; returns when that transfer completes (its latency included)."""
         nbytes = a.nbytes // max(1, len(keys(a)))
-        qs = queues["out" if after else "in"]
-        engines = max(1, min(len(qs), math.ceil(a.partitions / p["dma_partitions_per_engine"])))
-        picked = heapq.nsmallest(engines, range(len(qs)), key=qs.__getitem__)
-        row = max(1, nbytes // max(1, a.partitions))
-        eff = max(p["dma_min_efficiency"], row / (row + p["dma_half_efficiency_bytes"]))
-        done = max(ready, max(qs[i] for i in picked)) + nbytes / (engines * p["dma_queue_gbps"] * eff)
-        for i in picked:
-            qs[i] = done
+        done = dma.spill(nbytes, a.partitions, ready, store=after)
         tl.spill_bytes += nbytes
-        return done + latency
+        return done + p["dma_fixed_us"] * 1000.0
 
     for n, st in enumerate(steps):
         if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
             raise TimeoutError(f"timing the kernel's {len(steps):,} instructions exceeded the time limit "
                                f"(stopped at instruction {n:,})")
+        if n in elided:
+            continue
         ready, cause = 0.0, "dma"
         regions = [(k, a.region(), w, a) for w, accs in ((False, st.reads), (True, st.writes)) for a in accs
                    for k in keys(a)]
@@ -222,32 +414,26 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
             if t > ready:
                 ready, cause = t, why
         if st.engine == "dma":
-            occupancy, n_queues = dma_ns(st, p)
-            qs = queues["out" if st.writes[0].tensor.buffer == "hbm" else "in"]
-            picked = heapq.nsmallest(n_queues, range(len(qs)), key=qs.__getitem__)
-            start = max(ready, max(qs[i] for i in picked))
-            done = start + occupancy
+            start, duration, picked, queue, busy = dma.plan(st, ready)
+            done = start + duration
             # both directions share the core's HBM bandwidth: no transfer completes before every HBM byte
             # issued up to it could have moved at that rate; an HBM->HBM copy reads and writes HBM
             sides = (st.reads[0].tensor.buffer == "hbm") + (st.writes[0].tensor.buffer == "hbm")
             if sides:
                 hbm_bytes += sides * st.dma_bytes
                 done = max(done, hbm_bytes / p["hbm_gbps_per_core"])
-            for i in picked:
-                qs[i] = done
-            end = done + latency                       # the fixed latency overlaps other transfers
-            busy = (done - start) * n_queues / len(qs)  # the share of this direction's DMA engines in use
-            tl.busy_ns["dma_" + ("out" if qs is queues["out"] else "in")] += busy
+            dma.commit(st, picked, done)
+            end = done + latency                       # completion latency overlaps other transfers
+            tl.busy_ns["dma_" + queue] += busy
             tl.dma_bytes += st.dma_bytes
             if st.run_bytes < 512:
                 tl.dma_small_rows += 1
         else:
-            busy = cycles(st, p) / clock_ghz(st.engine, p)
-            start = max(ready, free[st.engine])
-            if ready > free[st.engine]:
-                tl.waits_ns[(st.engine, cause)] += ready - free[st.engine]
-            end = free[st.engine] = start + busy
-        tl.busy_ns[st.engine] = max(tl.busy_ns.get("dma_in", 0.0), tl.busy_ns.get("dma_out", 0.0)) \
+            free_before = engines.free[st.engine]
+            start, end, busy, waited = engines.run(st, ready, cause)
+            if busy and start > free_before:
+                tl.waits_ns[(st.engine, waited)] += start - free_before
+        tl.busy_ns[st.engine] = tl.busy_ns.get("dma_in", 0.0) + tl.busy_ns.get("dma_out", 0.0) \
             if st.engine == "dma" else tl.busy_ns[st.engine] + busy
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1

@@ -50,9 +50,11 @@ class Step:
 
 class Replayer:
     def __init__(self, tensors: list[TensorDecl], inputs: dict[int, np.ndarray], sets: int,
-                 last_use: dict[int, int] | None = None) -> None:
-        """last_use: tid -> index of the last instruction using an on-chip tensor (its values are freed then)."""
-        self.tensors, self.sets = tensors, sets
+                 last_use: dict[int, int] | None = None, compute: bool = True) -> None:
+        """last_use: tid -> index of the last instruction using an on-chip tensor (its values are freed then).
+        compute=False: timing only (the calibration bench): every instruction is decoded and checked as usual
+        and yields the same Step, but no value is computed (the outputs hold nothing meaningful)."""
+        self.tensors, self.sets, self.compute = tensors, sets, compute
         self.mem: dict[int, np.ndarray] = {}
         self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
         self.free_after: dict[int, list[int]] = {}
@@ -140,8 +142,32 @@ class Replayer:
                     [r for r in reads if isinstance(r, Access)], writes, partitions=first.partitions,
                     free=first.free)
         step.psum_read = any(r.tensor.buffer == "psum" for r in step.reads)
-        run(step, reads, writes, attrs, mask, what)
+        if op == "memset":            # the cost model elides zero-fills that a matmul group overwrites
+            step.extra["fill"] = attrs.get("value")
+        elif op == "matmul":
+            step.extra["acc"] = bool(attrs.get("acc"))
+        if self.compute:
+            run(step, reads, writes, attrs, mask, what)
+        else:
+            self._timing_fields(step, op, reads, writes, attrs)
         return step
+
+    def _timing_fields(self, step, op, reads, writes, attrs) -> None:
+        """What the instructions below record on their Step besides values (compute=False)."""
+        if op == "dma":
+            self._dma_fields(step, reads[0], writes[0], attrs)
+            if "rmw" in attrs:
+                step.reads = step.reads + [writes[0]]
+        elif op == "matmul":
+            self._matmul_fields(step, reads[0], reads[1])
+        elif op == "transpose":
+            step.moving, step.stationary = reads[0].shape[0], reads[0].shape[1]
+        elif op in ("reduce", "bn_stats"):
+            step.free = reads[0].free
+        if op == "tensor_scalar" and attrs.get("tensor1") and len(reads) > 2 and isinstance(reads[2], Access):
+            step.extra["tensor1"] = True
+        if op in ("tensor_scalar", "activation") and len(writes) > 1:
+            step.extra["reduce"] = True
 
     @staticmethod
     def _same_space(op: str) -> bool:
@@ -178,6 +204,10 @@ class Replayer:
                 raise StreamError(f"{what}: a DMA read-modify-write supports add only, not {attrs['rmw']!r}")
             v, step.reads = self.read(dst) + v, step.reads + [dst]
         self.write(dst, v, mask)
+        self._dma_fields(step, src, dst, attrs)
+
+    @staticmethod
+    def _dma_fields(step, src, dst, attrs) -> None:
         hbm = src if src.tensor.buffer == "hbm" else dst
         step.dma_bytes = max(src.nbytes, dst.nbytes)
         step.run_bytes = hbm.tensor.itemsize if attrs.get("transpose") else min(src.run_bytes, dst.run_bytes)
@@ -213,7 +243,11 @@ class Replayer:
         if attrs.get("acc"):
             r = r + self.read(dst)
         self.write(dst, r, mask)
-        step.moving, step.stationary, step.partitions = n, mm, k
+        self._matmul_fields(step, s, m)
+
+    @staticmethod
+    def _matmul_fields(step, s, m) -> None:
+        step.moving, step.stationary, step.partitions = math.prod(m.shape[1:]), s.shape[1], s.shape[0]
         step.fp32_matmul = "float32" in (s.tensor.dtype, m.tensor.dtype)
 
     def _transpose(self, step, reads, writes, attrs, mask, what):

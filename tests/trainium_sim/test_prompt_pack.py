@@ -62,7 +62,9 @@ def test_matmul_example_is_correct_and_beats_the_starting_kernel():
     example = sim.evaluate(problem, (PACK / "examples" / "matmul_resident_stationary.py").read_text())
     naive = sim.evaluate(problem, problem.kernel_source("naive"))
     assert example.correct, explain(example)
-    assert example.latency < naive.latency / 3, (example.latency, naive.latency)
+    # both are DMA-bound since the calibration to the matmul tutorial (1 KiB rows move at ~42% of peak), so
+    # keeping the stationary resident gains 2.9x rather than the 3.6x of the old DMA curve
+    assert example.latency < naive.latency / 2.5, (example.latency, naive.latency)
 
 
 @pytest.mark.system
@@ -74,7 +76,9 @@ def test_softmax_example_is_correct_and_beats_plain_nl_calls(tmp_path):
     plain = kit.evaluate(problem, SOFTMAX_PLAIN)
     assert example.correct, explain(example)
     assert plain.correct, explain(plain)
-    assert example.latency < plain.latency / 1.3, (example.latency, plain.latency)
+    # plain's divide and subtract by a (P, 1) tile now cost what tensor_scalar costs (N, not 2N: the ISA's
+    # advice for free-axis broadcasts), and loads and stores share the 16 DMA engines: fusing gains ~1.2x
+    assert example.latency < plain.latency / 1.15, (example.latency, plain.latency)
 
 
 @pytest.mark.system
