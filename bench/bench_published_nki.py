@@ -438,7 +438,7 @@ def main() -> int:
         [(c, args.nki_samples) for c in NKI_SAMPLES if args.nki_samples]
     if args.only:
         cases = [(c, f) for c, f in cases if any(s in c.name for s in args.only)]
-    sim = TracingSim(hidden_sets=1, replay_time_s=900.0)
+    sim = TracingSim(hidden_sets=1, time_s=900.0)
     table = Table(title=f"published trn1 NKI kernels on trainium-sim (assembly: {args.assembly})")
     for col in ("kernel", "shapes", "traced", "replayed", "correct", "latency us", "eval s", "error (first line)"):
         table.add_column(col, justify="right" if col in ("latency us", "eval s") else "left",
