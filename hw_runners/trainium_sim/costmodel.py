@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hw_runners.trainium_sim.deps import Buffer
-from hw_runners.trainium_sim.program import StreamError, TensorDecl
+from hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
@@ -39,94 +39,6 @@ ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSim
 @functools.cache
 def params(path: Path = Path(__file__).with_name("params.toml")) -> dict[str, float]:
     return {k: v["value"] for k, v in tomllib.loads(path.read_text()).items()}
-
-
-@dataclass
-class Layout:
-    slot_of: dict[tuple, tuple]               # (tid, block) -> physical buffer key
-    sbuf_bytes: int                           # per partition, all SBUF buffers kept on chip
-    psum_banks: int
-    buffers: dict[tuple, tuple[int, int]] = field(default_factory=dict)   # (buffer, site) -> (slots, bytes)
-    spilled: dict[tuple, int] = field(default_factory=dict)  # (buffer, site) spilled to HBM -> bytes/partition
-
-
-def _max_live(units: list[tuple], first: dict, last: dict) -> int:
-    events = sorted([(first[u], 1) for u in units] + [(last[u] + 0.5, -1) for u in units])
-    live = best = 0
-    for _, d in events:
-        live += d
-        best = max(best, live)
-    return best
-
-
-def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple, int], p: dict,
-           deadline: float | None = None) -> Layout:
-    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (program.uses):
-    per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
-    once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
-    while there is room. When SBUF is still over-full, whole lines are spilled to HBM, largest footprint first,
-    as the compiler spills: their tiles then cost a DMA store after each write and a load before each read
-    (simulate). PSUM cannot spill: an over-full PSUM is an error."""
-    groups: dict[tuple, list[tuple]] = defaultdict(list)
-    for unit in first:
-        t = tensors[unit[0]]
-        if t.buffer in ("sbuf", "psum"):
-            groups[(t.buffer, t.site)].append(unit)
-    size = {g: max(tensors[u[0]].block_bytes for u in us) for g, us in groups.items()}
-    need = {g: _max_live(us, first, last) for g, us in groups.items()}
-    bank = int(p["psum_bank_bytes"])
-    for (buf, site), s in size.items():
-        if buf == "psum" and s > p["psum_partition_bytes"]:
-            raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
-                              f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    # double buffering keeps two of what a line has alive at once: two sets of blocks of a loop tile that is
-    # loaded block by block before it is used (8 blocks of lhsT in the matmul tutorial's optimized kernel)
-    slots = {g: min(2 * need[g], len(us)) for g, us in groups.items()}
-
-    def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
-        return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
-
-    def use(buf: str) -> int:
-        return sum(slots[g] * unit(g) for g in groups if g[0] == buf)
-    limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
-    spilled: dict[tuple, int] = {}
-    for buf in ("sbuf", "psum"):
-        used = use(buf)
-        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]),
-                        key=lambda g: -(slots[g] - need[g]) * size[g]):       # the largest saving first
-            if used <= limits[buf]:
-                break
-            used -= (slots[g] - need[g]) * unit(g)
-            slots[g] = need[g]    # no room to double-buffer this line's tiles
-        if used > limits[buf] and buf == "sbuf":
-            for g in sorted((g for g in groups if g[0] == "sbuf"), key=lambda g: -slots[g] * size[g]):
-                if used <= limits[buf]:
-                    break
-                used -= slots[g] * size[g]
-                spilled[g] = slots[g] * size[g]
-        if used > limits[buf]:
-            top = sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * size[g])[:4]
-            detail = "; ".join(f"line {g[1]}: {slots[g]} x {size[g] / 1024:.1f} KiB" for g in top)
-            raise StreamError(f"PSUM overflow: the kernel's PSUM tiles need {used} banks of 2 KiB per "
-                              f"partition, PSUM has {limits[buf]} ({detail})")
-    slot_of = {}
-    for g, us in groups.items():
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"placing the kernel's {len(first):,} tiles exceeded the time limit")
-        if g in spilled:
-            slot_of.update({u: ("spill", u) for u in us})
-            continue
-        # each block takes the buffer free longest (a heap of (last use of its current block, buffer)), so
-        # consecutive tiles of a loop alternate between buffers; slots >= the most alive at once, so the
-        # top of the heap is always free by the time the next block is first used
-        free_at = [(-1, i) for i in range(slots[g])]
-        for u in sorted(us, key=first.__getitem__):
-            _, i = heapq.heapreplace(free_at, (last[u], free_at[0][1]))
-            slot_of[u] = (g[0], g[1], i)
-    kept = {g: slots[g] for g in groups if g not in spilled}
-    return Layout(slot_of, sum(kept[g] * size[g] for g in kept if g[0] == "sbuf"),
-                  sum(kept[g] * unit(g) for g in kept if g[0] == "psum"),
-                  {g: (slots[g], size[g]) for g in groups}, spilled)
 
 
 COMPUTE = ("pe", "dve", "act", "pool")
