@@ -299,6 +299,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         t = a.tensor
         if t.buffer == "hbm":
             return [("hbm", t.alias if t.alias != -1 else t.tid)]
+        if t.pdim == 0:
+            return [lay.slot_of[(t.tid, ())]]
         return [lay.slot_of[(t.tid, b)] for b in itertools.product(*(range(lo, hi + 1) for lo, hi in
                                                                      zip(a.lo[:t.pdim], a.hi[:t.pdim])))]
 

@@ -8,6 +8,7 @@ value arrays that carry a leading axis of input sets.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -62,6 +63,17 @@ class TensorDecl:
     def partition_bytes(self) -> int:
         """Bytes per partition of an on-chip tensor."""
         return self.size // self.shape[self.pdim] * self.itemsize
+
+    @functools.cached_property
+    def region_strides(self) -> tuple[int, ...]:
+        """Element strides of the bytes an access touches (Access.region): row-major over the whole tensor in
+        HBM; on chip within one partition of one block (the partition and block dimensions count 0)."""
+        strides, s = [0] * len(self.shape), 1
+        for d in range(len(self.shape) - 1, -1, -1):
+            if self.buffer != "hbm" and d <= self.pdim:
+                continue
+            strides[d], s = s, s * self.shape[d]
+        return tuple(strides)
 
     @property
     def block_bytes(self) -> int:
@@ -152,7 +164,7 @@ def tile_shape(idx: list, what: str) -> tuple[int, ...]:
     return tuple(shape) or (1,)
 
 
-@dataclass
+@dataclass(slots=True)
 class Access:
     tensor: TensorDecl
     shape: tuple[int, ...]
@@ -184,13 +196,9 @@ class Access:
         """(first partition, last partition, first byte, last byte) of the bytes this access touches; on
         chip, within one block (blocks are allocated apart)."""
         t = self.tensor
-        strides, s = [0] * len(t.shape), 1
-        for d in range(len(t.shape) - 1, -1, -1):
-            if t.buffer != "hbm" and d <= t.pdim:
-                continue
-            strides[d], s = s, s * t.shape[d]
-        f_lo = sum(self.lo[d] * strides[d] for d in range(len(strides))) * t.itemsize
-        f_hi = (sum(self.hi[d] * strides[d] for d in range(len(strides))) + 1) * t.itemsize - 1
+        strides = t.region_strides
+        f_lo = sum(map(int.__mul__, self.lo, strides)) * t.itemsize
+        f_hi = (sum(map(int.__mul__, self.hi, strides)) + 1) * t.itemsize - 1
         if t.buffer == "hbm":
             return 0, 0, f_lo, f_hi
         return self.lo[t.pdim], self.hi[t.pdim], f_lo, f_hi
@@ -253,6 +261,90 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
     dense = fast and all(s.step == 1 for s in slices if isinstance(s, slice))
     return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
                   _axis0_is_partition(t, idx, rank), dense)
+
+
+class Resolver:
+    """resolve() with its work shared between accesses of one shape: a kernel's accesses repeat a few
+    patterns (the same tensor and index terms) at many offsets, so the first access of a pattern is resolved
+    and checked in full, and the next ones reuse what does not depend on the offsets (the tile shape, the
+    row length, the axis checks, the index arrays at offset 0) and recompute their bounds. Masked accesses
+    are always resolved in full."""
+
+    def __init__(self, tensors: list[TensorDecl]) -> None:
+        self.tensors, self.patterns = tensors, {}
+        kinds: dict[tuple, int] = {}      # tensors alike in all but their tid share patterns
+        self.kind = [kinds.setdefault((t.buffer, t.shape, t.dtype, t.pdim, t.alias), len(kinds)) for t in tensors]
+
+    def __call__(self, enc, what: str, mask: np.ndarray | None = None) -> Access:
+        key, consts = self._pattern(enc) if mask is None else (None, None)
+        if key is None:
+            return resolve(enc, self.tensors, what, mask)
+        tpl = self.patterns.get(key)
+        if tpl is None:
+            a = resolve(enc, self.tensors, what)
+            self.patterns[key] = _Template(a, enc[1], consts)
+            return a
+        return tpl.instance(self.tensors[enc[0]], consts, what)
+
+    def _pattern(self, enc):
+        """(hashable pattern, offsets) of an encoded access, or (None, None) when it is not well formed (then
+        resolve() says why)."""
+        try:
+            tid, idx = enc
+        except (TypeError, ValueError):
+            return None, None
+        if type(tid) is not int or not 0 <= tid < len(self.tensors):
+            return None, None
+        return _pattern(self.kind[tid], idx)
+
+
+def _pattern(kind: int, idx):
+    try:
+        parts, consts = [], []
+        for e in idx:
+            if type(e) is int:
+                parts.append(None)
+                consts.append(e)
+                continue
+            c, terms = e
+            if type(c) is not int:
+                return None, None
+            parts.append(tuple(map(tuple, terms)))
+            consts.append(c)
+        return (kind, tuple(parts)), consts
+    except (TypeError, ValueError):
+        return None, None
+
+
+class _Template:
+    """What an access pattern shares at every offset (built from a fully resolved and checked access)."""
+
+    def __init__(self, a: Access, idx: list, consts: list[int]) -> None:
+        self.a = a
+        self.bounds = [(lo - c, hi - c, n) for lo, hi, c, n in zip(a.lo, a.hi, consts, a.tensor.shape)]
+        self.fast = not any(isinstance(x, np.ndarray) for x in a.index[1:])
+        if self.fast:        # per dim: an int, or a slice (start, stop - start, step) relative to the offset
+            self.parts = [None if isinstance(x, (int, np.integer)) else (x.stop - x.start, x.step)
+                          for x in a.index[1:]]
+        else:                # the index arrays at offset 0, in their compact (broadcastable) form
+            rank = max(len(a.shape), 1)
+            self.parts = [None if isinstance(e, int) else expr_array([0, e[1]], rank, "") for e in idx]
+
+    def instance(self, t: TensorDecl, consts: list[int], what: str) -> Access:
+        a = self.a
+        lo, hi = [], []
+        for d, (c, (lo_off, hi_off, n)) in enumerate(zip(consts, self.bounds)):
+            if c + lo_off < 0 or c + hi_off >= n:
+                raise StreamError(f"{what} accesses indices {c + lo_off}..{c + hi_off} of dimension {d} of a tensor "
+                                  f"of shape {t.shape}: out of bounds")
+            lo.append(c + lo_off)
+            hi.append(c + hi_off)
+        if self.fast:
+            index = (slice(None), *[c if p is None else slice(c, c + p[0], p[1]) for c, p in zip(consts, self.parts)])
+        else:
+            index = (slice(None), *[np.broadcast_to(np.int64(c) if p is None else p + c, a.shape)
+                                    for c, p in zip(consts, self.parts)])
+        return Access(t, a.shape, index, tuple(lo), tuple(hi), a.run_bytes, a.axis0_is_partition, a.dense)
 
 
 def _run_bytes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from hw_runners.trainium_sim import ops
 from hw_runners.trainium_sim.engine_ops import EngineOps
-from hw_runners.trainium_sim.program import (PARTITIONS, Access, StreamError, TensorDecl, mask_array, resolve,
+from hw_runners.trainium_sim.program import (PARTITIONS, Access, Resolver, StreamError, TensorDecl, mask_array,
                                              tile_shape, where)
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
@@ -59,6 +59,7 @@ class Replayer(EngineOps):
         inputs: values per input tensor, set-stacked; rounded to the tensor's dtype here unless `rounded`
         says they already are (then they are used as given, and copied before anything writes them)."""
         self.tensors, self.sets, self.compute = tensors, sets, compute
+        self.resolve = Resolver(tensors)
         self.mem: dict[int, np.ndarray] = {}
         self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
         self.free_after: dict[int, list[int]] = {}
@@ -97,9 +98,12 @@ class Replayer(EngineOps):
         shape = np.shape(value)[1:]
         if shape != a.shape and np.ndim(value) > 1 and ops.core_shape(shape) == ops.core_shape(a.shape):
             value = np.reshape(value, (self.sets, *a.shape))         # (P, 1) into (P,) and the like
-        value = np.broadcast_to(value, (self.sets, *a.shape))
-        if not self.sets:
+            shape = a.shape
+        if not self.sets:         # a dry run: the value must still fit
+            if shape != a.shape or np.ndim(value) == 0:
+                np.broadcast_to(value, (0, *a.shape))
             return
+        value = np.broadcast_to(value, (self.sets, *a.shape))
         arr = self._array(a.tensor.tid)
         if not arr.flags.writeable:     # a shared input array (see __init__): this run gets its own copy
             base = a.tensor.alias if a.tensor.alias != -1 else a.tensor.tid
@@ -169,9 +173,10 @@ class Replayer(EngineOps):
             if not (isinstance(space, list) and len(space) == 2 and isinstance(space[1], list)):
                 raise StreamError(f"malformed operand in {what}")
             mask = mask_array(attrs["mask"], tile_shape(space[1], what), what)
-        first = resolve(dsts[0], self.tensors, what, None if over_input else mask)
-        writes = [first] + [resolve(d, self.tensors, what) for d in dsts[1:]]
-        reads = [resolve(s, self.tensors, what, mask if self._same_space(op) or (over_input and i == 0) else None)
+        resolve = self.resolve
+        first = resolve(dsts[0], what, None if over_input else mask)
+        writes = [first] + [resolve(d, what) for d in dsts[1:]]
+        reads = [resolve(s, what, mask if self._same_space(op) or (over_input and i == 0) else None)
                  if isinstance(s, list) else s for i, s in enumerate(srcs)]
         self._check_memories(op, engine, what, reads, writes)
         step = Step(op, engine, site, attrs.get("fn", attrs.get("op", op)) if op != "dma" else "dma",

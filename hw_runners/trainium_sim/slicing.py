@@ -44,28 +44,29 @@ class Check:
     masks: dict[int, np.ndarray | None]      # output tid -> elements to compare (None: all of them)
     checked: int = 0                         # output elements compared
     elements: int = 0
-    writes: int = 0                          # final writes checked, of
-    final_writes: int = 0
+    writes: int = 0                          # instructions writing an output whose last writes are checked, of
+    final_writes: int = 0                    # the instructions writing an output
 
     def describe(self) -> str:
         if self.needed is None and all(m is None for m in self.masks.values()):
             return "every output element checked"
         computed = sum(self.needed) if self.needed is not None else 0
-        return (f"values checked on {self.checked:,} of {self.elements:,} output elements ({self.writes} of "
-                f"{self.final_writes} final writes, drawn after tracing: every corner and face plus random "
-                f"ones); every element is written; {computed:,} of {len(self.needed or ()):,} instructions "
-                f"computed")
+        return (f"values checked on {self.checked:,} of {self.elements:,} output elements (the last writes of "
+                f"{self.writes} of {self.final_writes} output-writing instructions, drawn after tracing: every "
+                f"corner and face plus random points); every element is written; {computed:,} of "
+                f"{len(self.needed or ()):,} instructions computed")
 
 
 def _base(t: TensorDecl) -> int:
     return t.alias if t.alias != -1 else t.tid
 
 
-def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int]) -> dict:
-    """base tid of each output -> int32 array (1, *shape): the index of the last instruction writing each
-    element, -1 where none does."""
+def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int]):
+    """(base tid of each output -> int32 array (1, *shape) holding the index of the last instruction that writes
+    each element, -1 where none does; the instructions that write an output, in order)."""
     bases = {_base(tensors[o]) for o in outs}
     last = {b: np.full((1, *tensors[b].shape), -1, dtype=np.int32) for b in bases}
+    writers = []
     for n, step in enumerate(steps):
         for i, w in enumerate(step.writes):
             b = _base(w.tensor)
@@ -73,42 +74,44 @@ def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], ou
                 mask = decoded[n][4] if i == 0 else None
                 view = last[b].reshape((1, *w.tensor.shape))
                 store(view, w, np.int32(n), mask if mask is not None and mask.shape == w.shape else None)
-    return last
+                if not writers or writers[-1][0] != n:
+                    writers.append((n, []))
+                writers[-1][1].append(w)
+    return last, writers
 
 
 def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int], regions: int,
          rng: np.random.Generator, deadline: float | None = None) -> tuple[Check, str | None]:
     """The check of one evaluation; (check, None), or (partial check, what is never written)."""
-    last = last_writers(steps, decoded, tensors, outs)
+    last, writers = last_writers(steps, decoded, tensors, outs)
     for o in outs:
         b = _base(tensors[o])
-        missing = int((last[b] < 0).sum())
-        if missing:
+        if last[b].min() < 0:
+            missing = int((last[b] < 0).sum())
             return Check(None, {}), (f"{missing:,} of {last[b].size:,} elements of output #{outs.index(o)} are "
                                      f"never written by any instruction")
     elements = sum(a.size for a in last.values())
+    everything = Check(None, {o: None for o in outs}, elements, elements, len(writers), len(writers))
     if regions <= 0:
-        return Check(None, {o: None for o in outs}, elements, elements), None
-    seeds: set[int] = set()
-    per_base: dict[int, set[int]] = {}
-    for b, arr in last.items():
-        shape = arr.shape[1:]
-        chosen = {int(arr[(0, *p)]) for p in _points(shape, regions, rng)}
-        per_base[b] = chosen
-        seeds |= chosen
-    final = {int(v) for arr in last.values() for v in np.unique(arr)}
-    if seeds >= final:
-        return Check(None, {o: None for o in outs}, elements, elements, len(final), len(final)), None
-    table = np.zeros(len(steps), dtype=bool)
-    table[list(seeds)] = True
-    masks, checked = {}, 0
-    for o in outs:
-        b = _base(tensors[o])
-        m = table[last[b][0]].reshape(tensors[o].shape)
-        masks[o] = m
-        checked += int(m.sum())
+        return everything, None
+    seeds = {int(arr[(0, *p)]) for arr in last.values() for p in _points(arr.shape[1:], regions, rng)}
+    if len(seeds) == len(writers):
+        return everything, None
+    # the checked elements: those whose last write is a seed (marked through the seeds' own accesses, so
+    # the cost follows what is checked, not the output's size)
+    checked = {b: np.zeros(arr.shape, dtype=bool) for b, arr in last.items()}
+    for n, accesses in writers:
+        if n in seeds:
+            for w in accesses:
+                b = _base(w.tensor)
+                shape = (1, *w.tensor.shape)
+                mine = last[b].reshape(shape)[w.index] == n
+                view = checked[b].reshape(shape)
+                view[w.index] = view[w.index] | mine
+    masks = {o: checked[_base(tensors[o])][0].reshape(tensors[o].shape) for o in outs}
+    count = sum(int(m.sum()) for m in checked.values())
     needed = backward(steps, decoded, tensors, seeds, deadline)
-    return Check(needed, masks, checked, elements, len(seeds), len(final)), None
+    return Check(needed, masks, count, elements, len(seeds), len(writers)), None
 
 
 def _points(shape: tuple[int, ...], regions: int, rng: np.random.Generator):

@@ -276,8 +276,9 @@ class TrainiumSim(Target):
             return result
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
             got_all = replay._array(tid)
+            where = None if check.masks[tid] is None else np.nonzero(check.masks[tid])
             for s, want in enumerate(expected):
-                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0, where=check.masks[tid])
+                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0, where=where)
                 if bad:
                     which = "the public input set" if s == 0 else \
                         f"hidden input set {s} (drawn from a secret seed; the public set was right)"
@@ -319,12 +320,11 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
 
 
 def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True,
-              where: np.ndarray | None = None) -> str:
-    """What is wrong, in words, over the elements `where` selects (None: all); a hidden set's values are never
-    quoted (they are kept per evaluator)."""
-    pos = None
-    if where is not None:
-        pos = np.nonzero(where)
+              where: tuple | None = None) -> str:
+    """What is wrong, in words, over the elements at the positions `where` (np.nonzero of the checked mask;
+    None: all); a hidden set's values are never quoted (they are kept per evaluator)."""
+    pos = where
+    if pos is not None:
         got, want = got[pos], want[pos]
     got = got.astype(np.float64)
     err = np.abs(got - want)
