@@ -174,6 +174,9 @@ class Access:
     run_bytes: int          # contiguous bytes per row of this access (DMA efficiency)
     axis0_is_partition: bool = True   # on chip: the tile's first axis walks the tensor's partitions, and only it
     dense: bool = False     # it touches every element of its bounding box lo..hi (unit-step slices, no mask)
+    # an unmasked access that index arrays express (overlapping windows, diagonals): its elements as a strided
+    # view of the row-major tensor, (first element, element stride per tile axis); None otherwise
+    strided: tuple | None = None
 
     @property
     def partitions(self) -> int:
@@ -259,8 +262,25 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
             arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
         index = (slice(None), *arrays)
     dense = fast and all(s.step == 1 for s in slices if isinstance(s, slice))
+    strided = None if fast or mask is not None else _strided(t, idx, shape)
     return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
-                  _axis0_is_partition(t, idx, rank), dense)
+                  _axis0_is_partition(t, idx, rank), dense, strided)
+
+
+def _strided(t: TensorDecl, idx: list, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """(first element, element stride per tile axis) of an affine access over the row-major tensor: every
+    index is const + sum(coef * axis), so each tile axis steps by a fixed number of elements."""
+    dim_stride = _row_major(t.shape)
+    first, strides = 0, [0] * len(shape)
+    for d, e in enumerate(idx):
+        if isinstance(e, int):
+            first += e * dim_stride[d]
+            continue
+        first += e[0] * dim_stride[d]
+        for extent, r, pos, coef in e[1]:
+            if extent > 1:
+                strides[pos + len(shape) - r] += coef * dim_stride[d]
+    return first, tuple(strides)
 
 
 class Resolver:
@@ -329,6 +349,8 @@ class _Template:
         else:                # the index arrays at offset 0, in their compact (broadcastable) form
             rank = max(len(a.shape), 1)
             self.parts = [None if isinstance(e, int) else expr_array([0, e[1]], rank, "") for e in idx]
+            if a.strided is not None:
+                self.first = a.strided[0] - sum(c * s for c, s in zip(consts, _row_major(a.tensor.shape)))
 
     def instance(self, t: TensorDecl, consts: list[int], what: str) -> Access:
         a = self.a
@@ -344,7 +366,19 @@ class _Template:
         else:
             index = (slice(None), *[np.broadcast_to(np.int64(c) if p is None else p + c, a.shape)
                                     for c, p in zip(consts, self.parts)])
-        return Access(t, a.shape, index, tuple(lo), tuple(hi), a.run_bytes, a.axis0_is_partition, a.dense)
+        strided = None
+        if a.strided is not None:
+            strided = (self.first + sum(c * s for c, s in zip(consts, _row_major(t.shape))), a.strided[1])
+        return Access(t, a.shape, index, tuple(lo), tuple(hi), a.run_bytes, a.axis0_is_partition, a.dense, strided)
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a row-major array of this shape."""
+    out, n = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d], n = n, n * shape[d]
+    return tuple(out)
 
 
 def _run_bytes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> int:

@@ -89,8 +89,14 @@ class Replayer(EngineOps):
     def read(self, a: Access) -> np.ndarray:
         if not self.sets:        # a dry run (see decode): the operand's shape, no values
             return np.empty((0, *a.shape), dtype=ops.storage(a.tensor.dtype))
-        v = self._array(a.tensor.tid)[a.index]
-        return v.reshape((self.sets, *a.shape))
+        arr = self._array(a.tensor.tid)
+        if a.strided is not None and arr.flags.c_contiguous:    # a strided view instead of gathering by index
+            first, strides = a.strided
+            flat = arr.reshape(self.sets, -1)[:, first:]
+            return np.lib.stride_tricks.as_strided(flat, (self.sets, *a.shape),
+                                                   (arr.strides[0], *(s * arr.itemsize for s in strides)),
+                                                   writeable=False)
+        return arr[a.index].reshape((self.sets, *a.shape))
 
     def write(self, a: Access, value, mask: np.ndarray | None, exact: bool = False) -> None:
         """exact: the values are already representable in the destination's dtype (a DMA between tensors
