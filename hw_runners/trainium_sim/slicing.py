@@ -7,13 +7,13 @@ so an evaluation checks part of the output, chosen so that a wrong kernel is sti
 1. Coverage, exactly: the last instruction to write each output element is found from the decoded stream
    (no values needed). An element nobody writes fails the kernel, whichever elements are checked.
 2. Values, on whole final writes: the check draws points of each output from a secret seed after the
-   stream is recorded (every corner, one point on each face, `regions` uniform points) and takes the
-   instructions that last wrote them; every element those instructions last wrote is checked, on the
-   public and every hidden set. The kernel cannot know which writes are drawn. A kernel whose values are
-   wrong in w of its W final writes passes with probability about (1 - w/W)^regions (for gemm's 512
-   stores and 16 regions: a bug in 1/8 of the tiles is caught with probability 0.88, in half of them
-   with probability 1 - 2^-16; a bug in the first or last tile of any row or column of tiles is on a
-   face and caught always).
+   stream is recorded (every corner, one point on each face, `regions` uniform points) and
+   takes the instructions that last wrote them; every element those instructions last wrote is checked,
+   on the public and every hidden set. The kernel cannot know which writes are drawn. A kernel whose values
+   are wrong in w of its W output writes passes with probability about (1 - w/W)^regions (gemm, 512 tile
+   stores, 16 regions: a bug in 1/8 of the tiles is caught with probability 0.88, in half of them with
+   probability 1 - 2^-16). A mistake along a whole edge of the output (the usual result of mishandled
+   remainders) meets a face point and is caught always, as is a wrong corner tile.
 3. Only the instructions those checked elements depend on are computed (a backward slice over the
    decoded accesses), every other instruction is decoded, checked against the NKI rules and timed as
    before, so the latency and every rule are exactly those of a full replay.
@@ -34,8 +34,8 @@ import numpy as np
 from hw_runners.trainium_sim.program import TensorDecl
 from hw_runners.trainium_sim.replay import Step, store
 
-MAX_BOXES = 64          # per tensor; beyond it the needed boxes merge into their hull (still conservative)
 MAX_CORNERS = 64
+MAX_BOXES = 64          # per tensor; beyond it the needed boxes merge into their hull (still conservative)
 
 
 @dataclass
