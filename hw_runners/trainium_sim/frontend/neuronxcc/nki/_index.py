@@ -190,12 +190,72 @@ class _Grid(tuple):
 mgrid = _MGrid()
 
 
+# Encodings are shared between the views (and instructions) that use the same index: nothing mutates an
+# encoding once made (a view of a view, expand_dims and operand masks build new lists).
+_WHOLE: dict = {}
+_INDEX: dict = {}
+_INDEX_CACHE_MAX = 1 << 18
+
+
 def whole_index(shape) -> list:
-    return [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+    try:
+        return _WHOLE[shape]
+    except (KeyError, TypeError):
+        pass
+    w = [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+    if type(shape) is tuple:
+        _WHOLE[shape] = w
+    return w
+
+
+def _index_key(key):
+    """A hashable stand-in for an index key made only of ints, slices of ints, Ellipsis and index expressions
+    (what determines index()'s result), or None for any other key (it is encoded afresh, and checked)."""
+    if type(key) is not tuple:
+        key = (key,)
+    parts = []
+    for k in key:
+        t = type(k)
+        if t is int:
+            parts.append(k)
+        elif t is slice:
+            a, b, c = k.start, k.stop, k.step
+            if ((a is None or type(a) is int) and (b is None or type(b) is int)
+                    and (c is None or type(c) is int)):
+                parts.append((a, b, c))
+            else:
+                return None
+        elif t is IndexExpr:
+            if type(k.const) is not int or type(k.terms) is not tuple:
+                return None
+            parts.append((k.const, k.terms))
+        elif k is Ellipsis:
+            parts.append(k)
+        else:
+            return None
+    return tuple(parts)
 
 
 def index(shape: tuple, key) -> tuple[list, tuple]:
-    """Encode `tensor[key]`; returns (per-dim index, tile shape)."""
+    """Encode `tensor[key]`; returns (per-dim index, tile shape). The result is shared: never mutate it."""
+    ck = _index_key(key)
+    if ck is not None:
+        ck = (shape, ck)
+        try:
+            return _INDEX[ck]
+        except KeyError:
+            pass
+        except TypeError:         # unhashable parts (terms built by hand): no sharing
+            ck = None
+    result = _index(shape, key)
+    if ck is not None:
+        if len(_INDEX) >= _INDEX_CACHE_MAX:
+            _INDEX.clear()
+        _INDEX[ck] = result
+    return result
+
+
+def _index(shape: tuple, key) -> tuple[list, tuple]:
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         i = next(i for i, k in enumerate(key) if k is Ellipsis)

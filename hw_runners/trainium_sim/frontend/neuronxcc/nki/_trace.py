@@ -257,7 +257,11 @@ class View:
         raise NKIError("this tile was assigned into another tile; index that tile instead")
 
     def is_whole(self) -> bool:
-        return self.shape == self.tensor.shape and self.idx == whole_index(self.tensor.shape)
+        shape = self.tensor.shape
+        if self.shape != shape:
+            return False
+        w = whole_index(shape)
+        return self.idx is w or self.idx == w
 
     def __getitem__(self, key) -> "View":
         if _is_everything(key):
