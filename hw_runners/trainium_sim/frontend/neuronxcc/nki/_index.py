@@ -123,6 +123,8 @@ class Predicate:
 
 
 def _int(v) -> int:
+    if type(v) is int:
+        return v
     if isinstance(v, IndexExpr):
         raise NKIError("index expressions can only be multiplied by integers")
     if getattr(v, "_nki_handle", False):
