@@ -84,11 +84,12 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     free axis, columns from the moving free axes), whose other elements the instruction leaves alone."""
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
     operand_masks = []
-    for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
-        if v.opmask is False:
-            mask = False
-        elif v.opmask:
-            operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
+    if s.opmask is not None or m.opmask is not None:
+        for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
+            if v.opmask is False:
+                mask = False
+            elif v.opmask:
+                operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
     s, m = _sbuf_operand(View(s.tensor, s.idx, s.shape)), _sbuf_operand(View(m.tensor, m.idx, m.shape))
     if len(s.shape) != 2 or len(m.shape) < 2:
         raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "

@@ -60,13 +60,14 @@ def _compute(op: str, engine: str, operands: list, attrs: dict, dtype=None, buff
     """One instruction writing a fresh tile shaped like its broadcast operands."""
     ops = [o.view() if isinstance(o, Tensor) else o for o in operands]
     for o in ops:
-        if isinstance(o, View) and o.buffer == "hbm":
+        if isinstance(o, View) and o.tensor.buffer == "hbm":
             raise NKIError(f"{attrs.get('fn', op)} reads an HBM tensor: load it into SBUF with nl.load first")
     if shape is None:
         shape = tile_broadcast(*[o.shape for o in ops if isinstance(o, View)])
     out = _new(shape, _result_dtype(dtype, ops), buffer)
-    RECORDER.emit(op, engine, [out.view()], ops, attrs)
-    return out.view()
+    result = out.view()          # the instruction's destination, and what the call returns
+    RECORDER.emit(op, engine, [result], ops, attrs)
+    return result
 
 
 def _ew(fn: str, engine: str, *operands, dtype=None, mask=None, **_) -> View:
