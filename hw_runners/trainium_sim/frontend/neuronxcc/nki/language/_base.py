@@ -12,6 +12,14 @@ _HBM = (hbm, shared_hbm, private_hbm)
 
 
 def _new(shape, dtype, buffer) -> Tensor:
+    if buffer is sbuf or buffer is psum:        # the common case, as below
+        shape = tuple(shape)
+        pdim = 0
+        for i, s in enumerate(shape):
+            if isinstance(s, par_dim):
+                pdim = i
+                break
+        return RECORDER.tensor(buffer, shape, dtype, pdim)
     if buffer == shared_hbm and RECORDER.grid:
         return RECORDER.shared_tensor(shape, dtype)     # one tensor for every instance of the launch grid
     if buffer in _HBM:
@@ -34,6 +42,8 @@ def _view(x, what: str) -> View:
 
 
 def _attrs(mask, **attrs) -> dict:
+    if mask is None:
+        return attrs
     if isinstance(mask, (bool, _np.bool_)):
         # A condition on loop indices, known while tracing: True masks nothing; False makes the
         # instruction a no-op (RECORDER.emit drops it).
