@@ -150,11 +150,21 @@ def _broadcast(a, b):
     return tuple(out)
 
 
+_TILE_BROADCAST: dict = {}
+
+
 def tile_broadcast(*shapes):
     """Broadcast of tile shapes, NKI's way: tiles lead with the partition axis, so a shorter shape is
     padded with free axes of size 1 on the right ((P,) acts as (P, 1)), unlike numpy."""
+    try:
+        return _TILE_BROADCAST[shapes]          # shapes that broadcast, seen before (tuples of ints)
+    except (KeyError, TypeError):
+        pass
     rank = max((len(s) for s in shapes), default=0)
-    return broadcast_shapes(*[tuple(s) + (1,) * (rank - len(s)) for s in shapes])
+    out = broadcast_shapes(*[tuple(s) + (1,) * (rank - len(s)) for s in shapes])
+    if all(type(s) is tuple and all(type(n) is int for n in s) for s in shapes) and len(_TILE_BROADCAST) < 4096:
+        _TILE_BROADCAST[shapes] = out
+    return out
 
 
 def broadcast_shapes(*shapes):
@@ -279,10 +289,10 @@ def _index(shape: tuple, key) -> tuple[list, tuple]:
             if step <= 0 or stop <= start:
                 raise NKIError(f"empty or reversed slice {k} of dimension {dim} (size {n})")
             extent = len(range(start, stop, step))
-            e = IndexExpr(start, ((extent, rank, pos + rank - nslice, step),))
+            axis = pos + rank - nslice
             pos += 1
-            out.append(e.encode())
-            shapes.append(e.shape)
+            out.append([start, [[extent, rank, axis, step]]])       # IndexExpr(start, ((extent, rank, axis, step),))
+            shapes.append((1,) * axis + (extent,) + (1,) * (rank - axis - 1))
         elif isinstance(k, IndexExpr):
             out.append(k.encode())
             shapes.append(k.shape)
