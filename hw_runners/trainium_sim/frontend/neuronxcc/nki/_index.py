@@ -123,6 +123,8 @@ class Predicate:
 
 
 def _int(v) -> int:
+    if type(v) is int:
+        return v
     if isinstance(v, IndexExpr):
         raise NKIError("index expressions can only be multiplied by integers")
     if getattr(v, "_nki_handle", False):
@@ -148,11 +150,21 @@ def _broadcast(a, b):
     return tuple(out)
 
 
+_TILE_BROADCAST: dict = {}
+
+
 def tile_broadcast(*shapes):
     """Broadcast of tile shapes, NKI's way: tiles lead with the partition axis, so a shorter shape is
     padded with free axes of size 1 on the right ((P,) acts as (P, 1)), unlike numpy."""
+    try:
+        return _TILE_BROADCAST[shapes]          # shapes that broadcast, seen before (tuples of ints)
+    except (KeyError, TypeError):
+        pass
     rank = max((len(s) for s in shapes), default=0)
-    return broadcast_shapes(*[tuple(s) + (1,) * (rank - len(s)) for s in shapes])
+    out = broadcast_shapes(*[tuple(s) + (1,) * (rank - len(s)) for s in shapes])
+    if all(type(s) is tuple and all(type(n) is int for n in s) for s in shapes) and len(_TILE_BROADCAST) < 4096:
+        _TILE_BROADCAST[shapes] = out
+    return out
 
 
 def broadcast_shapes(*shapes):
@@ -190,12 +202,72 @@ class _Grid(tuple):
 mgrid = _MGrid()
 
 
+# Encodings are shared between the views (and instructions) that use the same index: nothing mutates an
+# encoding once made (a view of a view, expand_dims and operand masks build new lists).
+_WHOLE: dict = {}
+_INDEX: dict = {}
+_INDEX_CACHE_MAX = 1 << 18
+
+
 def whole_index(shape) -> list:
-    return [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+    try:
+        return _WHOLE[shape]
+    except (KeyError, TypeError):
+        pass
+    w = [[0, [[n, len(shape), d, 1]]] for d, n in enumerate(shape)]
+    if type(shape) is tuple:
+        _WHOLE[shape] = w
+    return w
+
+
+def _index_key(key):
+    """A hashable stand-in for an index key made only of ints, slices of ints, Ellipsis and index expressions
+    (what determines index()'s result), or None for any other key (it is encoded afresh, and checked)."""
+    if type(key) is not tuple:
+        key = (key,)
+    parts = []
+    for k in key:
+        t = type(k)
+        if t is int:
+            parts.append(k)
+        elif t is slice:
+            a, b, c = k.start, k.stop, k.step
+            if ((a is None or type(a) is int) and (b is None or type(b) is int)
+                    and (c is None or type(c) is int)):
+                parts.append((a, b, c))
+            else:
+                return None
+        elif t is IndexExpr:
+            if type(k.const) is not int or type(k.terms) is not tuple:
+                return None
+            parts.append((k.const, k.terms))
+        elif k is Ellipsis:
+            parts.append(k)
+        else:
+            return None
+    return tuple(parts)
 
 
 def index(shape: tuple, key) -> tuple[list, tuple]:
-    """Encode `tensor[key]`; returns (per-dim index, tile shape)."""
+    """Encode `tensor[key]`; returns (per-dim index, tile shape). The result is shared: never mutate it."""
+    ck = _index_key(key)
+    if ck is not None:
+        ck = (shape, ck)
+        try:
+            return _INDEX[ck]
+        except KeyError:
+            pass
+        except TypeError:         # unhashable parts (terms built by hand): no sharing
+            ck = None
+    result = _index(shape, key)
+    if ck is not None:
+        if len(_INDEX) >= _INDEX_CACHE_MAX:
+            _INDEX.clear()
+        _INDEX[ck] = result
+    return result
+
+
+def _index(shape: tuple, key) -> tuple[list, tuple]:
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
@@ -217,10 +289,10 @@ def index(shape: tuple, key) -> tuple[list, tuple]:
             if step <= 0 or stop <= start:
                 raise NKIError(f"empty or reversed slice {k} of dimension {dim} (size {n})")
             extent = len(range(start, stop, step))
-            e = IndexExpr(start, ((extent, rank, pos + rank - nslice, step),))
+            axis = pos + rank - nslice
             pos += 1
-            out.append(e.encode())
-            shapes.append(e.shape)
+            out.append([start, [[extent, rank, axis, step]]])       # IndexExpr(start, ((extent, rank, axis, step),))
+            shapes.append((1,) * axis + (extent,) + (1,) * (rank - axis - 1))
         elif isinstance(k, IndexExpr):
             out.append(k.encode())
             shapes.append(k.shape)

@@ -38,8 +38,24 @@ DTYPES = {"float32": np.float32, "bfloat16": bfloat16, "float16": np.float16, "i
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}
 
 
+_DTYPE_NAMES: dict = {}     # dtype spellings (strings, classes, numpy dtypes) already named
+
+
 def dtype_name(dtype) -> str:
     """The wire name of any dtype spelling a kernel may use (nl.float32, np.float32, 'float32', ...)."""
+    t = type(dtype)
+    cacheable = t is str or t is type or isinstance(dtype, np.dtype)
+    if cacheable:
+        name = _DTYPE_NAMES.get(dtype)
+        if name is not None:
+            return name
+        name = _dtype_name(dtype)
+        _DTYPE_NAMES[dtype] = name
+        return name
+    return _dtype_name(dtype)
+
+
+def _dtype_name(dtype) -> str:
     if dtype is bfloat16 or dtype == "bfloat16":
         return "bfloat16"
     try:
@@ -85,8 +101,8 @@ class Recorder:
 
     def tensor(self, buffer: str, shape, dtype, pdim: int = 0, alias: int = -1) -> "Tensor":
         dtype = dtype_name(dtype)
-        shape = tuple(_int(s) for s in shape)
-        if any(s <= 0 for s in shape) or not shape:
+        shape = tuple(s if type(s) is int else _int(s) for s in shape)
+        if not shape or min(shape) <= 0:
             raise NKIError(f"tensor shape {shape} must be non-empty with positive sizes")
         tid = len(self.tensors)
         self.tensors.append([buffer, list(shape), dtype, pdim, self.site(), alias])
@@ -100,17 +116,20 @@ class Recorder:
             return None
         if len(self.instrs) >= MAX_INSTRUCTIONS:
             raise NKIError(f"the kernel issued more than {MAX_INSTRUCTIONS:,} instructions")
-        for v in list(dsts) + list(srcs):
-            if isinstance(v, View) and v.opmask is not None:
-                raise NKIError("an operand mask (tile[predicate]) applies to the operands of nc_matmul / nl.matmul "
-                               "only; other instructions take mask=")
+        for operands in (dsts, srcs):
+            for v in operands:
+                if isinstance(v, View) and v.opmask is not None:
+                    raise NKIError("an operand mask (tile[predicate]) applies to the operands of nc_matmul / "
+                                   "nl.matmul only; other instructions take mask=")
         instr = [op, engine, [d.encode() for d in dsts], [_encode_src(s) for s in srcs], attrs or {}, self.site()]
-        self.instrs.append(instr)
+        instrs = self.instrs
+        instrs.append(instr)
         for s in srcs:
             if isinstance(s, View):
                 s.tensor.reads += 1
+        n = len(instrs) - 1
         for d in dsts:
-            d.tensor.producer = len(self.instrs) - 1
+            d.tensor.producer = n
         return instr
 
 
@@ -118,6 +137,8 @@ RECORDER = Recorder()
 
 
 def _encode_src(s):
+    if type(s) is View:
+        return s.encode()
     if isinstance(s, View):
         return s.encode()
     if isinstance(s, Tensor):
@@ -166,7 +187,12 @@ class Tensor:
         return len(self.shape)
 
     def view(self) -> "View":
-        return self[...]
+        """self[...]"""
+        if self.gone:
+            raise NKIError(self.gone)
+        if self.redirect is None:
+            return View(self, whole_index(self.shape), self.shape)
+        return self.redirect
 
     def reshape(self, shape) -> "Tensor":
         """Another shape over the same HBM storage (row-major), as NKI allows for HBM tensors."""
@@ -187,6 +213,8 @@ class Tensor:
     def __getitem__(self, key) -> "View":
         if self.gone:
             raise NKIError(self.gone)
+        if type(key) is tuple and self.redirect is None and (len(key) != 1 or key[0] is not Ellipsis):
+            return View(self, *index(self.shape, key))
         if isinstance(key, (Predicate, bool, np.bool_)):
             return self.view()[key]
         if self.redirect is None and _is_everything(key):
@@ -247,6 +275,8 @@ class View:
 
     def encode(self) -> list:
         t = self.tensor
+        if t.redirect is None and not t.gone:
+            return [t.tid, self.idx]
         if t.gone:
             raise NKIError(t.gone)
         if t.redirect is not None:
@@ -257,7 +287,11 @@ class View:
         raise NKIError("this tile was assigned into another tile; index that tile instead")
 
     def is_whole(self) -> bool:
-        return self.shape == self.tensor.shape and self.idx == whole_index(self.tensor.shape)
+        shape = self.tensor.shape
+        if self.shape != shape:
+            return False
+        w = whole_index(shape)
+        return self.idx is w or self.idx == w
 
     def __getitem__(self, key) -> "View":
         if _is_everything(key):

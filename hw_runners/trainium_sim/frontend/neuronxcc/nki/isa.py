@@ -84,11 +84,12 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     free axis, columns from the moving free axes), whose other elements the instruction leaves alone."""
     s, m = nl._view(stationary, "nc_matmul's stationary"), nl._view(moving, "nc_matmul's moving")
     operand_masks = []
-    for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
-        if v.opmask is False:
-            mask = False
-        elif v.opmask:
-            operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
+    if s.opmask is not None or m.opmask is not None:
+        for v, axis_map in ((s, {1: 0}), (m, {a: a for a in range(1, len(m.shape))})):
+            if v.opmask is False:
+                mask = False
+            elif v.opmask:
+                operand_masks += remap_mask(v.opmask, len(v.shape), axis_map, len(m.shape), "nc_matmul")
     s, m = _sbuf_operand(View(s.tensor, s.idx, s.shape)), _sbuf_operand(View(m.tensor, m.idx, m.shape))
     if len(s.shape) != 2 or len(m.shape) < 2:
         raise NKIError(f"nc_matmul takes a 2-D stationary tile and a moving tile with partitions first, got "
@@ -195,8 +196,9 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, **_) -> View:
     if len(x.shape) != 2 or axes not in (None, (1, 0), [1, 0]):
         raise NKIError("dma_transpose: trainium-sim supports 2-D tiles with axes (1, 0)")
     out = nl._new(x.shape[::-1], dtype_name(dtype) if dtype is not None else x.dtype_name, nl.sbuf)
-    RECORDER.emit("dma", "dma", [out.view()], [x], nl._attrs(mask, transpose=True))
-    return out.view()
+    result = out.view()
+    RECORDER.emit("dma", "dma", [result], [x], nl._attrs(mask, transpose=True))
+    return result
 
 
 def tensor_copy_predicated(src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **_) -> None:
@@ -257,7 +259,8 @@ def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, 
     srcs = [x, _scalar_or_tile(scale, "activation's scale"),
             nl._view(bias, "activation's bias") if bias is not None else None]
     out = nl._new(x.shape, nl._result_dtype(dtype, [x]), nl.sbuf)
-    dsts = [out.view()]
+    result = out.view()
+    dsts = [result]
     attrs = nl._attrs(mask, fn=op_name(op))
     if reduce_cmd is not None:
         attrs["reduce_cmd"] = _reduce_cmd_name(reduce_cmd)
@@ -268,7 +271,7 @@ def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, 
     if reduce_res is not None:
         dsts.append(nl._view(reduce_res, "activation's reduce_res"))
     RECORDER.emit("activation", "act", dsts, srcs, attrs)
-    return out.view()
+    return result
 
 
 def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **_) -> View:

@@ -12,6 +12,14 @@ _HBM = (hbm, shared_hbm, private_hbm)
 
 
 def _new(shape, dtype, buffer) -> Tensor:
+    if buffer is sbuf or buffer is psum:        # the common case, as below
+        shape = tuple(shape)
+        pdim = 0
+        for i, s in enumerate(shape):
+            if isinstance(s, par_dim):
+                pdim = i
+                break
+        return RECORDER.tensor(buffer, shape, dtype, pdim)
     if buffer == shared_hbm and RECORDER.grid:
         return RECORDER.shared_tensor(shape, dtype)     # one tensor for every instance of the launch grid
     if buffer in _HBM:
@@ -34,6 +42,8 @@ def _view(x, what: str) -> View:
 
 
 def _attrs(mask, **attrs) -> dict:
+    if mask is None:
+        return attrs
     if isinstance(mask, (bool, _np.bool_)):
         # A condition on loop indices, known while tracing: True masks nothing; False makes the
         # instruction a no-op (RECORDER.emit drops it).
@@ -60,13 +70,14 @@ def _compute(op: str, engine: str, operands: list, attrs: dict, dtype=None, buff
     """One instruction writing a fresh tile shaped like its broadcast operands."""
     ops = [o.view() if isinstance(o, Tensor) else o for o in operands]
     for o in ops:
-        if isinstance(o, View) and o.buffer == "hbm":
+        if isinstance(o, View) and o.tensor.buffer == "hbm":
             raise NKIError(f"{attrs.get('fn', op)} reads an HBM tensor: load it into SBUF with nl.load first")
     if shape is None:
         shape = tile_broadcast(*[o.shape for o in ops if isinstance(o, View)])
     out = _new(shape, _result_dtype(dtype, ops), buffer)
-    RECORDER.emit(op, engine, [out.view()], ops, attrs)
-    return out.view()
+    result = out.view()          # the instruction's destination, and what the call returns
+    RECORDER.emit(op, engine, [result], ops, attrs)
+    return result
 
 
 def _ew(fn: str, engine: str, *operands, dtype=None, mask=None, **_) -> View:

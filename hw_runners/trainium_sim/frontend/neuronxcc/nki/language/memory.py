@@ -107,8 +107,9 @@ def load(src, mask=None, dtype=None, **_) -> View:
     if src.buffer != "hbm":
         raise NKIError(f"nl.load reads HBM tensors; this one is in {src.buffer} (use nl.copy between tiles)")
     out = _new(src.shape, dtype_name(dtype) if dtype is not None else src.dtype_name, sbuf)
-    RECORDER.emit("dma", "dma", [out.view()], [src], _attrs(mask))
-    return out.view()
+    result = out.view()
+    RECORDER.emit("dma", "dma", [result], [src], _attrs(mask))
+    return result
 
 
 def store(dst, value, mask=None, **_) -> None:
@@ -133,8 +134,9 @@ def load_transpose2d(src, mask=None, dtype=None, **_) -> View:
     if src.buffer != "hbm" or len(src.shape) != 2:
         raise NKIError("nl.load_transpose2d loads a 2-D view of an HBM tensor")
     out = _new(src.shape[::-1], dtype_name(dtype) if dtype is not None else src.dtype_name, sbuf)
-    RECORDER.emit("dma", "dma", [out.view()], [src], _attrs(mask, transpose=True))
-    return out.view()
+    result = out.view()
+    RECORDER.emit("dma", "dma", [result], [src], _attrs(mask, transpose=True))
+    return result
 
 
 def copy(x, dtype=None, mask=None, **_) -> View:
