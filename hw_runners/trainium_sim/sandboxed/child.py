@@ -115,11 +115,6 @@ def main() -> int:
     out = os.fdopen(4, "wb")
     result = {"error": None}
     note = seccomp.install()
-    # The trace grows into ~10^5-10^6 long-lived lists, which the collector's default schedule would walk over
-    # and over (a third of the tracing time); young objects are still collected as often as before, older
-    # generations rarely. Reference counting frees everything that is not cyclic, as always.
-    gc.freeze()
-    gc.set_threshold(700, 100, 100)
     try:
         inputs = [_trace.RECORDER.tensor("hbm", shape, dtype) for _name, shape, dtype in job["inputs"]]
         code = compile(job["source"], _trace.KERNEL_FILE, "exec", dont_inherit=True)
