@@ -115,6 +115,25 @@ def test_schedules_render_correct_kernels(kit, family):
         assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
 
 
+# schedule features that a random walk may miss, each checked on its family's small problem
+FEATURES = {
+    "gemm": [dict(level=2, bm=1, bn=1, order="nm", dk=2), dict(level=1, bm=2, bn=1, dk=2, prefetch=True),
+             dict(level=2, bm=2, bn=1, dk=2, bufs=1)],
+}
+
+
+@pytest.mark.parametrize("family", sorted(FEATURES))
+def test_schedule_features_render_correct_kernels(kit, family):
+    sim_problem, problem = small_problem(kit, family)
+    fam = FAMILIES[family]
+    for knobs in FEATURES[family]:
+        s = fam.Schedule(**knobs)
+        assert fam.fits(s, problem.dims), s
+        code = render(s, problem.dims)
+        r = kit.sim.evaluate(sim_problem, code)
+        assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
+
+
 MENU = [MenuOption(id=i, title=i) for i in ("max-tiles", "hoist-loads", "block-bigger", "loop-order", "multi-buffer",
                                             "engine-balance", "evict-efficiently", "large-dma", "spread-dma",
                                             "fuse-activation", "fewer-bigger-instructions", "pre-transposed-operands",

@@ -1,0 +1,60 @@
+"""The trainium-sim heuristic's schedule features, without the simulator: which schedules fit, what their
+kernels contain, and which moves the planner offers from given feedback. (tests/trainium_sim/
+test_heuristic.py evaluates the rendered kernels on the simulator.)"""
+from __future__ import annotations
+
+import re
+
+from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic.trainium import TrainiumHeuristic, _features
+from agents.heuristic.trainium_codegen import parse_schedule, render
+from protocols.jobs import MenuOption, Parent, PlanRequest, Problem
+
+PAPER_GEMM = {"K": 8192, "M": 4096, "N": 8192}
+
+
+def plan_request(problem: Problem, code: str, metrics: dict, seed: int, menu: list[str]) -> PlanRequest:
+    return PlanRequest(problem=problem, parent=Parent(id="p", code=code, metrics=metrics),
+                       menu=[MenuOption(id=i, title=i) for i in menu], model="heuristic", iteration=0, iterations=4,
+                       seed=seed)
+
+
+def test_gemm_panels_load_several_k_tiles_per_dma():
+    s = gemm.Schedule(level=2, bm=1, bn=2, order="nm", dk=8)
+    assert gemm.fits(s, PAPER_GEMM) and "8 k-tile(s) per panel DMA" in gemm.describe(s)
+    code = render(s, PAPER_GEMM)
+    assert parse_schedule(code, "gemm") == s
+    # one load statement per panel, inside a loop over KT // DK groups of k-tiles: a [128, DK, width] view
+    loads = [line for line in code.splitlines() if "nl.load(" in line]
+    assert len(loads) == 2 and all("(c * DK + i_k) * 128 + i_p" in line for line in loads), loads
+    assert code.count("for c in nl.affine_range(KT // DK)") == 2
+    pipelined = render(gemm.Schedule(level=1, bm=1, bn=1, dk=4, prefetch=True), PAPER_GEMM)
+    assert pipelined.count("for c in nl.affine_range(KT // DK)") == 2 and "DK = 4" in pipelined
+
+
+def test_gemm_dk_must_divide_the_contraction_tiles():
+    d = {"K": 384, "M": 256, "N": 512}                  # 3 k-tiles
+    assert gemm.fits(gemm.Schedule(level=1, dk=1), d)
+    assert not gemm.fits(gemm.Schedule(level=1, dk=2), d)
+    assert not gemm.fits(gemm.Schedule(level=0, dk=2), PAPER_GEMM)      # level 0 has no panels
+
+
+def test_many_small_transfers_point_the_planner_at_merging_them():
+    """Feedback where the DMA queue's fixed setups fill the latency: large-dma wins and merges k-tiles."""
+    problem = Problem(target="trainium-sim", name="g", family="gemm", dims=PAPER_GEMM)
+    parent = render(gemm.Schedule(level=2, bm=1, bn=2, order="nm"), PAPER_GEMM)
+    metrics = {"latency_us": 8000.0, "dma_bytes": 3 << 28, "compulsory_bytes": 1 << 28, "binding_engine": "DMA",
+               "engine_busy": {"DMA": 0.9, "Tensor": 0.6, "Vector": 0.0, "Scalar": 0.03, "GpSimd": 0.0},
+               "instructions": {"DMA": 8704}, "roofline_fraction": 0.6}
+    assert _features(metrics)["dma_setup"] > 0.8
+    menu = ["large-dma", "engine-balance", "loop-order", "multi-buffer"]
+    plans = [TrainiumHeuristic().plan(plan_request(problem, parent, metrics, s, menu)) for s in range(12)]
+    assert sum(p.option_id == "large-dma" for p in plans) >= 9, [p.option_id for p in plans]
+    dks = {v["dk"] for p in plans if p.option_id == "large-dma" for v in p.params["variants"]}
+    assert dks >= {2, 4}
+
+
+def test_kernel_text_names_no_problem():
+    """Schedules render from dims and knobs only: no problem name or hand-tuned constant in the kernel."""
+    code = render(gemm.Schedule(level=2, bm=2, bn=1, dk=16), PAPER_GEMM)
+    assert not re.search(r"8192|4096", code)
