@@ -22,6 +22,13 @@ def accumulate(rp, cmd, x, r: np.ndarray, writes, attrs, step, what: str, mask=N
     (sets, *x.shape) before rounding to the destination's dtype; with a mask, only its elements count."""
     if cmd not in ACC_CMDS:
         raise StreamError(f"{what}: unknown reduce_cmd {cmd!r}")
+    if cmd in ("reduce", "reset_reduce") and attrs.get("reduce") not in ACC_OPS:
+        raise StreamError(f"{what}: unsupported reduce_op {attrs.get('reduce')!r} for the accumulator registers")
+    if not rp.sets:          # a dry run (replay.Replayer.decode): checked, the registers are left alone
+        if len(writes) > 1:
+            rp._fits((x.partitions, 1), writes[1].shape, what)
+            step.extra["reduce"] = True
+        return
     if getattr(rp, "act_acc", None) is None:
         rp.act_acc = np.full((rp.sets, PARTITIONS), np.nan, dtype=np.float32)
     first = x.lo[x.tensor.pdim]

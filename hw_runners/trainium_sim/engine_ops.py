@@ -115,7 +115,8 @@ class EngineOps:
             raise StreamError(f"{what}: unsupported operators {op0!r}, {op1!r}")
         d0, d1 = np.broadcast_arrays(*ops.free_aligned([self.read(a), self.read(b)]))
         shape = d0.shape                        # the scan runs over all free axes of a partition, in order
-        d0, d1 = d0.reshape(shape[:2] + (-1,)), d1.reshape(shape[:2] + (-1,))
+        flat = shape[:2] + (int(np.prod(shape[2:])),)      # explicit: a dry run has zero sets
+        d0, d1 = d0.reshape(flat), d1.reshape(flat)
         prev = (self.read(init).reshape(d0.shape[:2]) if isinstance(init, Access)
                 else np.full(d0.shape[:-1], init, np.float32))
         f0, f1 = ops.BINARY[op0], ops.BINARY[op1]
@@ -150,7 +151,7 @@ class EngineOps:
         (x,), (dst,) = reads, writes
         if len(x.shape) != 2 or x.shape[1] % 6 or dst.shape != (x.partitions, 2):
             raise StreamError(f"{what}: bn_aggr takes (P, 6*k) bn_stats results and gives (P, 2), got {x.shape}")
-        s = self.read(x).astype(np.float64).reshape(self.sets, x.partitions, -1, 6)
+        s = self.read(x).astype(np.float64).reshape(self.sets, x.partitions, x.shape[1] // 6, 6)
         n, mean, m2 = s[..., 0], s[..., 1], s[..., 2]
         total = n.sum(axis=-1)
         if (n <= 0).any():

@@ -161,6 +161,7 @@ class Access:
     hi: tuple[int, ...]
     run_bytes: int          # contiguous bytes per row of this access (DMA efficiency)
     axis0_is_partition: bool = True   # on chip: the tile's first axis walks the tensor's partitions, and only it
+    dense: bool = False     # it touches every element of its bounding box lo..hi (unit-step slices, no mask)
 
     @property
     def partitions(self) -> int:
@@ -249,8 +250,9 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
                                       f"shape {t.shape} (inside the mask): out of bounds")
             arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
         index = (slice(None), *arrays)
+    dense = fast and all(s.step == 1 for s in slices if isinstance(s, slice))
     return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
-                  _axis0_is_partition(t, idx, rank))
+                  _axis0_is_partition(t, idx, rank), dense)
 
 
 def _run_bytes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> int:

@@ -9,6 +9,7 @@ are in engine_ops.py.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -51,10 +52,12 @@ class Step:
 
 class Replayer(EngineOps):
     def __init__(self, tensors: list[TensorDecl], inputs: dict[int, np.ndarray], sets: int,
-                 last_use: dict[int, int] | None = None, compute: bool = True) -> None:
+                 last_use: dict[int, int] | None = None, compute: bool = True, rounded: bool = False) -> None:
         """last_use: tid -> index of the last instruction using an on-chip tensor (its values are freed then).
         compute=False: timing only (the calibration bench): every instruction is decoded and checked as usual
-        and yields the same Step, but no value is computed (the outputs hold nothing meaningful)."""
+        and yields the same Step, but no value is computed (the outputs hold nothing meaningful).
+        inputs: values per input tensor, set-stacked; rounded to the tensor's dtype here unless `rounded`
+        says they already are (then they are used as given, and copied before anything writes them)."""
         self.tensors, self.sets, self.compute = tensors, sets, compute
         self.mem: dict[int, np.ndarray] = {}
         self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
@@ -63,7 +66,10 @@ class Replayer(EngineOps):
             if tensors[tid].buffer in ("sbuf", "psum"):
                 self.free_after.setdefault(n, []).append(tid)
         for tid, value in inputs.items():
-            self._array(tid)[...] = ops.round_to(value, tensors[tid].dtype)
+            if rounded:
+                self.mem[tid] = value
+            else:
+                self._array(tid)[...] = ops.round_to(value, tensors[tid].dtype)
 
     def _array(self, tid: int) -> np.ndarray:
         """A tensor's values, allocated at first use; never-written memory reads as NaN (ints: a sentinel)."""
@@ -80,40 +86,69 @@ class Replayer(EngineOps):
 
     # -- operands ---------------------------------------------------------------------------------
     def read(self, a: Access) -> np.ndarray:
+        if not self.sets:        # a dry run (see decode): the operand's shape, no values
+            return np.empty((0, *a.shape), dtype=ops.storage(a.tensor.dtype))
         v = self._array(a.tensor.tid)[a.index]
         return v.reshape((self.sets, *a.shape))
 
-    def write(self, a: Access, value, mask: np.ndarray | None) -> None:
-        arr = self._array(a.tensor.tid)
+    def write(self, a: Access, value, mask: np.ndarray | None, exact: bool = False) -> None:
+        """exact: the values are already representable in the destination's dtype (a DMA between tensors
+        of one dtype): no rounding pass."""
         shape = np.shape(value)[1:]
         if shape != a.shape and np.ndim(value) > 1 and ops.core_shape(shape) == ops.core_shape(a.shape):
             value = np.reshape(value, (self.sets, *a.shape))         # (P, 1) into (P,) and the like
-        value = ops.round_to(np.broadcast_to(value, (self.sets, *a.shape)), a.tensor.dtype)
-        if mask is None:
-            arr[a.index] = value.reshape(arr[a.index].shape)
+        value = np.broadcast_to(value, (self.sets, *a.shape))
+        if not self.sets:
             return
-        if not any(isinstance(x, np.ndarray) for x in a.index[1:]):     # basic slicing: a view to write through
-            sub = arr[a.index]
-            keep = mask.reshape(sub.shape[1:])
-            sub[:, keep] = value.reshape(sub.shape)[:, keep]
-            return
-        idx = tuple(x[mask] if isinstance(x, np.ndarray) else x for x in a.index[1:])
-        idx = tuple(np.broadcast_to(x, (int(mask.sum()),)) if not isinstance(x, np.ndarray) else x for x in idx)
-        arr[(slice(None), *idx)] = value[:, mask]
+        arr = self._array(a.tensor.tid)
+        if not arr.flags.writeable:     # a shared input array (see __init__): this run gets its own copy
+            base = a.tensor.alias if a.tensor.alias != -1 else a.tensor.tid
+            self.mem[base] = self._array(base).copy()
+            for tid in [t for t in self.mem if self.tensors[t].alias == base]:     # views of the old one
+                del self.mem[tid]
+            arr = self._array(a.tensor.tid)
+        store(arr, a, value if exact else ops.round_to(value, a.tensor.dtype), mask)
 
     # -- the stream -------------------------------------------------------------------------------
     def run(self, instrs: list, deadline: float | None = None) -> list[Step]:
-        steps = []
-        for n, instr in enumerate(instrs):
-            if deadline is not None and time.monotonic() > deadline:     # ~60 ns: checked every instruction
-                raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time limit "
-                                   f"(stopped at instruction {n:,})")
-            steps.append(self.step(instr))
-            for tid in self.free_after.get(n, ()):
-                self.mem.pop(tid, None)
+        """Decode and check every instruction, then compute all of them (unless compute=False)."""
+        steps = self.decode(instrs, deadline)
+        if self.compute:
+            self.execute(None, deadline)
         return steps
 
-    def step(self, instr) -> Step:
+    def decode(self, instrs: list, deadline: float | None = None) -> list[Step]:
+        """Check every instruction and record its Step, computing nothing: each runs dry (on zero input
+        sets), so every check an instruction makes on its operands is made, and no value exists yet.
+        execute() then computes the instructions a check needs."""
+        steps, self.decoded = [], []
+        sets, self.sets = self.sets, 0
+        try:
+            for n, instr in enumerate(instrs):
+                if deadline is not None and time.monotonic() > deadline:     # ~60 ns: checked every instruction
+                    raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time "
+                                       f"limit (stopped at instruction {n:,})")
+                step, call = self.step(instr)
+                steps.append(step)
+                self.decoded.append(call)
+        finally:
+            self.sets = sets
+        self.steps = steps
+        return steps
+
+    def execute(self, needed, deadline: float | None = None) -> None:
+        """Compute the decoded instructions in order: all of them, or those whose flag in `needed` is set
+        (the others' results are never read by what is checked; see slicing.py)."""
+        for n, (run, reads, writes, attrs, mask, what) in enumerate(self.decoded):
+            if needed is None or needed[n]:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"replaying the kernel's {len(self.decoded):,} instructions exceeded the "
+                                       f"time limit (stopped at instruction {n:,})")
+                run(copy.copy(self.steps[n]), reads, writes, attrs, mask, what)
+            for tid in self.free_after.get(n, ()):
+                self.mem.pop(tid, None)
+
+    def step(self, instr) -> tuple[Step, tuple]:
         if not (isinstance(instr, list) and len(instr) == 6 and isinstance(instr[0], str)
                 and instr[1] in ENGINES and isinstance(instr[2], list) and isinstance(instr[3], list)
                 and isinstance(instr[4], dict) and isinstance(instr[5], int)):
@@ -147,28 +182,8 @@ class Replayer(EngineOps):
             step.extra["fill"] = attrs.get("value")
         elif op == "matmul":
             step.extra["acc"] = bool(attrs.get("acc"))
-        if self.compute:
-            run(step, reads, writes, attrs, mask, what)
-        else:
-            self._timing_fields(step, op, reads, writes, attrs)
-        return step
-
-    def _timing_fields(self, step, op, reads, writes, attrs) -> None:
-        """What the instructions below record on their Step besides values (compute=False)."""
-        if op == "dma":
-            self._dma_fields(step, reads[0], writes[0], attrs)
-            if "rmw" in attrs:
-                step.reads = step.reads + [writes[0]]
-        elif op == "matmul":
-            self._matmul_fields(step, reads[0], reads[1])
-        elif op == "transpose":
-            step.moving, step.stationary = reads[0].shape[0], reads[0].shape[1]
-        elif op in ("reduce", "bn_stats"):
-            step.free = reads[0].free
-        if op == "tensor_scalar" and attrs.get("tensor1") and len(reads) > 2 and isinstance(reads[2], Access):
-            step.extra["tensor1"] = True
-        if op in ("tensor_scalar", "activation") and len(writes) > 1:
-            step.extra["reduce"] = True
+        run(step, reads, writes, attrs, mask, what)
+        return step, (run, reads, writes, attrs, mask, what)
 
     @staticmethod
     def _same_space(op: str) -> bool:
@@ -204,7 +219,8 @@ class Replayer(EngineOps):
             if attrs["rmw"] != "add":
                 raise StreamError(f"{what}: a DMA read-modify-write supports add only, not {attrs['rmw']!r}")
             v, step.reads = self.read(dst) + v, step.reads + [dst]
-        self.write(dst, v, mask)
+        # a copy between tensors of one dtype moves representable values: no rounding pass
+        self.write(dst, v, mask, exact="rmw" not in attrs and src.tensor.dtype == dst.tensor.dtype)
         self._dma_fields(step, src, dst, attrs)
 
     @staticmethod
@@ -266,3 +282,18 @@ class Replayer(EngineOps):
         self._fits(x.shape[::-1], dst.shape, what)
         self.write(dst, self.read(x).swapaxes(1, 2), mask)
         step.moving, step.stationary = x.shape[0], x.shape[1]
+
+
+def store(arr: np.ndarray, a: Access, value, mask: np.ndarray | None) -> None:
+    """arr[a] = value (set-stacked), only where the mask (over a's tile) is set."""
+    if mask is None:
+        arr[a.index] = value if np.ndim(value) == 0 else np.reshape(value, arr[a.index].shape)
+        return
+    if not any(isinstance(x, np.ndarray) for x in a.index[1:]):     # basic slicing: a view to write through
+        sub = arr[a.index]
+        keep = mask.reshape(sub.shape[1:])
+        sub[:, keep] = np.broadcast_to(value, (sub.shape[0], *a.shape)).reshape(sub.shape)[:, keep]
+        return
+    idx = tuple(x[mask] if isinstance(x, np.ndarray) else x for x in a.index[1:])
+    idx = tuple(np.broadcast_to(x, (int(mask.sum()),)) if not isinstance(x, np.ndarray) else x for x in idx)
+    arr[(slice(None), *idx)] = np.broadcast_to(value, (arr.shape[0], *a.shape))[:, mask]

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, bounded, register
-from hw_runners.trainium_sim import costmodel, feedback
+from hw_runners.trainium_sim import costmodel, feedback, ops, slicing
 from hw_runners.trainium_sim.program import StreamError, decode_tensors, last_use, uses
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from hw_runners.trainium_sim.replay import Replayer
@@ -66,6 +66,9 @@ class Options:
     # what the trusted side may allocate beyond the evaluator's size while it decodes and replays a stream
     # (RLIMIT_AS); None: no ceiling
     max_memory_bytes: int | None = 8 << 30
+    # values are checked on the final writes at a few random output points besides every corner and face
+    # (slicing.py says what that catches); 0: compute and check every output element
+    check_regions: int = 16
     work_root: Path | None = None
 
     def __post_init__(self) -> None:
@@ -73,6 +76,8 @@ class Options:
             raise ValueError("hidden_sets must be an integer >= 1")
         if not (isinstance(self.max_trace_bytes, int) and 0 < self.max_trace_bytes <= TRACE_LIMIT):
             raise ValueError(f"max_trace_bytes must be an integer in 1..{TRACE_LIMIT}")
+        if not isinstance(self.check_regions, int) or self.check_regions < 0:
+            raise ValueError("check_regions must be an integer >= 0")
         if not self.time_s > 0:
             raise ValueError("time_s must be > 0")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
@@ -144,6 +149,29 @@ class TrainiumSim(Target):
                 cache.pop(next(iter(cache)))
         return cache[spec]
 
+    def prepare(self, problem: Problem, seed: int = 0) -> None:
+        """Draw a problem's input sets and compute their reference outputs now (an evaluator does it once per
+        problem, before its first evaluation of it)."""
+        self._prepared(self.spec(problem), seed)
+
+    def _prepared(self, spec: ProblemSpec, seed: int) -> tuple[dict[str, np.ndarray], list]:
+        """The public and hidden input sets stacked (set axis first) and rounded to their dtypes, read-only,
+        with the expected outputs per set; kept for the last two (problem, seed) pairs."""
+        cache = self.__dict__.setdefault("_stacked", {})
+        key = (spec, seed)
+        if key not in cache:
+            public_in, public_out = _public(spec, seed)
+            hidden, hidden_out = self._hidden(spec)
+            stacked = {}
+            for t in spec.inputs:
+                arr = ops.round_to(np.stack([s[t.name] for s in [public_in] + hidden]), t.dtype)
+                arr.flags.writeable = False
+                stacked[t.name] = arr
+            cache[key] = (stacked, [public_out] + hidden_out)
+            while len(cache) > 2:
+                cache.pop(next(iter(cache)))
+        return cache[key]
+
     def _trace(self, work: Path, spec: ProblemSpec, code: str, limits: sandbox.Limits):
         """Run the kernel in the sandbox; (trace dict, None) or (None, failure)."""
         def arg(item):
@@ -208,20 +236,22 @@ class TrainiumSim(Target):
             hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
             tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
             in_tids, out_tids = _io_tensors(trace, tensors, spec)
-            public_in, public_out = _public(spec, seed)
-            hidden, hidden_out = self._hidden(spec)
-            sets = [public_in] + hidden
-            inputs = {tid: np.stack([s[t.name] for s in sets]) for tid, t in zip(in_tids, spec.inputs)}
+            stacked, expected = self._prepared(spec, seed)
+            inputs = {tid: stacked[t.name] for tid, t in zip(in_tids, spec.inputs)}
             instrs = trace.get("instrs")
             if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
                 raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
                                   f"{self.options.max_instructions:,} are allowed")
             first, last = uses(instrs, tensors)
             lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
-            replay = Replayer(tensors, inputs, len(sets), last_use(last))
+            replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
             # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
             with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes):
-                steps = replay.run(instrs, deadline=deadline)
+                steps = replay.decode(instrs, deadline=deadline)
+                check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids, self.options.check_regions,
+                                                np.random.default_rng(secrets.randbits(64)), deadline)
+                if unwritten is None:
+                    replay.execute(check.needed, deadline)
                 tl = costmodel.simulate(steps, lay, p, deadline)
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
@@ -237,14 +267,17 @@ class TrainiumSim(Target):
                 f"{Path(where.filename).name}:{where.lineno}); an NKI construct the simulator does not "
                 f"support, or a simulator bug worth reporting", **common)
         m = feedback.metrics(tl, lay, p, spec.flops, spec.compulsory_bytes)
+        m["value_check"] = check.describe()
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
                             feedback_text=feedback.text(m), **common)
-        expected = [public_out] + hidden_out
+        if unwritten is not None:
+            result.correct, result.error_kind, result.error = False, "wrong_result", f"wrong result: {unwritten}"
+            return result
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
             got_all = replay._array(tid)
             for s, want in enumerate(expected):
-                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0)
+                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0, where=check.masks[tid])
                 if bad:
                     which = "the public input set" if s == 0 else \
                         f"hidden input set {s} (drawn from a secret seed; the public set was right)"
@@ -285,19 +318,27 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
     return ins, outs
 
 
-def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True) -> str:
-    """What is wrong, in words; a hidden set's values are never quoted (they are kept per evaluator)."""
+def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True,
+              where: np.ndarray | None = None) -> str:
+    """What is wrong, in words, over the elements `where` selects (None: all); a hidden set's values are never
+    quoted (they are kept per evaluator)."""
+    pos = None
+    if where is not None:
+        pos = np.nonzero(where)
+        got, want = got[pos], want[pos]
     got = got.astype(np.float64)
     err = np.abs(got - want)
     ok = err <= atol + rtol * np.abs(want)
     ok &= np.isfinite(got) | (got == want)
     if ok.all():
         return ""
-    bad = np.argwhere(~ok)
-    first = tuple(int(i) for i in bad[0])
+    bad = np.flatnonzero(~ok)
+    first = bad[0]
+    at = [int(p[first]) for p in pos] if pos is not None else [int(i) for i in np.unravel_index(first, got.shape)]
     unwritten = int(np.isnan(got).sum())
-    note = f"; {unwritten:,} elements were never written" if unwritten else ""
-    values = f": got {got[first]:.6g}, expected {want[first]:.6g}" if reveal else ""
-    return (f"{len(bad):,} of {got.size:,} elements outside atol {atol:g} + rtol {rtol:g}; first at "
-            f"{list(first)}{values}{note}")
+    note = f"; {unwritten:,} elements hold no value (computed from memory never written)" if unwritten else ""
+    values = f": got {got.flat[first]:.6g}, expected {want.flat[first]:.6g}" if reveal else ""
+    scope = f"of {got.size:,} checked elements" if pos is not None else f"of {got.size:,} elements"
+    return f"{len(bad):,} {scope} outside atol {atol:g} + rtol {rtol:g}; first at {at}{values}{note}"
+
 

@@ -1,0 +1,187 @@
+"""What the value check of an evaluation computes (trusted side).
+
+At the paper's shapes, computing every output of a kernel on every input set costs several times what
+numpy takes for the reference (gemm: 2^40 multiply-adds on one core, plus bf16 rounding of every tile),
+so an evaluation checks part of the output, chosen so that a wrong kernel is still caught:
+
+1. Coverage, exactly: the last instruction to write each output element is found from the decoded stream
+   (no values needed). An element nobody writes fails the kernel, whichever elements are checked.
+2. Values, on whole final writes: the check draws points of each output from a secret seed after the
+   stream is recorded (every corner, one point on each face, `regions` uniform points) and takes the
+   instructions that last wrote them; every element those instructions last wrote is checked, on the
+   public and every hidden set. The kernel cannot know which writes are drawn. A kernel whose values are
+   wrong in w of its W final writes passes with probability about (1 - w/W)^regions (for gemm's 512
+   stores and 16 regions: a bug in 1/8 of the tiles is caught with probability 0.88, in half of them
+   with probability 1 - 2^-16; a bug in the first or last tile of any row or column of tiles is on a
+   face and caught always).
+3. Only the instructions those checked elements depend on are computed (a backward slice over the
+   decoded accesses), every other instruction is decoded, checked against the NKI rules and timed as
+   before, so the latency and every rule are exactly those of a full replay.
+
+The slice is conservative: an instruction is computed if it writes anything that is read later by a
+computed instruction or checked, judged on bounding boxes of accesses; only a write known to cover a
+box (unit-step, unmasked, not accumulating) ends the need for what was there before. So every checked
+element has the value a full replay gives.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw_runners.trainium_sim.program import TensorDecl
+from hw_runners.trainium_sim.replay import Step, store
+
+MAX_BOXES = 64          # per tensor; beyond it the needed boxes merge into their hull (still conservative)
+MAX_CORNERS = 64
+
+
+@dataclass
+class Check:
+    needed: bytearray | None                 # per instruction: compute it (None: all)
+    masks: dict[int, np.ndarray | None]      # output tid -> elements to compare (None: all of them)
+    checked: int = 0                         # output elements compared
+    elements: int = 0
+    writes: int = 0                          # final writes checked, of
+    final_writes: int = 0
+
+    def describe(self) -> str:
+        if self.needed is None and all(m is None for m in self.masks.values()):
+            return "every output element checked"
+        computed = sum(self.needed) if self.needed is not None else 0
+        return (f"values checked on {self.checked:,} of {self.elements:,} output elements ({self.writes} of "
+                f"{self.final_writes} final writes, drawn after tracing: every corner and face plus random "
+                f"ones); every element is written; {computed:,} of {len(self.needed or ()):,} instructions "
+                f"computed")
+
+
+def _base(t: TensorDecl) -> int:
+    return t.alias if t.alias != -1 else t.tid
+
+
+def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int]) -> dict:
+    """base tid of each output -> int32 array (1, *shape): the index of the last instruction writing each
+    element, -1 where none does."""
+    bases = {_base(tensors[o]) for o in outs}
+    last = {b: np.full((1, *tensors[b].shape), -1, dtype=np.int32) for b in bases}
+    for n, step in enumerate(steps):
+        for i, w in enumerate(step.writes):
+            b = _base(w.tensor)
+            if b in last:
+                mask = decoded[n][4] if i == 0 else None
+                view = last[b].reshape((1, *w.tensor.shape))
+                store(view, w, np.int32(n), mask if mask is not None and mask.shape == w.shape else None)
+    return last
+
+
+def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int], regions: int,
+         rng: np.random.Generator, deadline: float | None = None) -> tuple[Check, str | None]:
+    """The check of one evaluation; (check, None), or (partial check, what is never written)."""
+    last = last_writers(steps, decoded, tensors, outs)
+    for o in outs:
+        b = _base(tensors[o])
+        missing = int((last[b] < 0).sum())
+        if missing:
+            return Check(None, {}), (f"{missing:,} of {last[b].size:,} elements of output #{outs.index(o)} are "
+                                     f"never written by any instruction")
+    elements = sum(a.size for a in last.values())
+    if regions <= 0:
+        return Check(None, {o: None for o in outs}, elements, elements), None
+    seeds: set[int] = set()
+    per_base: dict[int, set[int]] = {}
+    for b, arr in last.items():
+        shape = arr.shape[1:]
+        chosen = {int(arr[(0, *p)]) for p in _points(shape, regions, rng)}
+        per_base[b] = chosen
+        seeds |= chosen
+    final = {int(v) for arr in last.values() for v in np.unique(arr)}
+    if seeds >= final:
+        return Check(None, {o: None for o in outs}, elements, elements, len(final), len(final)), None
+    table = np.zeros(len(steps), dtype=bool)
+    table[list(seeds)] = True
+    masks, checked = {}, 0
+    for o in outs:
+        b = _base(tensors[o])
+        m = table[last[b][0]].reshape(tensors[o].shape)
+        masks[o] = m
+        checked += int(m.sum())
+    needed = backward(steps, decoded, tensors, seeds, deadline)
+    return Check(needed, masks, checked, elements, len(seeds), len(final)), None
+
+
+def _points(shape: tuple[int, ...], regions: int, rng: np.random.Generator):
+    """Every corner (at most MAX_CORNERS), a random point on each face (one coordinate at its first or last
+    index) and `regions` uniform points."""
+    ends = [sorted({0, n - 1}) for n in shape]
+    yield from itertools.islice(itertools.product(*ends), MAX_CORNERS)
+    for d, n in enumerate(shape):
+        for end in (0, n - 1):
+            p = [int(rng.integers(m)) for m in shape]
+            p[d] = end
+            yield tuple(p)
+    for _ in range(regions):
+        yield tuple(int(rng.integers(m)) for m in shape)
+
+
+class _Needs:
+    """Per tensor (its storage), the bounding boxes whose current values something computed will read."""
+
+    def __init__(self, tensors: list[TensorDecl]) -> None:
+        self.tensors, self.boxes = tensors, {}
+
+    def _box(self, a):
+        t = a.tensor
+        if t.alias != -1:           # a reshaped HBM view: the whole storage, never an exact box
+            base = self.tensors[t.alias]
+            return base.tid, tuple(0 for _ in base.shape), tuple(n - 1 for n in base.shape), False
+        return t.tid, a.lo, a.hi, a.dense
+
+    def hit(self, a) -> bool:
+        tid, lo, hi, _ = self._box(a)
+        for blo, bhi in self.boxes.get(tid, ()):
+            if all(l1 <= h2 and l2 <= h1 for l1, h1, l2, h2 in zip(lo, hi, blo, bhi)):
+                return True
+        return False
+
+    def kill(self, a) -> None:
+        tid, lo, hi, dense = self._box(a)
+        if dense and tid in self.boxes:
+            self.boxes[tid] = [(blo, bhi) for blo, bhi in self.boxes[tid]
+                               if not all(l1 <= l2 and h2 <= h1 for l1, h1, l2, h2 in zip(lo, hi, blo, bhi))]
+
+    def add(self, a) -> None:
+        tid, lo, hi, _ = self._box(a)
+        boxes = self.boxes.setdefault(tid, [])
+        if (lo, hi) in boxes:
+            return
+        boxes.append((lo, hi))
+        if len(boxes) > MAX_BOXES:
+            self.boxes[tid] = [(tuple(min(b[0][d] for b in boxes) for d in range(len(lo))),
+                                tuple(max(b[1][d] for b in boxes) for d in range(len(lo))))]
+
+
+def backward(steps: list[Step], decoded: list, tensors: list[TensorDecl], seeds: set[int],
+             deadline: float | None = None) -> bytearray:
+    """Which instructions the seeds' values depend on (the seeds included)."""
+    needed = bytearray(len(steps))
+    needs = _Needs(tensors)
+    registers = False             # the Scalar engine's accumulator registers (activation reduce_cmd)
+    for n in range(len(steps) - 1, -1, -1):
+        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
+            raise TimeoutError("choosing the instructions to compute exceeded the time limit")
+        step = steps[n]
+        attrs, mask = decoded[n][3], decoded[n][4]
+        registers_used = step.op == "activation" and "reduce_cmd" in attrs
+        if not (n in seeds or (registers_used and registers) or any(needs.hit(w) for w in step.writes)):
+            continue
+        needed[n] = 1
+        reads_dst = (step.op == "matmul" and bool(attrs.get("acc"))) or "rmw" in attrs
+        if mask is None and not reads_dst and not registers_used:
+            for w in step.writes:
+                needs.kill(w)
+        for a in step.reads + (step.writes if reads_dst else []):
+            needs.add(a)
+        registers = registers or registers_used
+    return needed
