@@ -76,10 +76,13 @@ def kit(tmp_path_factory):
 
 
 def small_problem(kit: SimKit, family: str):
-    case = dict(CASES[family])
-    dims = case.pop("dims")
-    return kit.problem(name=f"h-{family}", **case), Problem(target="trainium-sim", name=f"h-{family}",
-                                                            family=family, dims=dims)
+    made = kit.__dict__.setdefault("small_problems", {})       # one problem directory per family and kit
+    if family not in made:
+        case = dict(CASES[family])
+        dims = case.pop("dims")
+        made[family] = (kit.problem(name=f"h-{family}", **case),
+                        Problem(target="trainium-sim", name=f"h-{family}", family=family, dims=dims))
+    return made[family]
 
 
 def schedules_to_check(family: str, dims: dict, walks: int = 3, steps: int = 5) -> list:
@@ -119,6 +122,13 @@ def test_schedules_render_correct_kernels(kit, family):
 FEATURES = {
     "gemm": [dict(level=2, bm=1, bn=1, order="nm", dk=2), dict(level=1, bm=2, bn=1, dk=2, prefetch=True),
              dict(level=2, bm=2, bn=1, dk=2, bufs=1)],
+    "rmsnorm": [dict(fuse=True, norm="scalar", hoist=True, prefetch=True, wrow=True, gfirst=True),
+                dict(hoist=True, bcast="tensor", wrow=True, gfirst=True, gmul="gpsimd", chunk=512),
+                dict(wrow=True, norm="tensor_scalar", gfirst=True)],
+    "layernorm": [dict(wrow=True, prefetch=True), dict(wrow=True, bcast="tensor", stats="one_pass", norm="scalar"),
+                  dict(hoist=False, wrow=True, prefetch=True, chunk=512)],
+    "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
+               dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
 }
 
 

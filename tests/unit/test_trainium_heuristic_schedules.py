@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
+from agents.heuristic import trainium_conv as conv
 from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
 from agents.heuristic.trainium import TrainiumHeuristic, _features
 from agents.heuristic.trainium_codegen import parse_schedule, render
 from protocols.jobs import MenuOption, Parent, PlanRequest, Problem
@@ -58,3 +60,36 @@ def test_kernel_text_names_no_problem():
     """Schedules render from dims and knobs only: no problem name or hand-tuned constant in the kernel."""
     code = render(gemm.Schedule(level=2, bm=2, bn=1, dk=16), PAPER_GEMM)
     assert not re.search(r"8192|4096", code)
+
+
+def test_norm_weights_load_as_one_row_after_the_first_tile():
+    d = {"M": 512, "N": 4096}
+    for fam, weights in ((RMSNORM, 1), (LAYERNORM, 2)):
+        s = fam.Schedule(hoist=True, prefetch=True, wrow=True)
+        assert fam.fits(s, d)
+        code = render(s, d)
+        loads = [line.strip() for line in code.splitlines() if "nl.load(" in line]
+        # the first row tile's load, then each weight row whole (one DMA), then the prefetch in the loop
+        assert loads[0].startswith("x_next = nl.load(") and len(loads) == 2 + weights, loads
+        assert all("[0:1, 0:N]" in line for line in loads[1:1 + weights])
+        assert "for c in nl.affine_range(N // GB)" not in code          # the Vector broadcast runs once
+        chunked = render(fam.Schedule(hoist=True), d)
+        assert "for c in nl.affine_range(N // GB)" in chunked
+
+
+def test_rmsnorm_weights_first_needs_no_statistics():
+    code = render(RMSNORM.Schedule(gfirst=True, norm="scalar"), {"M": 256, "N": 1024})
+    body = code[code.index("for c in nl.affine_range(N // CW)"):]
+    assert body.index("g_b[") < body.index("scale=rinv")
+    assert RMSNORM.Schedule(gfirst=True) in RMSNORM.candidates("norm", RMSNORM.Schedule(), {"M": 256, "N": 1024})
+
+
+def test_conv1d_merged_tiles_move_all_images_in_one_dma():
+    d = {"N": 8, "C": 512, "W": 2048, "WF": 3}
+    assert not conv.fits(conv.Schedule(nb=1, merged=True), d)          # nothing to merge
+    s = conv.Schedule(nb=4, merged=True, prefetch=True)
+    assert conv.fits(s, d)
+    code = render(s, d)
+    assert code.count("nl.load(img_ref") == 1 and code.count("nl.store(") == 1
+    assert "for j in nl.static_range(NB):\n            xp[:, j * WP + pl" not in code
+    assert all(c.merged for c in conv.candidates("merge", conv.Schedule(nb=2), d))
