@@ -187,10 +187,11 @@ class LnSchedule:
     norm: str = "broadcast"    # how (x - mean) * rstd is applied (see _scale)
     affine: str = "vector"     # which of the gamma multiply / beta add runs on GpSimd (see AFFINES)
     hoist: bool = True         # broadcast gamma and beta once, outside the row loop (as the naive kernel does)
-    bcast: str = "vector"
+    bcast: str = "vector"      # vector/tensor: [P, N] broadcast tiles; psum: per step, ones-matmuls into PSUM
     chunk: int = 0             # columns per normalize/affine/store step (0: the whole row)
     prefetch: bool = False     # issue the next row tile's load before this tile's compute and store
     wrow: bool = False         # load gamma and beta with one DMA each (else one [1, 512] DMA per broadcast step)
+    rowstore: bool = False     # chunked steps write back into the row tile, stored whole (one DMA per tile)
     family: str = "layernorm"
 
 
@@ -198,14 +199,20 @@ def _ln_sbuf(s: LnSchedule, d: dict) -> int:
     """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta."""
     full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 3}[s.stats]
     steps = 2 if s.norm == "broadcast" and not s.stats.startswith("two_pass") else 1   # (x - mean) temporary
-    return (full + 2 + 2 * s.prefetch + 2 * s.wrow) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
+    weights = 1 if s.bcast == "psum" else 2 + 2 * s.wrow      # psum: only the [2, N] gamma/beta rows
+    return (full + weights + 2 * s.prefetch) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
 
 
 def _ln_fits(s: LnSchedule, d: dict) -> bool:
-    if s.stats not in STATS or s.norm not in NORMS or s.affine not in AFFINES or s.bcast not in ("vector", "tensor"):
+    if s.stats not in STATS or s.norm not in NORMS or s.affine not in AFFINES \
+            or s.bcast not in ("vector", "tensor", "psum"):
         return False
+    if s.bcast == "psum" and (not s.hoist or s.wrow or s.affine != "vector" or not s.chunk or s.chunk > 512):
+        return False                # one PSUM bank per step, read by Vector: rows loaded once, whole
     if d["M"] % 128 or (s.chunk and (s.chunk > d["N"] or d["N"] % s.chunk)):
         return False
+    if s.rowstore and not s.chunk:
+        return False                # whole-row steps already store whole rows
     if d["N"] % min(d["N"], 512):
         return False
     return _ln_sbuf(s, d) <= SBUF_LIMIT
@@ -213,7 +220,18 @@ def _ln_fits(s: LnSchedule, d: dict) -> bool:
 
 def _ln_body(s: LnSchedule) -> str:
     ind = "    " if s.hoist else "        "
-    gb = _bcast(s.bcast, "gam_row", "gam_b", "P", ind, s.wrow) + _bcast(s.bcast, "bet_row", "bet_b", "P", ind, s.wrow)
+    if s.bcast == "psum":
+        # gamma and beta rows side by side on two partitions; a ones-row selecting one of them, as the
+        # stationary of a matmul, puts that row's step on every partition of a PSUM bank
+        gb = ("    gb_rows = nl.ndarray((2, N), dtype=nl.float32, buffer=nl.sbuf)\n"
+              "    gb_rows[0:1, :] = nl.load(gam_row[0:1, 0:N])\n"
+              "    gb_rows[1:2, :] = nl.load(bet_row[0:1, 0:N])\n"
+              "    i_k, i_m = nl.mgrid[0:2, 0:P]\n"
+              "    pick_g = nisa.affine_select(i_k == 0, nl.ones((2, P), dtype=nl.float32), 0.0)\n"
+              "    pick_b = nisa.affine_select(i_k == 1, nl.ones((2, P), dtype=nl.float32), 0.0)\n")
+    else:
+        gb = (_bcast(s.bcast, "gam_row", "gam_b", "P", ind, s.wrow)
+              + _bcast(s.bcast, "bet_row", "bet_b", "P", ind, s.wrow))
     two = s.stats.startswith("two_pass")
     if two:
         centre = ("nl.subtract(x, mean)" if s.norm == "broadcast" else "nisa.tensor_scalar(x, nl.subtract, mean)")
@@ -249,6 +267,17 @@ def _ln_body(s: LnSchedule) -> str:
     gm = "vector" if s.affine != "gpsimd_mul" else "gpsimd"
     ba = "vector" if s.affine != "gpsimd_add" else "gpsimd"
     cols = "c * CW:(c + 1) * CW"
+    last = f"x[:, {cols}]" if s.rowstore else "w[...]"
+    if s.rowstore:     # each step's result back into the row tile (x is no longer read), one store per tile
+        store = f"        nl.store(out[t * P:(t + 1) * P, 0:N], value=x)\n"
+    else:
+        store = f"            nl.store(out[t * P:(t + 1) * P, {cols}], value=w)\n"
+    if s.bcast == "psum":
+        affine = (f"            w[...] = nl.multiply(w, nisa.nc_matmul(pick_g, gb_rows[:, {cols}]))\n"
+                  f"            {last} = nl.add(w, nisa.nc_matmul(pick_b, gb_rows[:, {cols}]))\n")
+    else:
+        affine = (f"            w[...] = {_mul(gm, 'w', 'gam_b[:, ' + cols + ']')}\n"
+                  f"            {last} = {_mul(ba, 'w', 'bet_b[:, ' + cols + ']', 'add')}\n")
     return f"""@nki.jit
 def solution(input_tensor, epsilon, gamma_vector, beta_vector):
     M, N = input_tensor.shape
@@ -262,10 +291,8 @@ def solution(input_tensor, epsilon, gamma_vector, beta_vector):
         rstd = nisa.activation(op=nl.rsqrt, data=nisa.tensor_scalar(var, nl.add, epsilon))
 {nbias}        for c in nl.affine_range(N // CW):
             w = {norm}
-            w[...] = {_mul(gm, "w", "gam_b[:, " + cols + "]")}
-            w[...] = {_mul(ba, "w", "bet_b[:, " + cols + "]", "add")}
-            nl.store(out[t * P:(t + 1) * P, {cols}], value=w)
-    return out
+{affine}
+{store}    return out
 """
 
 
@@ -273,7 +300,8 @@ def _ln_describe(s: LnSchedule) -> str:
     chunk = f"{s.chunk}-column steps" if s.chunk else "whole rows per step"
     return (f"128-row tiles, {s.stats} statistics, normalize by {s.norm}, affine on {s.affine}, "
             f"gamma/beta broadcast by {s.bcast}{' once (hoisted)' if s.hoist else ' per tile'}, {chunk}"
-            f"{', next tile prefetched' if s.prefetch else ''}{', gamma/beta loaded by one DMA each' if s.wrow else ''}")
+            f"{', next tile prefetched' if s.prefetch else ''}{', gamma/beta loaded by one DMA each' if s.wrow else ''}"
+            f"{', steps written back into the row tile, stored whole' if s.rowstore else ''}")
 
 
 def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
@@ -284,7 +312,11 @@ def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
     if mutation == "hoist":
         return [replace(s, hoist=True), replace(s, hoist=True, bcast="tensor")] if not s.hoist else []
     if mutation == "bcast":
-        return [replace(s, bcast="tensor" if s.bcast == "vector" else "vector")]
+        if s.bcast == "psum":
+            return [replace(s, bcast="vector"), replace(s, bcast="tensor")]
+        return [replace(s, bcast="tensor" if s.bcast == "vector" else "vector"),
+                replace(s, bcast="psum", hoist=True, wrow=False, affine="vector", chunk=512),
+                replace(s, bcast="psum", hoist=True, wrow=False, affine="vector", chunk=512, rowstore=True)]
     if mutation == "norm":
         return [replace(s, norm=n) for n in NORMS if n != s.norm]
     if mutation == "engine":
@@ -296,8 +328,11 @@ def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
     if mutation == "prefetch":
         return [replace(s, prefetch=True), replace(s, prefetch=True, chunk=2048)] if not s.prefetch else []
     if mutation == "large_dma":
-        return [replace(s, wrow=True)] + _ln_candidates("chunk", s, d)[:1] if not s.wrow else \
-            _ln_candidates("chunk", s, d)
+        rows = [replace(s, rowstore=True)] if s.chunk and not s.rowstore else []
+        if s.bcast == "psum":
+            return rows
+        return rows + ([replace(s, wrow=True)] + _ln_candidates("chunk", s, d)[:1] if not s.wrow else
+                       _ln_candidates("chunk", s, d))
     return []
 
 
@@ -308,5 +343,6 @@ LAYERNORM = SimpleNamespace(
              "remove-redundant": "hoist", "reduce-on-tensor": "bcast", "combine-vector-ops": "norm",
              "engine-balance": "engine", "multi-buffer": "prefetch", "spread-dma": "prefetch",
              "fewer-bigger-instructions": "chunk", "large-dma": "large_dma"},
-    SAFER=({"wrow": False}, {"prefetch": False}, {"affine": "vector"}, {"bcast": "vector"}, {"chunk": 0}, {"norm": "broadcast"},
+    SAFER=({"rowstore": False}, {"wrow": False}, {"prefetch": False}, {"affine": "vector"}, {"bcast": "vector"},
+           {"chunk": 0}, {"norm": "broadcast"},
            {"stats": "two_pass"}, {"hoist": True}))

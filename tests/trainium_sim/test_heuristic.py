@@ -126,7 +126,9 @@ FEATURES = {
                 dict(hoist=True, bcast="tensor", wrow=True, gfirst=True, gmul="gpsimd", chunk=512),
                 dict(wrow=True, norm="tensor_scalar", gfirst=True)],
     "layernorm": [dict(wrow=True, prefetch=True), dict(wrow=True, bcast="tensor", stats="one_pass", norm="scalar"),
-                  dict(hoist=False, wrow=True, prefetch=True, chunk=512)],
+                  dict(hoist=False, wrow=True, prefetch=True, chunk=512),
+                  dict(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True),
+                  dict(bcast="psum", chunk=256, stats="two_pass"), dict(chunk=512, rowstore=True, affine="gpsimd_add")],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
 }

@@ -93,3 +93,18 @@ def test_conv1d_merged_tiles_move_all_images_in_one_dma():
     assert code.count("nl.load(img_ref") == 1 and code.count("nl.store(") == 1
     assert "for j in nl.static_range(NB):\n            xp[:, j * WP + pl" not in code
     assert all(c.merged for c in conv.candidates("merge", conv.Schedule(nb=2), d))
+
+
+def test_layernorm_broadcasts_gamma_beta_per_step_into_psum_and_stores_whole_rows():
+    d = {"M": 4096, "N": 8192}
+    s = LAYERNORM.Schedule(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True)
+    assert LAYERNORM.fits(s, d)
+    # whole-row [P, N] gamma/beta tiles would not fit beside the prefetched rows at this width
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(chunk=512, prefetch=True, stats="one_pass", norm="scalar"), d)
+    code = render(s, d)
+    assert code.count("nisa.nc_matmul(pick_") == 2 and "gam_b" not in code
+    assert code.count("nl.store(") == 1 and "nl.store(out[t * P:(t + 1) * P, 0:N], value=x)" in code
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(bcast="psum", chunk=1024), d)      # one PSUM bank per step
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(rowstore=True), d)                 # nothing to assemble
+    offered = LAYERNORM.candidates("bcast", LAYERNORM.Schedule(), d)
+    assert any(c.bcast == "psum" and c.rowstore for c in offered)
