@@ -15,6 +15,11 @@ with --max-evals N), and the mean improvement from reuse (the paper: +24% at 100
 
     python bench/bench_search_quality.py [--isa fine] [--evals 100] [--problems a,b] [--evaluators N]
     python bench/bench_search_quality.py --reuse [--pairs SRC:DST,...]
+
+--target trainium-sim: the paper problems of trainium-sim (or --problems) from the naive kernel; best latency
+within 25/50/100 evaluations against the naive and hand-tuned kernels (bench/trainium_quality.py).
+
+    python bench/bench_search_quality.py --target trainium-sim [--problems gemm-1024x1024x1024,conv1d]
 """
 from __future__ import annotations
 
@@ -47,8 +52,8 @@ BUDGETS = (25, 50, 100)
 
 
 def search(name: str, args, out: Path | None = None, **options) -> tuple[dict, float]:
-    """One offline search of `name` at the budget of args (in `out`, else a temporary directory); its
-    summary and wall time."""
+    """One offline search of `name` at the budget of args (in `out`, else a temporary directory, gone when
+    this returns); its summary and wall time."""
     cfg = RunConfig(problem=name, iterations=1000, beam=4, plans=4, codes=2, dropout=0.3, seed=args.seed,
                     patience=1000, max_evals=args.evals, evaluators=args.evaluators, **options)
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,6 +159,8 @@ def fine_profile(args, tgt, console: Console) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=("gemmini-sim", "trainium-sim"), default="gemmini-sim",
+                    help="target whose problems are searched (trainium-sim: its paper problems)")
     ap.add_argument("--isa", choices=("full", "fine"), default="full", help="ISA profile of the searches")
     ap.add_argument("--evals", type=int, default=100, help="evaluation budget per problem")
     ap.add_argument("--problems", help="comma-separated problem names (default: see above)")
@@ -164,7 +171,15 @@ def main() -> int:
     args = ap.parse_args()
     logsetup.configure("WARNING")
     console = Console(width=max(160, Console().width))
-    tgt = get_target("gemmini-sim")
+    tgt = get_target(args.target)
+    if args.target == "trainium-sim":
+        from bench.trainium_quality import trainium_profile
+
+        def kept_search(name, args, **options):      # the run directory must outlive search() for best_within
+            return search(name, args, out=Path(keep) / name, **options)
+        with tempfile.TemporaryDirectory() as keep:
+            trainium_profile(args, tgt, console, kept_search, best_within)
+        return 0
     if args.reuse:
         args.evals = max(args.evals, max(BUDGETS))
         reuse_pairs(args, tgt, console)

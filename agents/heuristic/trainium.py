@@ -20,6 +20,7 @@ from agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedul
 from protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
+DMA_SETUP_US = 0.8
 
 
 def _features(m: dict) -> dict[str, float]:
@@ -30,6 +31,9 @@ def _features(m: dict) -> dict[str, float]:
     stalls = m.get("stalls") or []
     dma_wait = sum(float(s.get("us", 0)) for s in stalls if isinstance(s, dict) and s.get("waited_for") == "DMA")
     compute = [float(busy.get(e, 0.0)) for e in COMPUTE]
+    # every transfer spends ~0.8 us of setup in its in-order queue (the ISA reference): many small
+    # transfers make the queue, not the bytes, the limit
+    setup_us = DMA_SETUP_US * int((m.get("instructions") or {}).get("DMA", 0))
     return {
         "traffic": math.log2(max(1.0, m.get("dma_bytes", 0) / max(1, m.get("compulsory_bytes", 1)))),
         "small_dma": min(1.0, m.get("dma_small_rows", 0) / dma_count),
@@ -38,6 +42,7 @@ def _features(m: dict) -> dict[str, float]:
         "vector": float(busy.get("Vector", 0.0)),
         "gap": 1.0 - float(m.get("roofline_fraction") or 0.0),
         "dma_bound": float(m.get("binding_engine") == "DMA"),
+        "dma_setup": min(1.0, setup_us / latency),
     }
 
 
@@ -54,12 +59,13 @@ SCORES = {
     "chunk": lambda f: 0.2 + 0.8 * f["dma_wait"],
     "evict": lambda f: 0.2 + f["imbalance"],
     "engine": lambda f: 0.3 + 1.5 * f["imbalance"],
-    "large_dma": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"],
+    "large_dma": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"] + 1.2 * f["dma_setup"],
     "fuse": lambda f: 0.5 + f["vector"],
     "norm": lambda f: 0.3 + f["vector"],
     "bcast": lambda f: 0.2,
     "method": lambda f: 0.5 + f["gap"] + f["small_dma"],
     "batch": lambda f: 0.3 + 0.5 * f["gap"],
+    "merge": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"] + 1.2 * f["dma_setup"],
 }
 
 

@@ -28,15 +28,17 @@ class Schedule:
     bufs: int = 2              # 2: a padded tile per step (pads zeroed each time); 1: one tile, pads zeroed once
     prefetch: bool = False     # issue the next tile's load before this tile's taps and store
     evict: str = "scalar"      # tensor method: engine of the PSUM -> SBUF copies
+    merged: bool = False       # one DMA per tile for all nb images (a [P, nb, W] view) instead of one per image
     family: str = "conv1d"
 
 
-OPTIONS = {"fewer-bigger-instructions": "batch", "block-bigger": "batch", "large-dma": "batch",
+OPTIONS = {"fewer-bigger-instructions": "batch", "block-bigger": "batch",
            "engine-balance": "engine", "hoist-loads": "hoist", "remove-redundant": "hoist",
            "multi-buffer": "bufs", "spread-dma": "prefetch", "reduce-on-tensor": "method",
            "swap-stationary-moving": "method", "psum-accumulate": "method", "evict-efficiently": "evict",
-           "combine-vector-ops": "engine", "fuse-activation": "engine", "max-tiles": "batch"}
-SAFER = ({"prefetch": False}, {"evict": "scalar"}, {"add": "vector"}, {"mul": "vector"}, {"bufs": 2},
+           "combine-vector-ops": "engine", "fuse-activation": "engine", "max-tiles": "batch",
+           "large-dma": "merge"}
+SAFER = ({"merged": False}, {"prefetch": False}, {"evict": "scalar"}, {"add": "vector"}, {"mul": "vector"}, {"bufs": 2},
          {"method": "vector"}, {"nb": 1}, {"hoist": False})
 
 
@@ -62,6 +64,8 @@ def fits(s: Schedule, d: dict) -> bool:
         return False
     if s.prefetch and s.bufs == 1:
         return False              # one buffer cannot be loaded while it is being read
+    if s.merged and s.nb == 1:
+        return False              # one image per tile: already one DMA per tile
     return sbuf_bytes(s, d) <= SBUF_LIMIT
 
 
@@ -72,12 +76,15 @@ def describe(s: Schedule) -> str:
         how = f"tap multiplies on {s.mul}, adds on {s.add}"
     return (f"{s.nb} image(s) x 128 channels per tile, {how}, filters {'hoisted' if s.hoist else 'loaded per tile'}, "
             f"{'double' if s.bufs == 2 else 'single'}-buffered padded tile"
-            f"{', next tile prefetched' if s.prefetch else ''}")
+            f"{', next tile prefetched' if s.prefetch else ''}"
+            f"{', one DMA per tile for all its images' if s.merged else ''}")
 
 
 def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     if mutation == "batch":
         return [replace(s, nb=v) for v in NB_CHOICES if v > s.nb][:2]
+    if mutation == "merge":
+        return [] if s.merged else [replace(s, merged=True, nb=v) for v in NB_CHOICES if v >= max(2, s.nb)][:2]
     if mutation == "engine":
         if s.method == "tensor":
             return [replace(s, method="vector", mul="scalar")]
@@ -144,6 +151,10 @@ def solution(img_ref, filter_ref, **kwargs):
     # one DMA per image: whole contiguous rows on both sides (the taps still cover all NB images at once)
     fill = ("        for j in nl.static_range(NB):\n"
             "            xp[:, j * WP + pl:j * WP + pl + W] = nl.load(img_ref[n0 + j, cb * P:(cb + 1) * P, 0, 0:W])\n")
+    if s.merged:      # the NB images' rows in one transfer: a [P, NB, W] view of the padded tile
+        fill = ("        xp[i_p, i_n * WP + pl + i_w] = nl.load(img_ref[n0 + i_n, cb * P + i_p, 0, i_w])\n")
+        code += ("    i_p, i_n = nl.arange(P)[:, None, None], nl.arange(NB)[None, :, None]\n"
+                 "    i_w, i_o = nl.arange(W)[None, None, :], nl.arange(WO)[None, None, :]\n")
     code += f"""
     def load(n0, cb):                            # images n0 .. n0+NB-1, channels cb*P .. cb*P+P-1
         xp = {"xp_one" if s.bufs == 1 else "new_tile()"}
@@ -184,8 +195,11 @@ def solution(img_ref, filter_ref, **kwargs):
                 ps += nisa.nc_matmul({diag}, xp[:, c0 + w:c0 + w + sz])
             acc[:, c0:c0 + sz] = {evict(s.evict, "ps", "nl.float32", "c0 // 512")}
 """
-    code += ("        for j in nl.static_range(NB):\n"
-             "            nl.store(out[n0 + j, cb * P:(cb + 1) * P, 0, 0:WO], value=acc[:, j * WP:j * WP + WO])\n")
+    if s.merged:
+        code += "        nl.store(out[n0 + i_n, cb * P + i_p, 0, i_o], value=acc[i_p, i_n * WP + i_o])\n"
+    else:
+        code += ("        for j in nl.static_range(NB):\n"
+                 "            nl.store(out[n0 + j, cb * P:(cb + 1) * P, 0, 0:WO], value=acc[:, j * WP:j * WP + WO])\n")
     if s.prefetch:
         code += """
     steps = [(nt * NB, cb) for cb in range(C // P) for nt in range(N // NB)]

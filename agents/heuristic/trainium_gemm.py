@@ -3,18 +3,21 @@
 Level 0 loads one lhsT tile and one rhs tile per matmul (the naive kernel). Level 1 loads, per output
 block of bm x bn tiles, the lhsT and rhs panels over all of K once and reuses them across the block.
 Level 2 also keeps the outer loop's panel resident across the whole inner loop (order "mn": the lhsT
-panel stays while the n blocks stream by; "nm": the rhs panel stays).
+panel stays while the n blocks stream by; "nm": the rhs panel stays). A panel is [128, KT, width] (the
+contraction tiles side by side on the free axis) and is loaded dk k-tiles per DMA: one transfer of a
+[128, dk, width] view instead of dk transfers, since every transfer pays a fixed setup in its queue.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.heuristic.trainium_kit import SBUF_LIMIT, evict
+from agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
 
 DIMS = ("K", "M", "N")                # problem.toml dims the schedules need
 TM_CHOICES = (32, 64, 128)            # stationary free size (output partitions); <= gemm_stationary_fmax
 TN_CHOICES = (128, 256, 512)          # moving free size (one PSUM bank of fp32); <= gemm_moving_fmax
 BLOCK_CHOICES = (1, 2, 4, 8)
+DK_CHOICES = (1, 2, 4, 8, 16, 32, 64)  # k-tiles per panel DMA
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Schedule:
     bufs: int = 2              # 2: panels allocated per iteration (DMA overlaps compute); 1: one buffer reused
     evict: str = "scalar"      # engine of the PSUM -> SBUF copy: scalar, vector or alternate
     prefetch: bool = False     # level >= 1: load the next block's panels before computing this block
+    dk: int = 1                # level >= 1: k-tiles per panel DMA (a [128, dk, width] view per transfer)
     family: str = "gemm"
 
 
@@ -35,7 +39,7 @@ OPTIONS = {"max-tiles": "max_tiles", "hoist-loads": "hoist", "block-bigger": "bl
            "multi-buffer": "multibuf", "engine-balance": "evict", "evict-efficiently": "evict",
            "large-dma": "large_dma", "spread-dma": "prefetch", "software-pipeline": "prefetch",
            "fewer-bigger-instructions": "max_tiles"}
-SAFER = ({"prefetch": False}, {"bufs": 1}, {"evict": "scalar"}, {"order": "mn"}, {"bn": 1}, {"bm": 1}, {"level": 0})
+SAFER = ({"dk": 1}, {"prefetch": False}, {"bufs": 1}, {"evict": "scalar"}, {"order": "mn"}, {"bn": 1}, {"bm": 1}, {"level": 0})
 
 
 def default(dims: dict) -> Schedule:
@@ -63,7 +67,9 @@ def fits(s: Schedule, d: dict) -> bool:
     if s.level not in (0, 1, 2) or s.order not in ("mn", "nm") or s.bufs not in (1, 2) \
             or s.evict not in ("scalar", "vector", "alternate"):
         return False
-    if s.level == 0 and (s.bm, s.bn, s.order, s.bufs, s.prefetch) != (1, 1, "mn", 2, False):
+    if s.dk not in DK_CHOICES or (d["K"] // 128) % s.dk:
+        return False
+    if s.level == 0 and (s.bm, s.bn, s.order, s.bufs, s.prefetch, s.dk) != (1, 1, "mn", 2, False, 1):
         return False                      # level 0 has no blocks: one canonical form
     if s.prefetch and s.bufs == 1:
         return False                      # one buffer cannot be loaded while it is being read
@@ -80,7 +86,8 @@ def describe(s: Schedule) -> str:
     outer = "lhsT" if s.order == "mn" else "rhs"
     reuse = f", the {outer} panel resident across the inner loop" if s.level == 2 else ""
     return (f"{tiles} in blocks of {s.bm}x{s.bn} ({s.bm * s.tm} x {s.bn * s.tn}), full-K panels loaded once per "
-            f"block{reuse}, {'double' if s.bufs == 2 else 'single'}-buffered panels, PSUM evicted on {ev}"
+            f"block{reuse}, {s.dk} k-tile(s) per panel DMA, {'double' if s.bufs == 2 else 'single'}-buffered "
+            f"panels, PSUM evicted on {ev}"
             f"{', next panels prefetched' if s.prefetch else ''}")
 
 
@@ -116,10 +123,12 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     if mutation == "large_dma":
         if lvl0:
             return [replace(s, tn=v) for v in TN_CHOICES if v > s.tn] + candidates("hoist", s, d)[:2]
-        # widen whichever panel has the shorter contiguous rows
+        # more k-tiles per transfer (fewer fixed setups), or widen whichever panel has the shorter rows
+        merged = [replace(s, dk=v) for v in step_choices(s.dk, DK_CHOICES) + [s.dk * 4]
+                  if v in DK_CHOICES and v != s.dk]
         if s.bm * s.tm <= s.bn * s.tn:
-            return [replace(s, bm=s.bm * 2), replace(s, bm=s.bm * 4)]
-        return [replace(s, bn=s.bn * 2), replace(s, bn=s.bn * 4)]
+            return merged + [replace(s, bm=s.bm * 2), replace(s, bm=s.bm * 4)]
+        return merged + [replace(s, bn=s.bn * 2), replace(s, bn=s.bn * 4)]
     return []
 
 
@@ -149,6 +158,25 @@ def solution(lhsT, rhs):
     return head + (_pipelined(s) if s.prefetch else _blocked(s))
 
 
+def _grids(s: Schedule) -> str:
+    """Index grids of a [128, DK, width] panel view (one DMA moves DK k-tiles of a panel)."""
+    if s.dk == 1:
+        return ""
+    return (f"    DK = {s.dk}                             # k-tiles per panel DMA\n"
+            "    i_p = nl.arange(128)[:, None, None]\n    i_k = nl.arange(DK)[None, :, None]\n"
+            "    i_wm = nl.arange(WM)[None, None, :]\n    i_wn = nl.arange(WN)[None, None, :]\n")
+
+
+def _fill(s: Schedule, name: str, src: str, width: str, col0: str, indent: str) -> str:
+    """Code loading a whole-K panel `name` [128, KT, width] from columns col0.. of `src`, dk k-tiles per DMA."""
+    if s.dk == 1:
+        return (f"{indent}for k in nl.affine_range(KT):\n"
+                f"{indent}    {name}[:, k, :] = nl.load({src}[k * 128:(k + 1) * 128, {col0}:{col0} + {width}])\n")
+    grid = "i_wm" if width == "WM" else "i_wn"
+    return (f"{indent}for c in nl.affine_range(KT // DK):\n"
+            f"{indent}    {name}[i_p, c * DK + i_k, {grid}] = nl.load({src}[(c * DK + i_k) * 128 + i_p, {col0} + {grid}])\n")
+
+
 def _blocked(s: Schedule) -> str:
     """Levels 1 and 2: panels over all of K per block, bm x bn output tiles computed from them."""
     outer, inner = ("mb", "nb") if s.order == "mn" else ("nb", "mb")
@@ -156,19 +184,17 @@ def _blocked(s: Schedule) -> str:
 
     def load(which: str, indent: str) -> str:
         name, src, width, var = panel[which]
-        cols = f"{var} * {width}:({var} + 1) * {width}"
-        return (f"{indent}{name} = nl.ndarray((KT, nl.par_dim(128), {width}), dtype={src}.dtype, buffer=nl.sbuf)\n"
-                if s.bufs == 2 else "") + (
-                f"{indent}for k in nl.affine_range(KT):\n"
-                f"{indent}    {name}[k] = nl.load({src}[k * 128:(k + 1) * 128, {cols}])\n")
+        return (f"{indent}{name} = nl.ndarray((nl.par_dim(128), KT, {width}), dtype={src}.dtype, buffer=nl.sbuf)\n"
+                if s.bufs == 2 else "") + _fill(s, name, src, width, f"{var} * {width}", indent)
 
     pre = ""
     if s.bufs == 1:   # one buffer per panel and for the output block, reused by every iteration
-        pre = ("    lhs_p = nl.ndarray((KT, nl.par_dim(128), WM), dtype=lhsT.dtype, buffer=nl.sbuf)\n"
-               "    rhs_p = nl.ndarray((KT, nl.par_dim(128), WN), dtype=rhs.dtype, buffer=nl.sbuf)\n"
+        pre = ("    lhs_p = nl.ndarray((nl.par_dim(128), KT, WM), dtype=lhsT.dtype, buffer=nl.sbuf)\n"
+               "    rhs_p = nl.ndarray((nl.par_dim(128), KT, WN), dtype=rhs.dtype, buffer=nl.sbuf)\n"
                "    out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n")
     n_of = {"mb": "M // WM", "nb": "N // WN"}
     code = f"    BM, BN = {s.bm}, {s.bn}\n    WM, WN = BM * TM, BN * TN            # block width along M and N\n" + pre
+    code += _grids(s)
     code += f"    for {outer} in nl.affine_range({n_of[outer]}):\n"
     if s.level == 2:
         code += load(outer, "        ")
@@ -183,7 +209,7 @@ def _blocked(s: Schedule) -> str:
                 for j in {loop_j}(BN):
                     acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(KT):
-                        acc += nisa.nc_matmul(lhs_p[k, :, i * TM:(i + 1) * TM], rhs_p[k, :, j * TN:(j + 1) * TN])
+                        acc += nisa.nc_matmul(lhs_p[:, k, i * TM:(i + 1) * TM], rhs_p[:, k, j * TN:(j + 1) * TN])
                     out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
                 nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
     return result
@@ -207,18 +233,14 @@ def _pipelined(s: Schedule) -> str:
              f"            return {keep}\n") if s.level == 2 else ""
     return f"""    BM, BN = {s.bm}, {s.bn}
     WM, WN = BM * TM, BN * TN            # block width along M and N
-
+{_grids(s)}
     def lhs_panel(mb):                   # all K rows of lhsT's columns of M block mb
-        p = nl.ndarray((KT, nl.par_dim(128), WM), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(KT):
-            p[k] = nl.load(lhsT[k * 128:(k + 1) * 128, mb * WM:(mb + 1) * WM])
-        return p
+        p = nl.ndarray((nl.par_dim(128), KT, WM), dtype=lhsT.dtype, buffer=nl.sbuf)
+{_fill(s, "p", "lhsT", "WM", "mb * WM", "        ")}        return p
 
     def rhs_panel(nb):                   # all K rows of rhs's columns of N block nb
-        p = nl.ndarray((KT, nl.par_dim(128), WN), dtype=rhs.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(KT):
-            p[k] = nl.load(rhs[k * 128:(k + 1) * 128, nb * WN:(nb + 1) * WN])
-        return p
+        p = nl.ndarray((nl.par_dim(128), KT, WN), dtype=rhs.dtype, buffer=nl.sbuf)
+{_fill(s, "p", "rhs", "WN", "nb * WN", "        ")}        return p
 
     def panels(mb, nb, prev):
 {reuse}        return lhs_panel(mb), rhs_panel(nb), {outer}
@@ -236,7 +258,7 @@ def _pipelined(s: Schedule) -> str:
             for j in {loop_j}(BN):
                 acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
                 for k in nl.affine_range(KT):
-                    acc += nisa.nc_matmul(lhs_p[k, :, i * TM:(i + 1) * TM], rhs_p[k, :, j * TN:(j + 1) * TN])
+                    acc += nisa.nc_matmul(lhs_p[:, k, i * TM:(i + 1) * TM], rhs_p[:, k, j * TN:(j + 1) * TN])
                 out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
             nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
     return result

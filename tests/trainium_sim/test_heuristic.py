@@ -76,10 +76,13 @@ def kit(tmp_path_factory):
 
 
 def small_problem(kit: SimKit, family: str):
-    case = dict(CASES[family])
-    dims = case.pop("dims")
-    return kit.problem(name=f"h-{family}", **case), Problem(target="trainium-sim", name=f"h-{family}",
-                                                            family=family, dims=dims)
+    made = kit.__dict__.setdefault("small_problems", {})       # one problem directory per family and kit
+    if family not in made:
+        case = dict(CASES[family])
+        dims = case.pop("dims")
+        made[family] = (kit.problem(name=f"h-{family}", **case),
+                        Problem(target="trainium-sim", name=f"h-{family}", family=family, dims=dims))
+    return made[family]
 
 
 def schedules_to_check(family: str, dims: dict, walks: int = 3, steps: int = 5) -> list:
@@ -111,6 +114,34 @@ def test_schedules_render_correct_kernels(kit, family):
     for s in checked:
         code = render(s, problem.dims)
         assert parse_schedule(code, family) == s
+        r = kit.sim.evaluate(sim_problem, code)
+        assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
+
+
+# schedule features that a random walk may miss, each checked on its family's small problem
+FEATURES = {
+    "gemm": [dict(level=2, bm=1, bn=1, order="nm", dk=2), dict(level=1, bm=2, bn=1, dk=2, prefetch=True),
+             dict(level=2, bm=2, bn=1, dk=2, bufs=1)],
+    "rmsnorm": [dict(fuse=True, norm="scalar", hoist=True, prefetch=True, wrow=True, gfirst=True),
+                dict(hoist=True, bcast="tensor", wrow=True, gfirst=True, gmul="gpsimd", chunk=512),
+                dict(wrow=True, norm="tensor_scalar", gfirst=True)],
+    "layernorm": [dict(wrow=True, prefetch=True), dict(wrow=True, bcast="tensor", stats="one_pass", norm="scalar"),
+                  dict(hoist=False, wrow=True, prefetch=True, chunk=512),
+                  dict(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True),
+                  dict(bcast="psum", chunk=256, stats="two_pass"), dict(chunk=512, rowstore=True, affine="gpsimd_add")],
+    "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
+               dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
+}
+
+
+@pytest.mark.parametrize("family", sorted(FEATURES))
+def test_schedule_features_render_correct_kernels(kit, family):
+    sim_problem, problem = small_problem(kit, family)
+    fam = FAMILIES[family]
+    for knobs in FEATURES[family]:
+        s = fam.Schedule(**knobs)
+        assert fam.fits(s, problem.dims), s
+        code = render(s, problem.dims)
         r = kit.sim.evaluate(sim_problem, code)
         assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
 

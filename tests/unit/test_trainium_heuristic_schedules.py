@@ -1,0 +1,110 @@
+"""The trainium-sim heuristic's schedule features, without the simulator: which schedules fit, what their
+kernels contain, and which moves the planner offers from given feedback. (tests/trainium_sim/
+test_heuristic.py evaluates the rendered kernels on the simulator.)"""
+from __future__ import annotations
+
+import re
+
+from agents.heuristic import trainium_conv as conv
+from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
+from agents.heuristic.trainium import TrainiumHeuristic, _features
+from agents.heuristic.trainium_codegen import parse_schedule, render
+from protocols.jobs import MenuOption, Parent, PlanRequest, Problem
+
+PAPER_GEMM = {"K": 8192, "M": 4096, "N": 8192}
+
+
+def plan_request(problem: Problem, code: str, metrics: dict, seed: int, menu: list[str]) -> PlanRequest:
+    return PlanRequest(problem=problem, parent=Parent(id="p", code=code, metrics=metrics),
+                       menu=[MenuOption(id=i, title=i) for i in menu], model="heuristic", iteration=0, iterations=4,
+                       seed=seed)
+
+
+def test_gemm_panels_load_several_k_tiles_per_dma():
+    s = gemm.Schedule(level=2, bm=1, bn=2, order="nm", dk=8)
+    assert gemm.fits(s, PAPER_GEMM) and "8 k-tile(s) per panel DMA" in gemm.describe(s)
+    code = render(s, PAPER_GEMM)
+    assert parse_schedule(code, "gemm") == s
+    # one load statement per panel, inside a loop over KT // DK groups of k-tiles: a [128, DK, width] view
+    loads = [line for line in code.splitlines() if "nl.load(" in line]
+    assert len(loads) == 2 and all("(c * DK + i_k) * 128 + i_p" in line for line in loads), loads
+    assert code.count("for c in nl.affine_range(KT // DK)") == 2
+    pipelined = render(gemm.Schedule(level=1, bm=1, bn=1, dk=4, prefetch=True), PAPER_GEMM)
+    assert pipelined.count("for c in nl.affine_range(KT // DK)") == 2 and "DK = 4" in pipelined
+
+
+def test_gemm_dk_must_divide_the_contraction_tiles():
+    d = {"K": 384, "M": 256, "N": 512}                  # 3 k-tiles
+    assert gemm.fits(gemm.Schedule(level=1, dk=1), d)
+    assert not gemm.fits(gemm.Schedule(level=1, dk=2), d)
+    assert not gemm.fits(gemm.Schedule(level=0, dk=2), PAPER_GEMM)      # level 0 has no panels
+
+
+def test_many_small_transfers_point_the_planner_at_merging_them():
+    """Feedback where the DMA queue's fixed setups fill the latency: large-dma wins and merges k-tiles."""
+    problem = Problem(target="trainium-sim", name="g", family="gemm", dims=PAPER_GEMM)
+    parent = render(gemm.Schedule(level=2, bm=1, bn=2, order="nm"), PAPER_GEMM)
+    metrics = {"latency_us": 8000.0, "dma_bytes": 3 << 28, "compulsory_bytes": 1 << 28, "binding_engine": "DMA",
+               "engine_busy": {"DMA": 0.9, "Tensor": 0.6, "Vector": 0.0, "Scalar": 0.03, "GpSimd": 0.0},
+               "instructions": {"DMA": 8704}, "roofline_fraction": 0.6}
+    assert _features(metrics)["dma_setup"] > 0.8
+    menu = ["large-dma", "engine-balance", "loop-order", "multi-buffer"]
+    plans = [TrainiumHeuristic().plan(plan_request(problem, parent, metrics, s, menu)) for s in range(12)]
+    assert sum(p.option_id == "large-dma" for p in plans) >= 9, [p.option_id for p in plans]
+    dks = {v["dk"] for p in plans if p.option_id == "large-dma" for v in p.params["variants"]}
+    assert dks >= {2, 4}
+
+
+def test_kernel_text_names_no_problem():
+    """Schedules render from dims and knobs only: no problem name or hand-tuned constant in the kernel."""
+    code = render(gemm.Schedule(level=2, bm=2, bn=1, dk=16), PAPER_GEMM)
+    assert not re.search(r"8192|4096", code)
+
+
+def test_norm_weights_load_as_one_row_after_the_first_tile():
+    d = {"M": 512, "N": 4096}
+    for fam, weights in ((RMSNORM, 1), (LAYERNORM, 2)):
+        s = fam.Schedule(hoist=True, prefetch=True, wrow=True)
+        assert fam.fits(s, d)
+        code = render(s, d)
+        loads = [line.strip() for line in code.splitlines() if "nl.load(" in line]
+        # the first row tile's load, then each weight row whole (one DMA), then the prefetch in the loop
+        assert loads[0].startswith("x_next = nl.load(") and len(loads) == 2 + weights, loads
+        assert all("[0:1, 0:N]" in line for line in loads[1:1 + weights])
+        assert "for c in nl.affine_range(N // GB)" not in code          # the Vector broadcast runs once
+        chunked = render(fam.Schedule(hoist=True), d)
+        assert "for c in nl.affine_range(N // GB)" in chunked
+
+
+def test_rmsnorm_weights_first_needs_no_statistics():
+    code = render(RMSNORM.Schedule(gfirst=True, norm="scalar"), {"M": 256, "N": 1024})
+    body = code[code.index("for c in nl.affine_range(N // CW)"):]
+    assert body.index("g_b[") < body.index("scale=rinv")
+    assert RMSNORM.Schedule(gfirst=True) in RMSNORM.candidates("norm", RMSNORM.Schedule(), {"M": 256, "N": 1024})
+
+
+def test_conv1d_merged_tiles_move_all_images_in_one_dma():
+    d = {"N": 8, "C": 512, "W": 2048, "WF": 3}
+    assert not conv.fits(conv.Schedule(nb=1, merged=True), d)          # nothing to merge
+    s = conv.Schedule(nb=4, merged=True, prefetch=True)
+    assert conv.fits(s, d)
+    code = render(s, d)
+    assert code.count("nl.load(img_ref") == 1 and code.count("nl.store(") == 1
+    assert "for j in nl.static_range(NB):\n            xp[:, j * WP + pl" not in code
+    assert all(c.merged for c in conv.candidates("merge", conv.Schedule(nb=2), d))
+
+
+def test_layernorm_broadcasts_gamma_beta_per_step_into_psum_and_stores_whole_rows():
+    d = {"M": 4096, "N": 8192}
+    s = LAYERNORM.Schedule(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True)
+    assert LAYERNORM.fits(s, d)
+    # whole-row [P, N] gamma/beta tiles would not fit beside the prefetched rows at this width
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(chunk=512, prefetch=True, stats="one_pass", norm="scalar"), d)
+    code = render(s, d)
+    assert code.count("nisa.nc_matmul(pick_") == 2 and "gam_b" not in code
+    assert code.count("nl.store(") == 1 and "nl.store(out[t * P:(t + 1) * P, 0:N], value=x)" in code
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(bcast="psum", chunk=1024), d)      # one PSUM bank per step
+    assert not LAYERNORM.fits(LAYERNORM.Schedule(rowstore=True), d)                 # nothing to assemble
+    offered = LAYERNORM.candidates("bcast", LAYERNORM.Schedule(), d)
+    assert any(c.bcast == "psum" and c.rowstore for c in offered)
