@@ -221,6 +221,7 @@ class DmaQueues:
         self.setup_ns = p["dma_queue_issue_us"] * 1000.0
         self.completion_ns = p["dma_fixed_us"] * 1000.0 - self.setup_ns
         self.work = 0.0                                      # engine-ns issued so far, both queues
+        self.everyone = list(range(self.count))
 
     def plan(self, st: Step, ready: float) -> tuple[float, float, list[int], str, float]:
         """(start, duration, engines, queue, busy) of one transfer whose dependences are met at `ready`: its
@@ -228,9 +229,9 @@ class DmaQueues:
         occupancy, n = dma_ns(st, self.p)
         queue = "out" if st.writes[0].tensor.buffer == "hbm" else "in"
         engines = self.engines[queue]
-        picked = heapq.nsmallest(n, range(self.count), key=engines.__getitem__)
+        picked = self.everyone if n >= self.count else heapq.nsmallest(n, range(self.count), key=engines.__getitem__)
         setup_end = self.setup_free[queue] = max(ready, self.setup_free[queue]) + self.setup_ns
-        start = max(setup_end, max(engines[i] for i in picked))
+        start = max(setup_end, max(engines) if picked is self.everyone else max(engines[i] for i in picked))
         self.work += occupancy * n
         duration = max(occupancy, self.work / self.count - start)
         return start, duration, picked, queue, occupancy * n / self.count
@@ -351,9 +352,11 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
             if st.engine == "dma" else tl.busy_ns[st.engine] + busy
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1
-        tl.total_ns = max(tl.total_ns, end)
+        last = max(tl.total_ns, end)
         for k, (p0, p1, f0, f1), is_write, a in regions:
             done = spill_io(a, k, end, after=True) if k[0] == "spill" and is_write else end
             buffers[k].record(p0, p1, f0, f1, is_write, done, st.engine)
-            tl.total_ns = max(tl.total_ns, done)
+            if done > last:
+                last = done
+        tl.total_ns = last
     return tl
