@@ -62,22 +62,23 @@ def _base(t: TensorDecl) -> int:
 
 
 def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int]):
-    """(base tid of each output -> int32 array (1, *shape) holding the index of the last instruction that writes
-    each element, -1 where none does; the instructions that write an output, in order)."""
+    """(base tid of each output -> array (1, *shape) holding 1 + the ordinal of the output-writing instruction
+    that last writes each element, 0 where none does; those instructions in order: (index, accesses)). The
+    arrays start as zeros (pages the kernel's writes then touch once) and are 16-bit when they can be."""
     bases = {_base(tensors[o]) for o in outs}
-    last = {b: np.full((1, *tensors[b].shape), -1, dtype=np.int32) for b in bases}
     writers = []
     for n, step in enumerate(steps):
-        for i, w in enumerate(step.writes):
-            b = _base(w.tensor)
-            if b in last:
-                mask = decoded[n][4] if i == 0 else None
-                view = last[b].reshape((1, *w.tensor.shape))
-                store(view, w, np.int32(n), mask if mask is not None and mask.shape == w.shape else None)
-                if not writers or writers[-1][0] != n:
-                    writers.append((n, []))
-                writers[-1][1].append(w)
-    return last, writers
+        mine = [(i, w) for i, w in enumerate(step.writes) if _base(w.tensor) in bases]
+        if mine:
+            writers.append((n, mine))
+    dtype = np.uint16 if len(writers) < 1 << 16 else np.int32
+    last = {b: np.zeros((1, *tensors[b].shape), dtype=dtype) for b in bases}
+    for k, (n, mine) in enumerate(writers):
+        for i, w in mine:
+            mask = decoded[n][4] if i == 0 else None
+            view = last[_base(w.tensor)].reshape((1, *w.tensor.shape))
+            store(view, w, dtype(k + 1), mask if mask is not None and mask.shape == w.shape else None)
+    return last, [(n, [w for _, w in mine]) for n, mine in writers]
 
 
 def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int], regions: int,
@@ -86,26 +87,27 @@ def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list
     last, writers = last_writers(steps, decoded, tensors, outs)
     for o in outs:
         b = _base(tensors[o])
-        if last[b].min() < 0:
-            missing = int((last[b] < 0).sum())
+        if last[b].min() == 0:
+            missing = int((last[b] == 0).sum())
             return Check(None, {}), (f"{missing:,} of {last[b].size:,} elements of output #{outs.index(o)} are "
                                      f"never written by any instruction")
     elements = sum(a.size for a in last.values())
     everything = Check(None, {o: None for o in outs}, elements, elements, len(writers), len(writers))
     if regions <= 0:
         return everything, None
-    seeds = {int(arr[(0, *p)]) for arr in last.values() for p in _points(arr.shape[1:], regions, rng)}
-    if len(seeds) == len(writers):
+    drawn = {int(arr[(0, *p)]) for arr in last.values() for p in _points(arr.shape[1:], regions, rng)}
+    if len(drawn) == len(writers):
         return everything, None
+    seeds = {writers[k - 1][0] for k in drawn}
     # the checked elements: those whose last write is a seed (marked through the seeds' own accesses, so
     # the cost follows what is checked, not the output's size)
     checked = {b: np.zeros(arr.shape, dtype=bool) for b, arr in last.items()}
-    for n, accesses in writers:
+    for k, (n, accesses) in enumerate(writers, 1):
         if n in seeds:
             for w in accesses:
                 b = _base(w.tensor)
                 shape = (1, *w.tensor.shape)
-                mine = last[b].reshape(shape)[w.index] == n
+                mine = last[b].reshape(shape)[w.index] == k
                 view = checked[b].reshape(shape)
                 view[w.index] = view[w.index] | mine
     masks = {o: checked[_base(tensors[o])][0].reshape(tensors[o].shape) for o in outs}
