@@ -60,6 +60,7 @@ class Replayer(EngineOps):
         says they already are (then they are used as given, and copied before anything writes them)."""
         self.tensors, self.sets, self.compute = tensors, sets, compute
         self.resolve = Resolver(tensors)
+        self.unfilled: set[int] = set()     # tensors nothing reads, whose unwritten elements nobody looks at
         self.mem: dict[int, np.ndarray] = {}
         self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
         self.free_after: dict[int, list[int]] = {}
@@ -79,6 +80,8 @@ class Replayer(EngineOps):
             t = self.tensors[tid]
             if t.alias != -1:
                 arr = self._array(t.alias).reshape((self.sets, *t.shape))
+            elif tid in self.unfilled:
+                arr = np.empty((self.sets, *t.shape), dtype=ops.storage(t.dtype))
             else:
                 fill = UNWRITTEN_INT if ops.storage(t.dtype) is np.int32 else np.nan
                 arr = np.full((self.sets, *t.shape), fill, dtype=ops.storage(t.dtype))

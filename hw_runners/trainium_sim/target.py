@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 FRONTEND = HERE / "frontend"
 CHILD = HERE / "sandboxed" / "child.py"
 MAX_SOURCE = 256 * 1024
+COMPARE_CHUNK = 1 << 18
 TRACE_LIMIT = 512 << 20
 
 
@@ -170,8 +171,9 @@ class TrainiumSim(Target):
                 arr.flags.writeable = False
                 stacked[t.name] = arr
             # floating outputs are compared in float32, the precision the kernel stores them in
-            expected = [tuple(x.astype(np.float32) if t.dtype in ("float32", "bfloat16", "float16") else x
-                              for x, t in zip(outs, spec.outputs)) for outs in [public_out] + hidden_out]
+            expected = [tuple(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ("float32", "bfloat16", "float16")
+                                                   else x.dtype) for x, t in zip(outs, spec.outputs))
+                        for outs in [public_out] + hidden_out]     # row-major: compared piece by piece
             cache[key] = (stacked, expected)
             while len(cache) > 2:
                 cache.pop(next(iter(cache)))
@@ -256,6 +258,10 @@ class TrainiumSim(Target):
                 check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids, self.options.check_regions,
                                                 np.random.default_rng(secrets.randbits(64)), deadline)
                 if unwritten is None:
+                    # an output no instruction reads needs no NaN fill: every element is written (checked
+                    # above) and only written elements are compared
+                    read = {a.tensor.alias if a.tensor.alias != -1 else a.tensor.tid for st in steps for a in st.reads}
+                    replay.unfilled = {o for o in out_tids if tensors[o].alias == -1 and o not in read}
                     replay.execute(check.needed, deadline)
                 tl = costmodel.simulate(steps, lay, p, deadline)
         except StreamError as exc:
@@ -342,31 +348,42 @@ def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, revea
     """What is wrong, in words, over the elements `mask` selects (None: all); a hidden set's values are never
     quoted (they are kept per evaluator). Compared in want's dtype (float32 for floating outputs: the
     tolerance dwarfs float32's rounding of the difference)."""
-    pos = None
-    if mask is not None and np.count_nonzero(mask) < mask.size // 4:   # a small share: gather it
-        pos = np.nonzero(mask)
-        got, want, mask = got[pos], want[pos], None
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, want, dtype=want.dtype)
-        np.abs(err, out=err)
-        tol = np.abs(want)
-        tol *= rtol
-        tol += atol
-        ok = err <= tol                # NaN (a value computed from unwritten memory) is never within it
-    ok &= np.isfinite(got)
-    if mask is not None:
-        ok |= ~mask
-    bad = np.flatnonzero(~ok)
-    if not len(bad):
+    flat_got, flat_want = got.reshape(-1), want.reshape(-1)
+    flat_mask = None if mask is None else mask.reshape(-1)
+    bad, first = 0, None
+    for lo in range(0, flat_got.size, COMPARE_CHUNK):       # in cache-sized pieces: one pass over memory
+        g, w = flat_got[lo:lo + COMPARE_CHUNK], flat_want[lo:lo + COMPARE_CHUNK]
+        at = None                                            # positions within the piece, when gathered
+        if flat_mask is not None:
+            chosen = flat_mask[lo:lo + COMPARE_CHUNK]
+            count = int(np.count_nonzero(chosen))
+            if not count:
+                continue
+            if count < chosen.size:
+                at = np.flatnonzero(chosen)
+                g, w = g[at], w[at]
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.subtract(g, w, dtype=want.dtype)
+            np.abs(err, out=err)
+            tol = np.abs(w)
+            tol *= rtol
+            tol += atol
+            ok = err <= tol            # NaN (a value computed from unwritten memory) is never within it
+        ok &= np.isfinite(g)
+        n = ok.size - int(np.count_nonzero(ok))
+        if n:
+            bad += n
+            if first is None:
+                i = int(np.argmin(ok))
+                first = lo + (i if at is None else int(at[i]))
+    if not bad:
         return ""
-    first = bad[0]
-    at = [int(p[first]) for p in pos] if pos is not None else [int(i) for i in np.unravel_index(first, got.shape)]
+    at = [int(i) for i in np.unravel_index(first, got.shape)]
     selected = got if mask is None else got[mask]
     unwritten = int(np.isnan(selected).sum())
     note = f"; {unwritten:,} elements hold no value (computed from memory never written)" if unwritten else ""
     values = f": got {float(got.flat[first]):.6g}, expected {float(want.flat[first]):.6g}" if reveal else ""
-    scope = f"of {selected.size:,} checked elements" if pos is not None or mask is not None \
-        else f"of {got.size:,} elements"
-    return f"{len(bad):,} {scope} outside atol {atol:g} + rtol {rtol:g}; first at {at}{values}{note}"
+    scope = f"of {got.size:,} elements" if mask is None else f"of {selected.size:,} checked elements"
+    return f"{bad:,} {scope} outside atol {atol:g} + rtol {rtol:g}; first at {at}{values}{note}"
 
 
