@@ -251,16 +251,17 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
     if fast:
         index = (slice(None), *slices)
     else:
-        arrays = [np.int64(e) if isinstance(e, int) else expr_array(e, max(rank, 1), what) for e in idx]
-        arrays = [np.broadcast_to(a, shape) for a in arrays]
+        # kept compact (broadcast views of per-axis ranges): a decoded stream holds every access's index
+        compact = [np.int64(e) if isinstance(e, int) else expr_array(e, max(rank, 1), what) for e in idx]
         if mask is not None:
-            for d, a in enumerate(arrays):
+            for d, c in enumerate(compact):
+                a = np.broadcast_to(c, shape)
                 bad = mask & ((a < 0) | (a >= t.shape[d]))
                 if bad.any():
                     raise StreamError(f"{what} accesses index {int(a[bad][0])} of dimension {d} of a tensor of "
                                       f"shape {t.shape} (inside the mask): out of bounds")
-            arrays = [np.clip(a, 0, t.shape[d] - 1) for d, a in enumerate(arrays)]
-        index = (slice(None), *arrays)
+            compact = [np.clip(c, 0, t.shape[d] - 1) for d, c in enumerate(compact)]
+        index = (slice(None), *[np.broadcast_to(c, shape) for c in compact])
     dense = fast and all(s.step == 1 for s in slices if isinstance(s, slice))
     strided = None if fast or mask is not None else _strided(t, idx, shape)
     return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
