@@ -88,7 +88,16 @@ def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> 
         raise StreamError(f"the kernel declared {len(raw):,} tensors and tiles; at most {max_tensors:,} are "
                           f"allowed (max_tiles)")
     out, hbm = [], 0
+    tiles: dict[tuple, TensorDecl] = {}   # on-chip declarations already checked (tiles repeat per loop step)
     for tid, t in enumerate(raw):
+        if type(t) is list and len(t) == 6 and t[0] in ("sbuf", "psum") and type(t[1]) is list:
+            key = (t[0], tuple(t[1]), t[2], t[3], t[4], t[5])
+            d = tiles.get(key)
+            if d is not None:       # equal to a checked one: its checked (canonical) values
+                out.append(TensorDecl(tid, d.buffer, d.shape, d.dtype, d.pdim, d.site, d.alias))
+                continue
+        else:
+            key = None
         if not (isinstance(t, list) and len(t) == 6 and t[0] in ("hbm", "sbuf", "psum", "dead")
                 and isinstance(t[1], list) and t[2] in ITEMSIZE and all(isinstance(v, int) for v in t[3:])):
             raise StreamError(f"malformed tensor declaration #{tid}")
@@ -117,6 +126,8 @@ def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> 
                 raise StreamError(f"an {decl.buffer.upper()} tile of shape {shape} (kernel.py line {decl.site}) "
                                   f"needs {decl.block_bytes:,} bytes per partition; SBUF has "
                                   f"{SBUF_PARTITION_BYTES:,}")
+            if key is not None and decl.alias == -1:
+                tiles[key] = decl
         elif decl.buffer == "hbm":
             hbm += decl.size * decl.itemsize
             if hbm > hbm_budget_bytes:
