@@ -14,6 +14,7 @@ so an evaluation checks part of the output, chosen so that a wrong kernel is sti
    stores, 16 regions: a bug in 1/8 of the tiles is caught with probability 0.88, in half of them with
    probability 1 - 2^-16). A mistake along a whole edge of the output (the usual result of mishandled
    remainders) meets a face point and is caught always, as is a wrong corner tile.
+   Outputs small enough to compute whole (TrainiumSim's full_check_elements) are checked in full.
 3. Only the instructions those checked elements depend on are computed (a backward slice over the
    decoded accesses), every other instruction is decoded, checked against the NKI rules and timed as
    before, so the latency and every rule are exactly those of a full replay.

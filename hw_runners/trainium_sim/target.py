@@ -71,6 +71,9 @@ class Options:
     # values are checked on the final writes at a few random output points besides every corner and face
     # (slicing.py says what that catches); 0: compute and check every output element
     check_regions: int = 16
+    # outputs of at most this many elements in all are computed and checked in full (cheap, and a search's
+    # small problems keep the full guarantee)
+    full_check_elements: int = 1 << 20
     work_root: Path | None = None
 
     def __post_init__(self) -> None:
@@ -80,6 +83,8 @@ class Options:
             raise ValueError(f"max_trace_bytes must be an integer in 1..{TRACE_LIMIT}")
         if not isinstance(self.check_regions, int) or self.check_regions < 0:
             raise ValueError("check_regions must be an integer >= 0")
+        if not isinstance(self.full_check_elements, int) or self.full_check_elements < 0:
+            raise ValueError("full_check_elements must be an integer >= 0")
         if not self.time_s > 0:
             raise ValueError("time_s must be > 0")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
@@ -249,7 +254,9 @@ class TrainiumSim(Target):
             # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
             with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes), _gc_paused():
                 steps = replay.decode(instrs, deadline=deadline)
-                check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids, self.options.check_regions,
+                small = sum(math.prod(t.shape) for t in spec.outputs) <= self.options.full_check_elements
+                check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids,
+                                                0 if small else self.options.check_regions,
                                                 np.random.default_rng(secrets.randbits(64)), deadline)
                 if unwritten is None:
                     # an output no instruction reads needs no NaN fill: every element is written (checked

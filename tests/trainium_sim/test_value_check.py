@@ -41,7 +41,7 @@ def tiled(body: str) -> str:
 @pytest.fixture(scope="module")
 def kit():
     with tempfile.TemporaryDirectory() as tmp:
-        k = SimKit(Path(tmp), check_regions=2)
+        k = SimKit(Path(tmp), check_regions=2, full_check_elements=0)
         k.prob = k.problem({"a": ((ROWS, COLS), "float32")}, {"out": ((ROWS, COLS), "float32")},
                            "def reference(a):\n    return np.exp(a)\n")
         yield k
@@ -68,7 +68,7 @@ def test_checking_everything_gives_the_same_verdict_and_latency():
         r = full.evaluate(p, tiled(GOOD))
         ok(r)
         assert r.feedback["value_check"] == "every output element checked"
-        partial = SimKit(Path(tmp) / "p", check_regions=2)
+        partial = SimKit(Path(tmp) / "p", check_regions=2, full_check_elements=0)
         q = partial.problem({"a": ((ROWS, COLS), "float32")}, {"out": ((ROWS, COLS), "float32")},
                             "def reference(a):\n    return np.exp(a)\n")
         assert partial.evaluate(q, tiled(GOOD)).latency == r.latency
@@ -101,7 +101,7 @@ def test_a_wrong_tile_pattern_is_caught_on_every_draw(kit, wrong):
     body = f"if {wrong}:\n    nl.store(out[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128], nl.exp(t) * 1.5)\n" \
            f"else:\n    {GOOD}"
     with tempfile.TemporaryDirectory() as tmp:
-        k = SimKit(Path(tmp), check_regions=16)
+        k = SimKit(Path(tmp), check_regions=16, full_check_elements=0)
         p = k.problem({"a": ((ROWS, COLS), "float32")}, {"out": ((ROWS, COLS), "float32")},
                       "def reference(a):\n    return np.exp(a)\n")
         for _ in range(4):
@@ -157,3 +157,19 @@ def test_sliced_replay_equals_full_replay_on_the_checked_elements(name, role):
     if checks[0].needed is not None:
         assert sum(checks[0].needed) < len(steps)
         assert 0 < checks[0].checked < checks[0].elements
+
+
+def test_small_outputs_are_checked_in_full(kit):
+    """Up to full_check_elements output elements (default 2^20) everything is computed and compared: a
+    kernel wrong in one of its 32 writes fails on every evaluation."""
+    with tempfile.TemporaryDirectory() as tmp:
+        k = SimKit(Path(tmp))
+        p = k.problem({"a": ((ROWS, COLS), "float32")}, {"out": ((ROWS, COLS), "float32")},
+                      "def reference(a):\n    return np.exp(a)\n")
+        r = k.evaluate(p, tiled(GOOD))
+        ok(r)
+        assert r.feedback["value_check"] == "every output element checked"
+        wrong = f"if i == 5 and j == 2:\n    nl.store(out[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128], " \
+                f"nl.exp(t) * 1.5)\nelse:\n    {GOOD}"
+        r = k.evaluate(p, tiled(wrong))
+        assert not r.correct and "of 524,288 elements outside" in r.error, explain(r)
