@@ -129,6 +129,8 @@ FEATURES = {
                   dict(hoist=False, wrow=True, prefetch=True, chunk=512),
                   dict(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True),
                   dict(bcast="psum", chunk=256, stats="two_pass"), dict(chunk=512, rowstore=True, affine="gpsimd_add")],
+    "transpose": [dict(rowgroup=True), dict(rowgroup=True, prefetch=True, evict="alternate"),
+                  dict(rowgroup=True, evict="vector")],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
 }

@@ -7,6 +7,7 @@ import re
 
 from agents.heuristic import trainium_conv as conv
 from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic.trainium_move import TRANSPOSE, TrSchedule
 from agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
 from agents.heuristic.trainium import TrainiumHeuristic, _features
 from agents.heuristic.trainium_codegen import parse_schedule, render
@@ -108,3 +109,20 @@ def test_layernorm_broadcasts_gamma_beta_per_step_into_psum_and_stores_whole_row
     assert not LAYERNORM.fits(LAYERNORM.Schedule(rowstore=True), d)                 # nothing to assemble
     offered = LAYERNORM.candidates("bcast", LAYERNORM.Schedule(), d)
     assert any(c.bcast == "psum" and c.rowstore for c in offered)
+
+
+def test_transpose_row_groups_move_each_matrix_in_one_load_and_one_store():
+    d = {"D0": 8, "B": 512, "N": 1024}
+    s = TrSchedule(rowgroup=True, prefetch=True, evict="alternate")
+    assert TRANSPOSE.fits(s, d) and "consecutive rows per partition" in TRANSPOSE.describe(s)
+    code = render(s, d)
+    assert parse_schedule(code, "transpose") == s
+    assert code.count("nl.load(") == 2 and code.count("nl.store(") == 1        # first matrix, then prefetches
+    assert "nisa.nc_transpose(xs[:, s * NN + r:(s + 1) * NN:GN])" in code
+    assert "res[i_q, r * B + GB * i_p + i_s] = " in code
+    # more than 4 row groups would overflow one PSUM bank; other pe knobs do not combine with row groups
+    assert not TRANSPOSE.fits(s, {"D0": 8, "B": 640, "N": 1024})
+    assert not TRANSPOSE.fits(TrSchedule(rowgroup=True, group=2), d)
+    # offered from the per-block kernels as a bigger-DMA move
+    assert s.__class__(rowgroup=True) in TRANSPOSE.candidates("large_dma", TrSchedule(), d)
+    assert TRANSPOSE.candidates("large_dma", TrSchedule(rowgroup=True), d) == []
