@@ -126,3 +126,17 @@ def test_transpose_row_groups_move_each_matrix_in_one_load_and_one_store():
     # offered from the per-block kernels as a bigger-DMA move
     assert s.__class__(rowgroup=True) in TRANSPOSE.candidates("large_dma", TrSchedule(), d)
     assert TRANSPOSE.candidates("large_dma", TrSchedule(rowgroup=True), d) == []
+
+
+def test_layernorm_statistics_without_a_scratch_row_fit_with_prefetch_at_the_paper_shape():
+    d = {"M": 4096, "N": 8192}
+    base = dict(bcast="psum", chunk=512, norm="scalar", rowstore=True, prefetch=True)
+    bn = LAYERNORM.Schedule(stats="bn_stats", **base)
+    assert LAYERNORM.fits(bn, d)
+    code = render(bn, d)
+    assert "nisa.bn_stats(x[:, c * BN:(c + 1) * BN])" in code and "nisa.bn_aggr(st)" in code
+    assert "activation_reduce" not in code
+    # both Scalar sums share one scratch row, so the prefetched schedule fits as well
+    sc = LAYERNORM.Schedule(stats="one_pass_scalar", **base)
+    assert LAYERNORM.fits(sc, d) and render(sc, d).count("junk = nl.ndarray((P, N)") == 1
+    assert bn in LAYERNORM.candidates("fuse", LAYERNORM.Schedule(stats="one_pass", **base), d)
