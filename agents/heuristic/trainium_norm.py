@@ -197,14 +197,17 @@ class LnSchedule:
 
 
 def _ln_sbuf(s: LnSchedule, d: dict) -> int:
-    """Bytes per partition: whole-row tiles, the step tile, gamma and beta, and the row tile's second
-    buffer (the simulator double-buffers the loaded row tile of the row loop; a prefetched next tile adds
-    one more row: at 4096 x 8192 with bn_stats, 102.8 KiB without prefetch, 134.8 KiB with it)."""
+    """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta, and two
+    more rows when prefetching. Checked against the simulator's allocation at 4096 x 8192: a prefetching
+    kernel keeps three row tiles live (with bn_stats 102.8 KiB -> 134.8 KiB with prefetch, where extra
+    buffers are only taken when there is room; one_pass with [P, N] gamma/beta and prefetch, five rows
+    with one extra, spills). What kept Scalar-summed statistics from prefetching was their second
+    scratch row, now shared."""
     full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 2,
             "bn_stats": 1}[s.stats]
     steps = 2 if s.norm == "broadcast" and not s.stats.startswith("two_pass") else 1   # (x - mean) temporary
     weights = 1 if s.bcast == "psum" else 2 + 2 * s.wrow      # psum: only the [2, N] gamma/beta rows
-    return (full + weights + 1 + s.prefetch) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
+    return (full + weights + 2 * s.prefetch) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
 
 
 def _ln_fits(s: LnSchedule, d: dict) -> bool:
