@@ -140,3 +140,27 @@ def test_layernorm_statistics_without_a_scratch_row_fit_with_prefetch_at_the_pap
     sc = LAYERNORM.Schedule(stats="one_pass_scalar", **base)
     assert LAYERNORM.fits(sc, d) and render(sc, d).count("junk = nl.ndarray((P, N)") == 1
     assert bn in LAYERNORM.candidates("fuse", LAYERNORM.Schedule(stats="one_pass", **base), d)
+
+
+def test_stalled_searches_get_two_step_moves():
+    """While the search improves, every variant is one change away; once it has stalled for a while, most
+    plans combine two changes, so a search whose single changes were all tried still has new kernels."""
+    problem = Problem(target="trainium-sim", name="t", family="transpose", dims={"D0": 8, "B": 512, "N": 512})
+    start = TrSchedule(rowgroup=True)
+    parent = render(start, problem.dims)
+    menu = ["large-dma", "engine-balance", "multi-buffer", "max-tiles"]
+
+    def changed(v: dict) -> int:
+        return sum(v[k] != getattr(start, k) for k in v)
+
+    def plans(stale: int):
+        out = []
+        for seed in range(20):
+            req = plan_request(problem, parent, {}, seed, menu)
+            req.stale = stale
+            out.append(TrainiumHeuristic().plan(req))
+        return out
+    assert all(changed(v) == 1 for p in plans(0) for v in p.params["variants"])
+    late = plans(20)
+    two = [p for p in late if all(changed(v) == 2 for v in p.params["variants"])]
+    assert len(two) >= 10 and all("further change" in p.text for p in two), [p.text for p in late]
