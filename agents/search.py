@@ -342,7 +342,7 @@ class BeamSearch:
             kept = [o for o in self.menu if o.id == prior.option_id] or kept
         request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
                               iteration=self.iteration, iterations=self.cfg.iterations, seed=seed, prior=prior,
-                              prior_problem=self.prior.problem if prior else None)
+                              prior_problem=self.prior.problem if prior else None, stale=self.stale_iterations)
         menu_ids = [o.id for o in kept]
         reused = [prior.option_id, prior.text] if prior else []   # the ids of runs without reuse stay as they were
         # the paper's N plans per parent are N independent calls: the sample index j is part of the job's

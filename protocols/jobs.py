@@ -133,6 +133,9 @@ class PlanRequest(Payload):
     # adapts it to this problem (the menu then holds just its option)
     prior: Plan | None = None
     prior_problem: Problem | None = None   # the workload the prior plan was recorded on
+    # search steps since the best kernel last improved: a planner may take bigger steps when its small ones
+    # have all been tried (the heuristic then combines two changes)
+    stale: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class CodeRequest(Payload):

@@ -123,6 +123,32 @@ class TrainiumHeuristic:
                 out.append(c)
         return out
 
+    @staticmethod
+    def _extra_steps(stale: int, rng: random.Random) -> int:
+        """How many changes to add to the chosen one: none while the search improves; once it stalls, a
+        growing share of plans take two-step moves (three-step ones after ten stale steps), so the budget is
+        not left unspent when every single change around the best kernels has been evaluated."""
+        if stale <= 0 or rng.random() >= min(0.8, 0.2 * stale):
+            return 0
+        return 1 if stale < 10 else rng.choice((1, 2))
+
+    def _walk(self, fam, cands: list, current, dims: dict, mutations: list[str], steps: int,
+              rng: random.Random) -> list:
+        """Schedules `steps` further random changes (from `mutations`) away from the candidates: new ones only."""
+        out: list = []
+        for c in cands[:4]:
+            frontier = [c]
+            for _ in range(steps):
+                nxt = [x for f in frontier for mu in mutations for x in self._candidates(fam, mu, f, dims)
+                       if x != current]
+                if not nxt:
+                    break
+                rng.shuffle(nxt)
+                frontier = nxt[:6]
+            out += [x for x in frontier if x not in out and x not in cands and x != current]
+        rng.shuffle(out)
+        return out[:12]
+
     def plan(self, req: PlanRequest) -> Plan:
         problem, parent = req.problem, req.parent
         fam = self._family(problem)
@@ -131,10 +157,21 @@ class TrainiumHeuristic:
         opt, mutation, cands = choose_option(
             req.menu, req.seed, fam.OPTIONS.get, lambda m: self._candidates(fam, m, current, problem.dims),
             lambda m: SCORES[m](feats), fam.describe(current))
+        steps = self._extra_steps(req.stale, random.Random(f"explore-{req.seed}"))
+        further = ""
+        if steps:
+            mutations = sorted({m for m in map(fam.OPTIONS.get, (o.id for o in req.menu)) if m}) \
+                or sorted(set(fam.OPTIONS.values()))
+            walked = self._walk(fam, cands, current, problem.dims, mutations, steps,
+                                random.Random(f"walk-{req.seed}"))
+            if walked:
+                cands = walked
+                further = (f", combined with {steps} further change(s) (the best kernel has not improved for "
+                           f"{req.stale} step(s), so single changes around it have been tried)")
         chosen = cands[0]
         origin = "" if own else " (the parent was not written by this agent: taken as the starting schedule)"
         m = parent.metrics or {}
-        text = (f"Apply '{opt.title}'. Change the schedule from {fam.describe(current)}{origin} to "
+        text = (f"Apply '{opt.title}'{further}. Change the schedule from {fam.describe(current)}{origin} to "
                 f"{fam.describe(chosen)}. Feedback: binding engine {m.get('binding_engine', '?')}, "
                 f"{float(m.get('roofline_fraction') or 0):.1%} of roofline, DMA traffic "
                 f"{2 ** feats['traffic']:.2f}x compulsory.")

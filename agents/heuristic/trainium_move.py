@@ -28,6 +28,8 @@ class TrSchedule:
     assemble: bool = False     # pe: gather a whole output row block in SBUF and store it with one DMA
     wide_load: bool = False    # pe: load whole source rows (one contiguous DMA per 128 rows)
     prefetch: bool = False     # pe: issue the next matrix's loads before this matrix's transposes
+    rowgroup: bool = False     # pe: partition p holds B/128 consecutive rows (one contiguous load and store
+                               # per matrix); strided-view transposes, reordered while evicting PSUM
     family: str = "transpose"
 
 
@@ -39,6 +41,9 @@ def _tr_fits(s: TrSchedule, d: dict) -> bool:
         return s.tb in (128, 256, 512) and b % s.tb == 0 and s == TrSchedule(method="dma", tb=s.tb)
     if s.group not in (1, 2, 4) or (b // 128) % s.group:
         return False
+    if s.rowgroup:      # the B/128 transposes of one output row group share a PSUM bank (<= 512 fp32)
+        return (b <= 512 and (s.group, s.assemble, s.wide_load) == (1, False, False)
+                and ((1 + s.prefetch) * b * n // 128 + n * b // 128) * 4 <= SBUF_LIMIT)
     return ((1 + 2 * s.prefetch) * (b // 128) * n + 2 * b) * 4 <= SBUF_LIMIT
 
 
@@ -65,6 +70,8 @@ def solution(ref, dim):
                 nl.store(dst[d, ni * 128:(ni + 1) * 128, bi * TB:(bi + 1) * TB], value=blk)
     return out
 """
+    if s.rowgroup:
+        return head + _tr_rowgroup(s)
     if s.wide_load:
         fill = ("{i}for bi in nl.affine_range(BT):\n"
                 "{i}    {x}[bi] = nl.load(src[{d}, bi * 128:(bi + 1) * 128, 0:NN])\n")
@@ -107,9 +114,53 @@ def solution(ref, dim):
     return code
 
 
+def _tr_rowgroup(s: TrSchedule) -> str:
+    """Partition p loads rows GB*p .. GB*p + GB - 1 of a matrix (one contiguous run per partition) and
+    stores output rows GN*q .. GN*q + GN - 1; the Tensor engine transposes column-strided views
+    (n = GN*q + r) and the PSUM -> SBUF copy puts column b = GB*p + s in place."""
+    load = "xs_next[...] = nl.load(srcg[{d}])"
+    alloc = "xs_next = nl.ndarray((128, GB * NN), dtype=ref.dtype, buffer=nl.sbuf)"
+    code = """    assert B % 128 == 0 and NN % 128 == 0
+    GB, GN = B // 128, NN // 128                # rows per partition: load side, store side
+    assert GB * 128 <= 512                      # GB transposes fill one PSUM bank
+    srcg = src.reshape((D0, 128, GB * NN))      # [d, p, s*NN + n] = src[d, GB*p + s, n]
+    dstg = dst.reshape((D0, 128, GN * B))       # [d, q, r*B + b] = dst[d, GN*q + r, b]
+    i_q, i_s, i_p = nl.mgrid[0:128, 0:GB, 0:128]
+"""
+    if s.prefetch:
+        code += f"""    {alloc}
+    {load.format(d="0")}
+    for d in nl.static_range(D0):
+        xs = xs_next
+        if d + 1 < D0:                          # prefetch: the next matrix's load goes first
+            {alloc}
+            {load.format(d="d + 1")}
+"""
+    else:
+        code += f"""    for d in nl.affine_range(D0):
+        {alloc}
+        {load.format(d="d")}
+        xs = xs_next
+"""
+    ev = evict(s.evict, "ps[i_q, i_s * 128 + i_p]", "ref.dtype", "r")
+    return code + f"""        res = nl.ndarray((128, GN * B), dtype=ref.dtype, buffer=nl.sbuf)
+        for r in nl.static_range(GN):
+            ps = nl.ndarray((128, GB * 128), dtype=nl.float32, buffer=nl.psum)
+            for s in nl.static_range(GB):       # columns n = GN*q + r of rows b = GB*p + s -> [q, p]
+                ps[:, s * 128:(s + 1) * 128] = nisa.nc_transpose(xs[:, s * NN + r:(s + 1) * NN:GN])
+            res[i_q, r * B + GB * i_p + i_s] = {ev}
+        nl.store(dstg[d], value=res)
+    return out
+"""
+
+
 def _tr_describe(s: TrSchedule) -> str:
     if s.method == "dma":
         return f"transposing DMAs (load_transpose2d) of {s.tb}x128 blocks"
+    if s.rowgroup:
+        return (f"Tensor-engine transposes of strided views, B/128 consecutive rows per partition (one "
+                f"contiguous load and store per matrix), evicted on {s.evict}"
+                f"{', next matrix prefetched' if s.prefetch else ''}")
     return (f"Tensor-engine transposes, {s.group} per PSUM bank evicted on {s.evict}, "
             f"{'whole-row' if s.wide_load else '128-column'} loads, "
             f"{'assembled whole-row' if s.assemble else 'per-bank'} stores"
@@ -119,16 +170,21 @@ def _tr_describe(s: TrSchedule) -> str:
 def _tr_candidates(mutation: str, s: TrSchedule, d: dict) -> list:
     if s.method == "dma":
         if mutation == "method":
-            return [TrSchedule(), TrSchedule(group=4), TrSchedule(wide_load=True)]
+            return [TrSchedule(), TrSchedule(group=4), TrSchedule(wide_load=True), TrSchedule(rowgroup=True)]
         if mutation == "max_tiles":
             return [replace(s, tb=v) for v in (256, 512) if v > s.tb]
         return []
+    grouped = replace(s, rowgroup=True, group=1, assemble=False, wide_load=False)
     if mutation == "max_tiles":
-        return [replace(s, group=g) for g in step_choices(s.group, (1, 2, 4)) if g > s.group]
+        return [replace(s, group=g) for g in step_choices(s.group, (1, 2, 4)) if g > s.group] + \
+            [grouped] * (not s.rowgroup)
     if mutation == "evict":
         return [replace(s, evict=e) for e in ("alternate", "vector", "scalar") if e != s.evict]
     if mutation == "large_dma":
-        return [replace(s, wide_load=True)] * (not s.wide_load) + [replace(s, assemble=True)] * (not s.assemble)
+        if s.rowgroup:
+            return []
+        return [replace(s, wide_load=True)] * (not s.wide_load) + [replace(s, assemble=True)] * (not s.assemble) \
+            + [grouped]
     if mutation == "prefetch":
         return [replace(s, prefetch=True)] if not s.prefetch else []
     return []
@@ -144,7 +200,7 @@ TRANSPOSE = SimpleNamespace(
              "fewer-bigger-instructions": "max_tiles", "max-tiles": "max_tiles", "block-bigger": "max_tiles",
              "large-dma": "large_dma", "hoist-loads": "large_dma", "multi-buffer": "prefetch",
              "spread-dma": "prefetch"},
-    SAFER=({"prefetch": False}, {"evict": "scalar"}, {"assemble": False}, {"wide_load": False}, {"group": 1}))
+    SAFER=({"prefetch": False}, {"evict": "scalar"}, {"rowgroup": False}, {"assemble": False}, {"wide_load": False}, {"group": 1}))
 
 
 # ---------------------------------------------------------------------------- maxpool

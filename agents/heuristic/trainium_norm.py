@@ -177,7 +177,8 @@ RMSNORM = SimpleNamespace(
 
 
 # ---------------------------------------------------------------------------- LayerNorm
-STATS = ("two_pass", "two_pass_fused", "one_pass", "one_pass_scalar")
+# one_pass_scalar: both sums on Scalar; bn_stats: Vector's batch-norm statistics per 512 columns, aggregated
+STATS = ("two_pass", "two_pass_fused", "one_pass", "one_pass_scalar", "bn_stats")
 AFFINES = ("vector", "gpsimd_mul", "gpsimd_add")
 
 
@@ -196,8 +197,14 @@ class LnSchedule:
 
 
 def _ln_sbuf(s: LnSchedule, d: dict) -> int:
-    """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta."""
-    full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 3}[s.stats]
+    """Bytes per partition with one buffer per tile: whole-row tiles, the step tile, gamma and beta, and two
+    more rows when prefetching. Checked against the simulator's allocation at 4096 x 8192: a prefetching
+    kernel keeps three row tiles live (with bn_stats 102.8 KiB -> 134.8 KiB with prefetch, where extra
+    buffers are only taken when there is room; one_pass with [P, N] gamma/beta and prefetch, five rows
+    with one extra, spills). What kept Scalar-summed statistics from prefetching was their second
+    scratch row, now shared."""
+    full = {"two_pass": 2, "two_pass_fused": 3, "one_pass": 2, "one_pass_scalar": 2,
+            "bn_stats": 1}[s.stats]
     steps = 2 if s.norm == "broadcast" and not s.stats.startswith("two_pass") else 1   # (x - mean) temporary
     weights = 1 if s.bcast == "psum" else 2 + 2 * s.wrow      # psum: only the [2, N] gamma/beta rows
     return (full + weights + 2 * s.prefetch) * d["N"] * 4 + steps * (s.chunk or d["N"]) * 4
@@ -246,16 +253,29 @@ def _ln_body(s: LnSchedule) -> str:
                  f"        xc = {centre}\n" + square)
         norm = _scale(s.norm, "xc[:, c * CW:(c + 1) * CW]", "rstd")
     else:
-        if s.stats == "one_pass_scalar":
+        if s.stats == "bn_stats":     # mean and variance straight from the Vector engine, no scratch row
+            stats = ("        BN = min(N, 512)                         # bn_stats takes at most 512 columns\n"
+                     "        st = nl.ndarray((P, 6 * (N // BN)), dtype=nl.float32, buffer=nl.sbuf)\n"
+                     "        for c in nl.static_range(N // BN):\n"
+                     "            st[:, 6 * c:6 * (c + 1)] = nisa.bn_stats(x[:, c * BN:(c + 1) * BN])\n"
+                     "        mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)\n"
+                     "        mv[...] = nisa.bn_aggr(st)\n"
+                     "        mean = mv[:, 0:1]\n"
+                     "        var = mv[:, 1:2]\n")
+        elif s.stats == "one_pass_scalar":
+            # both Scalar passes write their (unused) elementwise results into one scratch row
             s1 = ("        s1 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
-                  "        junk1 = nisa.activation_reduce(op=nl.copy, data=x, reduce_op=nl.add, reduce_res=s1)\n")
+                  "        junk = nl.ndarray((P, N), dtype=nl.float32, buffer=nl.sbuf)\n"
+                  "        junk[...] = nisa.activation_reduce(op=nl.copy, data=x, reduce_op=nl.add, reduce_res=s1)\n")
+            sq = "        junk[...] = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add, reduce_res=s2)\n"
         else:
             s1 = "        s1 = nl.sum(x, axis=1, keepdims=True)\n"
-        stats = (s1 + "        s2 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
-                 + "        junk = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add, reduce_res=s2)\n"
-                 "        mean = nisa.tensor_scalar(s1, nl.multiply, 1.0 / N)\n"
-                 "        msq = nl.multiply(mean, mean)\n"
-                 "        var = nisa.tensor_scalar(s2, nl.multiply, 1.0 / N, op1=nl.subtract, operand1=msq)\n")
+            sq = "        junk = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add, reduce_res=s2)\n"
+        if s.stats != "bn_stats":
+            stats = (s1 + "        s2 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)\n" + sq +
+                     "        mean = nisa.tensor_scalar(s1, nl.multiply, 1.0 / N)\n"
+                     "        msq = nl.multiply(mean, mean)\n"
+                     "        var = nisa.tensor_scalar(s2, nl.multiply, 1.0 / N, op1=nl.subtract, operand1=msq)\n")
         xs = "x[:, c * CW:(c + 1) * CW]"
         norm = {"broadcast": f"nl.multiply(nl.subtract({xs}, mean), rstd)",
                 "tensor_scalar": f"nisa.tensor_scalar({xs}, nl.subtract, mean, op1=nl.multiply, operand1=rstd)",
@@ -306,8 +326,8 @@ def _ln_describe(s: LnSchedule) -> str:
 
 def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
     if mutation == "fuse":
-        nxt = {"two_pass": ["two_pass_fused", "one_pass"], "two_pass_fused": ["one_pass"],
-               "one_pass": ["one_pass_scalar"], "one_pass_scalar": []}[s.stats]
+        nxt = {"two_pass": ["two_pass_fused", "one_pass"], "two_pass_fused": ["one_pass", "bn_stats"],
+               "one_pass": ["one_pass_scalar", "bn_stats"], "one_pass_scalar": ["bn_stats"], "bn_stats": []}[s.stats]
         return [replace(s, stats=v) for v in nxt]
     if mutation == "hoist":
         return [replace(s, hoist=True), replace(s, hoist=True, bcast="tensor")] if not s.hoist else []
@@ -322,7 +342,8 @@ def _ln_candidates(mutation: str, s: LnSchedule, d: dict) -> list:
     if mutation == "engine":
         return ([replace(s, affine=a) for a in AFFINES if a != s.affine]
                 + [replace(s, norm="scalar")] * (s.norm != "scalar")
-                + [replace(s, stats=v) for v in ("one_pass", "one_pass_scalar") if v != s.stats])
+                + [replace(s, stats=v) for v in ("one_pass", "one_pass_scalar", "bn_stats")
+                   if v != s.stats])
     if mutation == "chunk":
         return [replace(s, chunk=c) for c in (0, 512, 1024, 2048, 4096) if c != s.chunk]
     if mutation == "prefetch":

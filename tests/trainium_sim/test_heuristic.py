@@ -128,7 +128,12 @@ FEATURES = {
     "layernorm": [dict(wrow=True, prefetch=True), dict(wrow=True, bcast="tensor", stats="one_pass", norm="scalar"),
                   dict(hoist=False, wrow=True, prefetch=True, chunk=512),
                   dict(bcast="psum", chunk=512, prefetch=True, stats="one_pass", norm="scalar", rowstore=True),
-                  dict(bcast="psum", chunk=256, stats="two_pass"), dict(chunk=512, rowstore=True, affine="gpsimd_add")],
+                  dict(bcast="psum", chunk=256, stats="two_pass"), dict(chunk=512, rowstore=True, affine="gpsimd_add"),
+                  dict(bcast="psum", chunk=512, prefetch=True, stats="bn_stats", norm="scalar", rowstore=True),
+                  dict(stats="bn_stats"), dict(stats="bn_stats", norm="tensor_scalar", chunk=256),
+                  dict(stats="one_pass_scalar", prefetch=True, norm="scalar")],
+    "transpose": [dict(rowgroup=True), dict(rowgroup=True, prefetch=True, evict="alternate"),
+                  dict(rowgroup=True, evict="vector")],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
 }

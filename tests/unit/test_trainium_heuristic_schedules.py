@@ -7,6 +7,7 @@ import re
 
 from agents.heuristic import trainium_conv as conv
 from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic.trainium_move import TRANSPOSE, TrSchedule
 from agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
 from agents.heuristic.trainium import TrainiumHeuristic, _features
 from agents.heuristic.trainium_codegen import parse_schedule, render
@@ -108,3 +109,58 @@ def test_layernorm_broadcasts_gamma_beta_per_step_into_psum_and_stores_whole_row
     assert not LAYERNORM.fits(LAYERNORM.Schedule(rowstore=True), d)                 # nothing to assemble
     offered = LAYERNORM.candidates("bcast", LAYERNORM.Schedule(), d)
     assert any(c.bcast == "psum" and c.rowstore for c in offered)
+
+
+def test_transpose_row_groups_move_each_matrix_in_one_load_and_one_store():
+    d = {"D0": 8, "B": 512, "N": 1024}
+    s = TrSchedule(rowgroup=True, prefetch=True, evict="alternate")
+    assert TRANSPOSE.fits(s, d) and "consecutive rows per partition" in TRANSPOSE.describe(s)
+    code = render(s, d)
+    assert parse_schedule(code, "transpose") == s
+    assert code.count("nl.load(") == 2 and code.count("nl.store(") == 1        # first matrix, then prefetches
+    assert "nisa.nc_transpose(xs[:, s * NN + r:(s + 1) * NN:GN])" in code
+    assert "res[i_q, r * B + GB * i_p + i_s] = " in code
+    # more than 4 row groups would overflow one PSUM bank; other pe knobs do not combine with row groups
+    assert not TRANSPOSE.fits(s, {"D0": 8, "B": 640, "N": 1024})
+    assert not TRANSPOSE.fits(TrSchedule(rowgroup=True, group=2), d)
+    # offered from the per-block kernels as a bigger-DMA move
+    assert s.__class__(rowgroup=True) in TRANSPOSE.candidates("large_dma", TrSchedule(), d)
+    assert TRANSPOSE.candidates("large_dma", TrSchedule(rowgroup=True), d) == []
+
+
+def test_layernorm_statistics_without_a_scratch_row_fit_with_prefetch_at_the_paper_shape():
+    d = {"M": 4096, "N": 8192}
+    base = dict(bcast="psum", chunk=512, norm="scalar", rowstore=True, prefetch=True)
+    bn = LAYERNORM.Schedule(stats="bn_stats", **base)
+    assert LAYERNORM.fits(bn, d)
+    code = render(bn, d)
+    assert "nisa.bn_stats(x[:, c * BN:(c + 1) * BN])" in code and "nisa.bn_aggr(st)" in code
+    assert "activation_reduce" not in code
+    # both Scalar sums share one scratch row, so the prefetched schedule fits as well
+    sc = LAYERNORM.Schedule(stats="one_pass_scalar", **base)
+    assert LAYERNORM.fits(sc, d) and render(sc, d).count("junk = nl.ndarray((P, N)") == 1
+    assert bn in LAYERNORM.candidates("fuse", LAYERNORM.Schedule(stats="one_pass", **base), d)
+
+
+def test_stalled_searches_get_two_step_moves():
+    """While the search improves, every variant is one change away; once it has stalled for a while, most
+    plans combine two changes, so a search whose single changes were all tried still has new kernels."""
+    problem = Problem(target="trainium-sim", name="t", family="transpose", dims={"D0": 8, "B": 512, "N": 512})
+    start = TrSchedule(rowgroup=True)
+    parent = render(start, problem.dims)
+    menu = ["large-dma", "engine-balance", "multi-buffer", "max-tiles"]
+
+    def changed(v: dict) -> int:
+        return sum(v[k] != getattr(start, k) for k in v)
+
+    def plans(stale: int):
+        out = []
+        for seed in range(20):
+            req = plan_request(problem, parent, {}, seed, menu)
+            req.stale = stale
+            out.append(TrainiumHeuristic().plan(req))
+        return out
+    assert all(changed(v) == 1 for p in plans(0) for v in p.params["variants"])
+    late = plans(20)
+    two = [p for p in late if all(changed(v) == 2 for v in p.params["variants"])]
+    assert len(two) >= 10 and all("further change" in p.text for p in two), [p.text for p in late]
