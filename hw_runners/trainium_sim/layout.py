@@ -31,7 +31,7 @@ def _max_live(units: list[tuple], first: dict, last: dict) -> int:
 
 def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple, int], p: dict,
            deadline: float | None = None) -> Layout:
-    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (program.uses):
+    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (liveness.uses):
     per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
     once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
     while there is room. When SBUF is still over-full, whole lines are spilled to HBM, largest footprint first,

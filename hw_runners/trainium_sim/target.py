@@ -30,7 +30,8 @@ from threadpoolctl import threadpool_limits
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, bounded, register
 from hw_runners.trainium_sim import costmodel, feedback, ops, slicing
-from hw_runners.trainium_sim.program import StreamError, decode_tensors, last_use, uses
+from hw_runners.trainium_sim.liveness import last_use, uses
+from hw_runners.trainium_sim.program import StreamError, decode_tensors
 from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from hw_runners.trainium_sim.replay import Replayer
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.program import last_use, uses, StreamError, decode_tensors
+from hw_runners.trainium_sim.liveness import last_use, uses
+from hw_runners.trainium_sim.program import StreamError, decode_tensors
 from hw_runners.trainium_sim.replay import Replayer
 
 P = costmodel.params()

@@ -12,7 +12,8 @@ import pytest
 
 from hw_runners import get_target
 from hw_runners.trainium_sim import slicing
-from hw_runners.trainium_sim.program import decode_tensors, last_use, uses
+from hw_runners.trainium_sim.liveness import last_use, uses
+from hw_runners.trainium_sim.program import decode_tensors
 from hw_runners.trainium_sim.replay import Replayer
 from hw_runners.trainium_sim.target import _io_tensors
 from tests.trainium_sim.simkit import SimKit, explain, ok

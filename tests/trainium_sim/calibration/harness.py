@@ -23,7 +23,8 @@ from typing import Callable
 from hw_runners import get_target
 from hw_runners.trainium_sim import costmodel, feedback
 from hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec
-from hw_runners.trainium_sim.program import decode_tensors, last_use, uses
+from hw_runners.trainium_sim.liveness import last_use, uses
+from hw_runners.trainium_sim.program import decode_tensors
 from hw_runners.trainium_sim.replay import Replayer
 
 HERE = Path(__file__).resolve().parent
