@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import resource
 import shutil
@@ -127,11 +128,12 @@ class Sandboxed:
         self._timed_out = threading.Event()
         self._timer = threading.Timer(limits.wall_s, self._expire)
         self._timer.daemon = True
-        self._timer.start()
+        if math.isfinite(limits.wall_s):    # a long-lived server (wall_s=inf) is stopped by its owner
+            self._timer.start()
 
     def _expire(self) -> None:
         self._timed_out.set()
-        _killpg(self.proc.pid)
+        kill_group(self.proc.pid)
 
     def wait(self) -> Outcome:
         try:
@@ -140,7 +142,7 @@ class Sandboxed:
             os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
         finally:
             self._timer.cancel()
-            _killpg(self.proc.pid)  # stragglers of a program that forked before dying
+            kill_group(self.proc.pid)  # stragglers of a program that forked before dying
         _, wstatus, _ = os.wait4(self.proc.pid, 0)   # ru_maxrss would include the evaluator's own pages
         self.proc.returncode = code = os.waitstatus_to_exitcode(wstatus)
         sig = -code if code < 0 else None
@@ -191,7 +193,8 @@ def run(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str
     return start(argv, workdir, limits, fds, env).wait()
 
 
-def _killpg(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group a sandboxed program leads (if it still exists)."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

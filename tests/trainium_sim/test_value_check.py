@@ -135,8 +135,7 @@ def test_sliced_replay_equals_full_replay_on_the_checked_elements(name, role):
     tgt = get_target("trainium-sim")
     p = tgt.problem(name)
     spec = tgt.spec(p)
-    with tempfile.TemporaryDirectory() as tmp:
-        (trace, _), failure = tgt._trace(Path(tmp), spec, p.kernel_source(role), tgt.options.limits)
+    (trace, _), failure = tgt._trace(spec, p.kernel_source(role), tgt.options.limits)
     assert failure is None
     trace = pickle.loads(pickle.dumps(trace))
     full, outs, _, steps = _replay(tgt, trace, spec, lambda *a: None)

@@ -6,12 +6,22 @@ imports everything a kernel may use, then installs a seccomp allowlist (no files
 from here on), runs the kernel against symbolic input tensors and writes the recorded instruction
 stream to descriptor 4. It never holds a value of any tensor, so the stream cannot depend on data;
 the trusted replayer decides what the stream computes and costs.
+
+With `--serve` it is a fork server (see forkserver.py): it imports once, then for each request on
+descriptor 3 forks a child that takes the job's files as its descriptors, lowers its rlimits and runs
+main() exactly as a freshly launched process would; the server, which never runs kernel code, reports
+how the child ended on descriptor 4. The interpreter start and the imports (~0.1 s) are paid once.
 """
 import builtins
 import gc
 import linecache
 import os
+import resource
+import select
+import signal
+import struct
 import sys
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -162,5 +172,106 @@ def main() -> int:
     return 0
 
 
+FRAME = struct.Struct("<I")
+LIMITS = {"cpu_s": resource.RLIMIT_CPU, "mem": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
+          "nofile": resource.RLIMIT_NOFILE}
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def _job_child(req: dict) -> None:
+    """In the forked child: the job's files on descriptors 1-4, nothing else open, lower limits, then main()."""
+    try:
+        os.chdir(req["dir"])
+        opened = {3: os.open("job.bin", os.O_RDONLY),
+                  4: os.open("trace.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                  1: os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                  2: os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)}
+        for num, fd in opened.items():
+            os.dup2(fd, num)
+        os.closerange(5, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        for key, which in LIMITS.items():       # only ever lowered: the server's own limits bound the job's
+            hard = resource.getrlimit(which)[1]
+            value = int(req[key]) if hard == resource.RLIM_INFINITY else min(int(req[key]), hard)
+            resource.setrlimit(which, (value, value))
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    except BaseException:                     # the job's directory is unusable: the sandbox failed, not the kernel
+        os._exit(125)
+    try:
+        code = main()
+    except SystemExit as exc:                 # as the interpreter would end on it
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def _wait(pid: int, wall_s: float) -> tuple[int, bool]:
+    """The child's wait status, killing it once `wall_s` has passed (the server alone reaps it, so the pid
+    cannot have been reused when it is killed)."""
+    deadline = time.monotonic() + wall_s
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    timed_out = False
+    if pidfd is not None:
+        poll = select.poll()
+        poll.register(pidfd, select.POLLIN)
+        if not poll.poll(max(0.0, wall_s) * 1000):
+            os.kill(pid, signal.SIGKILL)
+            timed_out = True
+        os.close(pidfd)
+    else:                                     # kernels without pidfd: poll the child's state
+        pause = 0.001
+        while _running(pid):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                timed_out = True
+                break
+            time.sleep(pause)
+            pause = min(0.02, pause * 2)
+    _, status = os.waitpid(pid, 0)
+    return status, timed_out
+
+
+def _running(pid: int) -> bool:
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+
+
+def serve() -> int:
+    """Fork one child per request until the evaluator closes the request pipe."""
+    gc.freeze()                               # the imported modules' objects stay shared with every child
+    while True:
+        try:
+            req = msgpack.unpackb(_read_exact(3, FRAME.unpack(_read_exact(3, FRAME.size))[0]), raw=False)
+        except EOFError:
+            return 0
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _job_child(req)
+        status, timed_out = _wait(pid, float(req["wall_s"]))
+        reply = msgpack.packb({"status": os.waitstatus_to_exitcode(status), "timed_out": timed_out,
+                               "wall_s": time.monotonic() - started})
+        os.write(4, FRAME.pack(len(reply)) + reply)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve() if sys.argv[2:3] == ["--serve"] else main())

@@ -14,8 +14,6 @@ numpy). Timing never depends on values, so the cost model sees exactly what a fu
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -83,11 +81,7 @@ def run(r: Run) -> Timed:
     """Trace the kernel in the sandbox (as an evaluation does) and time it without computing values."""
     tgt = get_target("trainium-sim")
     spec = _spec(r)
-    work = Path(tempfile.mkdtemp(prefix="trainium-calibration-"))
-    try:
-        traced, failure = tgt._trace(work, spec, r.source(), tgt.options.limits)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    traced, failure = tgt._trace(spec, r.source(), tgt.options.limits)
     if failure is not None:
         raise RuntimeError(f"{r.file}:{r.entry} did not trace: {failure.error}")
     trace, _ = traced

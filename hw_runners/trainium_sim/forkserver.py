@@ -1,0 +1,147 @@
+"""The evaluator's side of the tracing fork server (sandboxed/child.py --serve).
+
+Launching a fresh sandboxed interpreter per candidate costs ~0.1 s before the kernel's first line runs
+(the launcher's namespaces, the interpreter, numpy and the NKI front end), more than a small problem's
+whole evaluation. The server is started once per evaluator through the same launcher, with the same
+limits, environment, private filesystem view, network isolation and unprivileged user, and imports
+everything once. Each job is a directory inside the server's working directory; the server forks a
+child for it that opens only that directory's files, lowers its own rlimits to the job's and installs
+the seccomp allowlist before the kernel runs, exactly like a freshly launched child. So a kernel gets
+nothing from the server but a copy of a state no kernel has touched, and cannot reach the server, the
+other jobs or their files (no open, kill or ptrace under the allowlist).
+
+The server runs no kernel code, so it does not fail because of a kernel; if it dies or stops answering
+anyway, the job reports it as a sandbox failure and the next job starts a new server.
+"""
+from __future__ import annotations
+
+import math
+import os
+import select
+import shutil
+import struct
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import replace
+from pathlib import Path
+
+import msgpack
+
+import sandbox
+
+FRAME = struct.Struct("<I")
+GRACE_S = 5.0          # how long past a job's own limit the server may take to report it before it is replaced
+SERVER_CPU_S = 1 << 24  # the server's own CPU time: forking, over an evaluator's whole life
+
+
+class ForkServer:
+    """One sandboxed tracing server; run() is one job, serialized."""
+
+    def __init__(self, argv: list[str], limits: sandbox.Limits, env: dict[str, str], root: Path | None = None,
+                 grace_s: float = GRACE_S) -> None:
+        self.argv, self.env, self.grace_s = argv, env, grace_s
+        self.limits = replace(limits, wall_s=math.inf, cpu_s=SERVER_CPU_S)
+        self.root = Path(tempfile.mkdtemp(prefix="trainium-sim-server-", dir=root))
+        self._lock = threading.Lock()
+        self._proc: sandbox.Sandboxed | None = None
+        self._pipes: tuple[int, int] | None = None
+        self._jobs = 0
+        self._finalizer = weakref.finalize(self, _shutdown, self.root, [None])
+
+    def job_dir(self) -> Path:
+        """A fresh directory inside the server's view for one job's files."""
+        self._jobs += 1
+        return Path(tempfile.mkdtemp(prefix=f"job{self._jobs}-", dir=self.root))
+
+    def run(self, job: Path, limits: sandbox.Limits) -> sandbox.Outcome:
+        """Trace the job in `job` (job.bin in, trace.bin, stdout.txt, stderr.txt out) under `limits`."""
+        with self._lock:
+            if self._proc is None or self._proc.proc.poll() is not None:
+                self._start()
+            sandbox.prepare_workdir(job, limits)
+            req = msgpack.packb({"dir": str(job), "wall_s": limits.wall_s, "cpu_s": limits.cpu_s,
+                                 "mem": limits.mem_bytes, "fsize": limits.fsize_bytes, "nofile": limits.nofile})
+            started = time.monotonic()
+            try:
+                os.write(self._pipes[0], FRAME.pack(len(req)) + req)
+                reply = self._reply(limits.wall_s + self.grace_s)
+            except (OSError, EOFError, TimeoutError, ValueError) as exc:
+                self._stop()
+                return sandbox.Outcome(returncode=125, signal=None, timed_out=False,
+                                       wall_s=time.monotonic() - started,
+                                       notes=[f"the tracing server stopped answering ({type(exc).__name__}: {exc}); "
+                                              f"it is restarted for the next job"])
+        code = int(reply["status"])
+        return sandbox.Outcome(returncode=None if code < 0 else code, signal=-code if code < 0 else None,
+                               timed_out=bool(reply["timed_out"]), wall_s=float(reply["wall_s"]),
+                               notes=list(self.notes))
+
+    def _reply(self, within_s: float) -> dict:
+        fd, deadline = self._pipes[1], time.monotonic() + within_s
+        data = b""
+        need = FRAME.size
+        header = True
+        while True:
+            while len(data) < need:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError(f"no report within {within_s:.0f} s")
+                chunk = os.read(fd, need - len(data))
+                if not chunk:
+                    raise EOFError("the server exited")
+                data += chunk
+            if not header:
+                return msgpack.unpackb(data, raw=False)
+            need, data, header = FRAME.unpack(data)[0], b"", False
+
+    def _start(self) -> None:
+        self._stop()
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        sandbox.prepare_workdir(self.root, self.limits)
+        try:
+            self._proc = sandbox.start([*self.argv, "--serve"], self.root, self.limits, env=self.env,
+                                       inherit={3: req_r, 4: rep_w}, tag="-server")
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        self._pipes = (req_w, rep_r)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _shutdown, self.root, [self._proc, *self._pipes])
+
+    @property
+    def notes(self) -> list[str]:
+        status = self.root / ".sandbox-status-server"
+        return status.read_text().splitlines() if status.exists() else []
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            _shutdown(None, [self._proc, *self._pipes])
+        self._proc, self._pipes = None, None
+
+    def close(self) -> None:
+        """Stop the server and remove its directory."""
+        with self._lock:
+            self._stop()
+            self._finalizer()
+
+
+def _shutdown(root: Path | None, held: list) -> None:
+    """Close the pipes (the server exits when the request pipe closes), kill its group, reap it."""
+    proc, fds = held[0], held[1:]
+    for fd in fds:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    if proc is not None:
+        sandbox.kill_group(proc.proc.pid)
+        try:
+            proc.proc.wait(timeout=10)
+        except Exception:
+            pass
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)

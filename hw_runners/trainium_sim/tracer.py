@@ -1,0 +1,117 @@
+"""Trace one candidate kernel in the sandbox and read back its recorded instruction stream, bounded.
+
+The kernel runs in sandboxed/child.py against trainium-sim's own `neuronxcc.nki`; by default in a child
+forked from the evaluator's tracing server (forkserver.py), else in a freshly launched sandboxed
+interpreter (`fork_server=False`). Either way the stream's size is checked before a byte of it is
+decoded and its decoding is memory-bounded: the stream is untrusted.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import msgpack
+
+import sandbox
+from hw_runners.base import EvalResult
+from hw_runners.trainium_sim.forkserver import ForkServer
+from hw_runners.trainium_sim.problems import ProblemSpec
+
+HERE = Path(__file__).resolve().parent
+FRONTEND = HERE / "frontend"
+CHILD = HERE / "sandboxed" / "child.py"
+CHILD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+
+
+def child_argv() -> list[str]:
+    return [sys.executable, "-I", "-B", str(CHILD), str(FRONTEND)]
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Decoding allocates a few objects per instruction and keeps them all (the cost model reads them), so the
+    cyclic collector would rescan the growing heap again and again (decoding 100k instructions took 3x as long);
+    none of them form cycles, and reference counting frees them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def gib(n: int | None) -> str:
+    return "no ceiling set" if n is None else f"{n / 2**30:g} GiB"
+
+
+def _arg(item, names: list[str]):
+    if isinstance(item, str) and item in names:
+        return {"t": names.index(item)}
+    if isinstance(item, str) and item.startswith("nl."):
+        return {"d": item[3:]}
+    if isinstance(item, list):      # a list stays a list (problem files give tuples), e.g. out_perm=[0, 1, 2, 3]
+        return {"v": item, "list": True}
+    return {"v": item}
+
+
+def trace(spec: ProblemSpec, code: str, entry_point: str, options, limits: sandbox.Limits,
+          server: ForkServer | None):
+    """Run the kernel in the sandbox; (trace dict, common result fields) and None, or None and the failure."""
+    names = [t.name for t in spec.inputs]
+    job = {"source": code, "entry_point": entry_point, "max_instructions": options.max_instructions,
+           "inputs": [[t.name, list(t.shape), t.dtype] for t in spec.inputs],
+           "call": [_arg(c, names) for c in spec.call], "kwargs": {k: _arg(v, names) for k, v in spec.kwargs.items()}}
+    work = server.job_dir() if server is not None else Path(tempfile.mkdtemp(prefix="trainium-sim-",
+                                                                              dir=options.work_root))
+    try:
+        (work / "job.bin").write_bytes(msgpack.packb(job, use_bin_type=True))
+        if server is not None:
+            out = server.run(work, limits)
+        else:
+            sandbox.prepare_workdir(work, limits)
+            out = sandbox.run(child_argv(), work, limits, fds={3: ("r", "job.bin"), 4: ("w", "trace.bin")},
+                              env=CHILD_ENV)
+        return _read(work, out, options, limits)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read(work: Path, out: sandbox.Outcome, options, limits: sandbox.Limits):
+    stdout = sandbox.read_tail(work / "stdout.txt", 4000)
+    stderr = sandbox.read_tail(work / "stderr.txt", 6000)
+    common = {"stdout": stdout, "stderr": stderr, "sandbox": out.notes}
+    stream = work / "trace.bin"
+    size = stream.stat().st_size if stream.exists() else 0
+    if size > options.max_trace_bytes:      # checked before a byte of it is decoded
+        return None, EvalResult.failure(
+            "limit", f"the kernel's recorded instruction stream is {size / 2**20:.1f} MiB; at most "
+            f"{options.max_trace_bytes / 2**20:g} MiB (max_trace_bytes) are accepted", **common)
+    data = stream.read_bytes() if size else b""
+    if not out.ok or not data:
+        why = out.describe(limits) if not out.ok else "ended without writing its instruction stream"
+        kind = "timeout" if out.timed_out else "crash"
+        return None, EvalResult.failure(kind, f"the kernel's process {why}" + (f"\n{stderr}" if stderr else ""),
+                                        **common)
+    try:
+        with sandbox.memory_ceiling(options.max_memory_bytes), gc_paused():
+            decoded = msgpack.unpackb(data, raw=False, strict_map_key=False, max_array_len=1 << 24,
+                                      max_str_len=1 << 20, max_bin_len=0, max_ext_len=0)
+        if not isinstance(decoded, dict):
+            raise ValueError("not a map")
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        return None, EvalResult.failure("crash", f"the kernel's instruction stream is unreadable: {exc}", **common)
+    except MemoryError:
+        return None, EvalResult.failure(
+            "limit", f"decoding the kernel's instruction stream needed more memory than the evaluator allows "
+            f"({gib(options.max_memory_bytes)}, max_memory_bytes)", **common)
+    notes = decoded.get("notes")
+    if isinstance(notes, list):
+        common["sandbox"] = out.notes + [str(n)[:200] for n in notes[:4]]
+    if decoded.get("error"):
+        return None, EvalResult.failure("compile", str(decoded["error"]), **common)
+    return (decoded, common), None

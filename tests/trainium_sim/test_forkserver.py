@@ -1,0 +1,76 @@
+"""The tracing fork server: kernels traced in forked children are judged as freshly launched ones are, a
+job that blocks without using CPU is killed at its wall-clock limit, and a server that dies or stops
+answering costs one job a sandbox failure, never the evaluator."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.trainium_sim.simkit import SimKit, explain, ok
+from tests.trainium_sim.test_hostile import GOOD, REACH_OS
+
+pytestmark = pytest.mark.system
+
+REFERENCE = "def reference(a):\n    return np.exp(a)\n"
+SHAPES = ({"a": ((128, 64), "float32")}, {"out": ((128, 64), "float32")})
+
+
+@pytest.fixture()
+def kit(tmp_path):
+    return SimKit(tmp_path)
+
+
+def test_forked_and_freshly_launched_children_give_the_same_verdict(tmp_path):
+    forked, launched = SimKit(tmp_path / "f"), SimKit(tmp_path / "l", fork_server=False)
+    pf, pl = forked.problem(*SHAPES, REFERENCE), launched.problem(*SHAPES, REFERENCE)
+    a, b = forked.evaluate(pf, GOOD), launched.evaluate(pl, GOOD)
+    ok(a)
+    ok(b)
+    assert a.latency == b.latency and a.sandbox == b.sandbox
+    bad = "@nki.jit\ndef solution(a):\n    return nl.load(a[0:200, :])\n"
+    a, b = forked.evaluate(pf, bad), launched.evaluate(pl, bad)
+    assert (a.correct, a.error_kind, a.error) == (b.correct, b.error_kind, b.error), explain(a)
+
+
+def test_a_kernel_blocked_without_cpu_is_killed_at_its_wall_limit(kit):
+    """A lock acquired twice waits in the kernel forever using no CPU: only the wall clock can stop it."""
+    p = kit.problem(*SHAPES, REFERENCE)
+    code = REACH_OS + "lock = OS['sys'].modules['_thread'].allocate_lock()\nlock.acquire()\nlock.acquire()\n" + GOOD
+    r = kit.evaluate(p, code, time_limit_s=2)
+    assert not r.correct and r.error_kind == "timeout" and "timed out after 2 s" in r.error, explain(r)
+    ok(kit.evaluate(p, GOOD))
+
+
+def test_a_killed_server_is_replaced(kit):
+    p = kit.problem(*SHAPES, REFERENCE)
+    ok(kit.evaluate(p, GOOD))
+    server = kit.sim._tracing_server()
+    first = server._proc.proc.pid
+    os.kill(first, signal.SIGKILL)
+    server._proc.proc.wait()
+    ok(kit.evaluate(p, GOOD))
+    assert server._proc.proc.pid != first
+
+
+def test_a_server_that_stops_answering_fails_one_job_and_is_replaced(kit):
+    p = kit.problem(*SHAPES, REFERENCE)
+    ok(kit.evaluate(p, GOOD))
+    server = kit.sim._tracing_server()
+    server.grace_s = 0.5
+    stuck = server._proc.proc.pid
+    os.kill(stuck, signal.SIGSTOP)
+    r = kit.evaluate(p, GOOD, time_limit_s=1)
+    assert not r.correct and "tracing server stopped answering" in explain(r), explain(r)
+    ok(kit.evaluate(p, GOOD))
+    assert server._proc.proc.pid != stuck
+
+
+def test_closing_the_target_stops_its_server(kit):
+    p = kit.problem(*SHAPES, REFERENCE)
+    ok(kit.evaluate(p, GOOD))
+    server = kit.sim._tracing_server()
+    proc, root = server._proc.proc, server.root
+    kit.sim.close()
+    assert proc.poll() is not None and not root.exists()
