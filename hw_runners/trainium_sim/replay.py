@@ -10,6 +10,7 @@ are in engine_ops.py.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -298,8 +299,30 @@ class Replayer(EngineOps):
         step.moving, step.stationary = x.shape[0], x.shape[1]
 
 
+@functools.lru_cache(maxsize=4096)
+def _one_to_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether an affine access reaches every element at most once (so writing through a strided view
+    is the same as writing by index): sorted by stride, each axis steps past everything the shorter
+    strides span."""
+    span = 0
+    for stride, n in sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1):
+        if stride <= span:
+            return False
+        span += stride * (n - 1)
+    return True
+
+
 def store(arr: np.ndarray, a: Access, value, mask: np.ndarray | None) -> None:
     """arr[a] = value (set-stacked), only where the mask (over a's tile) is set."""
+    if mask is None and a.strided is not None and arr.flags.c_contiguous and _one_to_one(a.shape, a.strided[1]):
+        # an affine access written through a strided view: no index arrays to scatter by (a store of a
+        # [128, 2, 2048] tile into a 5-D output by four index arrays took 40 ms, through the view 3 ms)
+        first, strides = a.strided
+        flat = arr.reshape(arr.shape[0], -1)[:, first:]
+        view = np.lib.stride_tricks.as_strided(flat, (arr.shape[0], *a.shape),
+                                               (arr.strides[0], *(s * arr.itemsize for s in strides)))
+        view[...] = value if np.ndim(value) == 0 else np.reshape(value, view.shape)
+        return
     if mask is None:
         arr[a.index] = value if np.ndim(value) == 0 else np.reshape(value, arr[a.index].shape)
         return

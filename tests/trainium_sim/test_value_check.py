@@ -173,3 +173,25 @@ def test_small_outputs_are_checked_in_full(kit):
                 f"nl.exp(t) * 1.5)\nelse:\n    {GOOD}"
         r = k.evaluate(p, tiled(wrong))
         assert not r.correct and "of 524,288 elements outside" in r.error, explain(r)
+
+
+def test_a_strided_store_writes_what_an_indexed_store_writes():
+    """Affine stores go through a strided view of the destination (replay.store); overlapping ones, which a
+    view cannot express as 'last write wins', keep the index arrays."""
+    from types import SimpleNamespace
+
+    from hw_runners.trainium_sim.replay import _one_to_one, store
+    rng = np.random.default_rng(0)
+    # a [32, 3, 4] tile into a (2 sets, 4, 8, 3, 5) array: tile partition p -> (p // 8, p % 8), the middle tile
+    # axis steps through dim 2 and the last through columns 1..4 of dim 3
+    p, m, w = np.meshgrid(np.arange(32), np.arange(3), np.arange(4), indexing="ij")
+    index = (slice(None), p // 8, p % 8, m, w + 1)
+    strided = (1, (15, 5, 1))         # row-major strides (120, 15, 5, 1) of (4, 8, 3, 5): p -> 15, m -> 5, w -> 1
+    assert _one_to_one((32, 3, 4), strided[1])
+    value = rng.standard_normal((2, 32, 3, 4)).astype(np.float32)
+    by_index, by_view = np.zeros((2, 4, 8, 3, 5), np.float32), np.zeros((2, 4, 8, 3, 5), np.float32)
+    by_index[index] = value
+    store(by_view, SimpleNamespace(index=index, shape=(32, 3, 4), strided=strided), value, None)
+    assert np.array_equal(by_index, by_view)
+    # overlapping windows and a broadcast axis reach elements twice: not one-to-one
+    assert not _one_to_one((4, 3), (1, 1)) and not _one_to_one((4, 3), (0, 1)) and _one_to_one((1, 4), (0, 1))
