@@ -197,6 +197,12 @@ def describe(s: Schedule) -> str:
     return f"{lay}, {scan}{rows}{ahead}"
 
 
+def _divisors(d: dict) -> tuple[int, ...]:
+    """The row counts a chunk may hold: divisors of the M/128 rows each partition gets."""
+    slots = d["M"] // 128
+    return tuple(r for r in range(1, slots + 1) if slots % r == 0)
+
+
 def candidates(mutation: str, s: Schedule, d: dict) -> list:
     n = d["N"]
     wider = [c for c in COLS if c > s.cols and c < n and n % c == 0][:1] + [0] if s.cols else []
@@ -206,7 +212,7 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list:
     if mutation == "block":         # rows per chunk
         if s.cols:
             return [replace(s, cols=0, carry="copy", rows=2)]
-        return [replace(s, rows=r, restart=s.restart and r > 1) for r in step_choices(s.rows, (1, 2, 4, 8, 16))]
+        return [replace(s, rows=r, restart=s.restart and r > 1) for r in step_choices(s.rows, _divisors(d))]
     if mutation == "large_dma":     # fewer, longer DMA rows
         out = [replace(s, cols=c, carry=s.carry if c else "copy") for c in wider]
         if s.layout == "tile":
@@ -214,7 +220,7 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list:
         elif not s.merged and not s.cols:
             out.append(replace(s, merged=True))
         if not s.cols and s.layout == "rows":
-            out.append(replace(s, rows=s.rows * 2, merged=True))
+            out += [replace(s, rows=r, merged=True) for r in _divisors(d) if r > s.rows][:1]
         return out
     if mutation == "order":         # which rows share a partition
         return [replace(s, layout="rows" if s.layout == "tile" else "tile", merged=False)]

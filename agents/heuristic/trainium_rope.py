@@ -265,7 +265,11 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list:
     if mutation == "order" and s.method == "pe":     # which table the Tensor engine and the DMA queue take first
         return [replace(s, sin_first=not s.sin_first), replace(s, tables_first=not s.tables_first)]
     if mutation == "engine":        # halves: move the cross-partition work to the Tensor engine
-        return [replace(s, psum_sum=not s.psum_sum)] if s.method == "pe" else [replace(s, method="pe")]
+        if s.method == "halves":
+            return [replace(s, method="pe")]
+        # pe: the final sum on Tensor + Scalar instead of Vector, or the sin repeat first so that the Vector
+        # product and the swap matmul overlap the cos repeat instead of waiting for it
+        return [replace(s, psum_sum=not s.psum_sum), replace(s, sin_first=not s.sin_first)]
     return []
 
 
