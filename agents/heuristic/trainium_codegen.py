@@ -19,7 +19,8 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import trainium_conv, trainium_gemm, trainium_move, trainium_norm
+from agents.heuristic import (trainium_conv, trainium_cumsum, trainium_gemm, trainium_move, trainium_norm,
+                              trainium_rope)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -32,6 +33,8 @@ FAMILIES: dict[str, object] = {
     "transpose": trainium_move.TRANSPOSE,
     "maxpool": trainium_move.MAXPOOL,
     "conv1d": trainium_conv,
+    "cumsum": trainium_cumsum,
+    "rope": trainium_rope,
 }
 
 

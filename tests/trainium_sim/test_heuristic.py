@@ -67,6 +67,14 @@ CASES = {
                              "    f = filter_ref[:, 0, 0, :]\n"
                              "    out = sum(x[:, :, w:w + img_ref.shape[3]] * f[None, :, w, None] for w in range(3))\n"
                              "    return out[:, :, None, :]\n"),
+    "cumsum": dict(dims={"M": 512, "N": 1024}, inputs={"x": ((512, 1024), F32)}, outputs={"y": ((512, 1024), F32)},
+                   atol=1e-4, rtol=1e-2, make_inputs="def make_inputs(rng):\n    return {'x': rng.random((512, 1024))}\n",
+                   reference="def reference(x):\n    return np.cumsum(x.astype(np.float64), axis=-1)\n"),
+    "rope": dict(dims={"D": 128, "S": 2048}, inputs={"x_in": ((128, 2048), F32), "cos": ((64, 2048), F32),
+                                                    "sin": ((64, 2048), F32)},
+                 outputs={"out": ((128, 2048), F32)}, atol=1e-4, rtol=1e-2,
+                 reference="def reference(x_in, cos, sin):\n    lo, hi = x_in[:64].astype(np.float64), x_in[64:]\n"
+                           "    return np.concatenate([lo * cos - hi * sin, hi * cos + lo * sin])\n"),
 }
 
 
@@ -136,6 +144,14 @@ FEATURES = {
                   dict(rowgroup=True, evict="vector")],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
+    "cumsum": [dict(layout="rows", cols=0, rows=4, merged=True, restart=True, depth=2),
+               dict(carry="direct"), dict(layout="rows", cols=256, carry="direct", depth=1),
+               dict(cols=0, rows=2, restart=True), dict(layout="rows", cols=0, rows=2, depth=3),
+               dict(cols=0, rows=4, depth=1), dict(layout="rows", cols=512, depth=2)],
+    "rope": [dict(method="pe", cols=1024, depth=2, whole=True, sin_first=True, tables_first=True),
+             dict(method="pe", cols=2048, psum_sum=True, tables_first=True), dict(method="pe", cols=256, depth=3),
+             dict(method="pe", cols=512, depth=1, psum_sum=True, sin_first=True, whole=True),
+             dict(cols=1024, depth=2, whole=True), dict(cols=256, depth=1)],
 }
 
 
@@ -229,7 +245,7 @@ def test_repair_falls_back_to_a_safer_schedule():
                                error="boom", model="heuristic", seed=0))
 
 
-@pytest.mark.parametrize("family", ["attention", "cumsum", "mha", "conv2d"])
+@pytest.mark.parametrize("family", ["attention", "no-such-family", "mha", "conv2d"])
 def test_unsupported_problem_raises_a_clear_error(family):
     problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
     h = for_target("trainium-sim")
