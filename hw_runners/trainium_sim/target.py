@@ -197,21 +197,23 @@ class TrainiumSim(Target):
             return failure
         trace, common = traced
         p = costmodel.params()
+        # the decoded stream is a heap of small objects kept to the end and freed by reference counting: the
+        # cyclic collector would rescan it again and again (decoding gemm's 99k tiles: 0.2 s paused, 0.8 s not);
+        # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
         try:
-            hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
-            tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
-            in_tids, out_tids = _io_tensors(trace, tensors, spec)
-            stacked, expected = self._prepared(spec, seed)
-            inputs = {tid: stacked[t.name] for tid, t in zip(in_tids, spec.inputs)}
-            instrs = trace.get("instrs")
-            if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
-                raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
-                                  f"{self.options.max_instructions:,} are allowed")
-            first, last = uses(instrs, tensors)
-            lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
-            replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
-            # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
             with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes), gc_paused():
+                hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
+                tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
+                in_tids, out_tids = _io_tensors(trace, tensors, spec)
+                stacked, expected = self._prepared(spec, seed)
+                inputs = {tid: stacked[t.name] for tid, t in zip(in_tids, spec.inputs)}
+                instrs = trace.get("instrs")
+                if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
+                    raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
+                                      f"{self.options.max_instructions:,} are allowed")
+                first, last = uses(instrs, tensors)
+                lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
+                replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
                 steps = replay.decode(instrs, deadline=deadline)
                 small = sum(math.prod(t.shape) for t in spec.outputs) <= self.options.full_check_elements
                 check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids,
