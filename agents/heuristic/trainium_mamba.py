@@ -21,6 +21,10 @@ from agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
 DIMS = ("BATCH", "CHANNELS", "SEQ", "STATE")
 CHUNKS = (0, 2048, 1024, 512, 256)          # time steps per chunk (0: the whole sequence)
 BCASTS = ("vector", "tensor32", "tensor")
+# vector: C * h and y += on Vector; psum: C * h on Vector, summed by identity matmuls into PSUM; transpose: h
+# transposed on the Tensor engine, C * h on Scalar with C[n, t] as the per-partition scale, transposed back and
+# summed by identity matmuls into PSUM (the Vector engine is left with delta * u * B and the scan)
+ACCS = ("vector", "psum", "transpose")
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class Schedule:
     hoist: bool = False        # delta, u, A loaded and delta * u computed once per channel tile (else per state)
     rows: bool = False         # B and C loaded once per batch as [N, T] tiles (else one row per state and step)
     bcast: str = "vector"      # vector: broadcast views; tensor32 / tensor: selection matmuls into PSUM (see BCASTS)
-    acc: str = "vector"        # vector: y += C * h on Vector; psum: identity matmuls accumulating in PSUM
+    acc: str = "vector"        # how the states' C * h are made and summed (see ACCS)
     chunk: int = 0             # time steps per chunk (0: the whole sequence)
     skew: int = 0              # 0: steps in order; 1: next state's broadcasts first; 2: also Vector interleaved
     evict: str = "scalar"      # engine of the PSUM -> SBUF copy of the output chunk (acc psum)
@@ -65,21 +69,23 @@ def sbuf_bytes(s: Schedule, d: dict) -> int:
         b += 2 * T * {"vector": 4, "tensor32": 4, "tensor": 12}[s.bcast]
     if s.bcast != "vector":
         b += N * 128 * 4
-    if s.acc == "psum":
+    if s.acc != "vector":
         b += 128 * 4
+    if s.acc == "transpose":
+        b += T // 128 * N * 4 + 3 * F * 4                     # C transposed, C * h transposed in flight
     return b
 
 
 def fits(s: Schedule, d: dict) -> bool:
-    if s.chunk not in CHUNKS or s.bcast not in BCASTS or s.acc not in ("vector", "psum") \
+    if s.chunk not in CHUNKS or s.bcast not in BCASTS or s.acc not in ACCS \
             or s.skew not in (0, 1, 2) or s.evict not in ("scalar", "vector"):
         return False
     T, F, N = d["SEQ"], _width(s, d), d["STATE"]
     if d["CHANNELS"] % 128 or T % F or (s.chunk and s.chunk >= T):
         return False
-    if (s.bcast != "vector" or s.acc == "psum") and F > 512:
+    if (s.bcast != "vector" or s.acc != "vector") and F > 512:
         return False                # a matmul result is one PSUM bank: at most 512 fp32 per partition
-    if s.acc != "psum" and s.evict != "scalar":
+    if s.acc == "vector" and s.evict != "scalar":
         return False                # nothing to evict: one canonical form
     if s.cstore and not s.chunk:
         return False                # one chunk: already one store
@@ -87,7 +93,15 @@ def fits(s: Schedule, d: dict) -> bool:
         return False                # B rows and their remainders stacked on the partitions
     if s.rows and N > 128:
         return False
+    if s.acc == "transpose" and (not s.rows or F % 128):
+        return False                # C resident, time in whole 128-step blocks
     return sbuf_bytes(s, d) <= SBUF_LIMIT
+
+
+_ACC_WORDS = {"vector": "C * h and the sum over states on Vector",
+              "psum": "C * h on Vector, summed by identity matmuls in PSUM",
+              "transpose": "C * h on Scalar in the transposed layout (C a per-partition scale), transposed back "
+                           "and summed by identity matmuls in PSUM"}
 
 
 def describe(s: Schedule) -> str:
@@ -99,7 +113,7 @@ def describe(s: Schedule) -> str:
     return (f"{f'{s.chunk}-step time chunks' if s.chunk else 'whole sequence per scan'}, delta/u/A "
             f"{'loaded once per channel tile' if s.hoist else 'reloaded per state'}, B/C "
             f"{'loaded once per batch' if s.rows else 'rows loaded per state'}, broadcast by {how}, states summed "
-            f"{'by identity matmuls in PSUM, evicted on ' + s.evict if s.acc == 'psum' else 'on Vector'}, {order}"
+            f"{_ACC_WORDS[s.acc]}{', evicted on ' + s.evict if s.acc != 'vector' else ''}, {order}"
             f"{', each chunk stored when done' if s.cstore else ''}")
 
 
@@ -113,8 +127,10 @@ def _to_tensor(s: Schedule, **change) -> list[Schedule]:
 def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     bcast = [c for m in BCASTS if m != s.bcast
              for c in (_to_tensor(s, bcast=m) if m != "vector" else [replace(s, bcast=m)])]
-    acc = _to_tensor(s, acc="psum") + _to_tensor(s, acc="psum", evict="vector") if s.acc == "vector" else \
-        [replace(s, acc="vector", evict="scalar")]
+    acc = [c for m in ACCS if m != s.acc
+           for c in ([replace(s, acc=m, evict="scalar")] if m == "vector" else
+                     _to_tensor(s, acc=m, rows=s.rows or m == "transpose")
+                     + _to_tensor(s, acc=m, rows=s.rows or m == "transpose", evict="vector"))]
     skew = [replace(s, skew=k) for k in (0, 1, 2) if k != s.skew]
     if mutation == "hoist":
         return [replace(s, hoist=True), replace(s, hoist=True, rows=True)] if not s.hoist else \
@@ -124,7 +140,7 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     if mutation == "engine":               # Vector work to the Tensor engine (or back)
         return bcast + acc
     if mutation == "fuse":                 # fewer or cheaper Vector instructions: PSUM sums, PSUM operands
-        return (acc if s.acc == "vector" else []) + \
+        return [c for c in acc if c.acc != "vector"] + \
             [c for m in ("tensor", "tensor32") if m != s.bcast for c in _to_tensor(s, bcast=m)]
     if mutation == "method":
         return acc
@@ -148,7 +164,7 @@ def _setup(s: Schedule) -> str:
         dt = "bf16" if s.bcast == "tensor" else "f32"
         if s.rows:
             k = "2 * N" if s.bcast == "tensor" else "N"
-            pred = "(i_k - i_n == 0)" if s.bcast == "tensor32" else "(i_k - i_n == 0)"
+            pred = "(i_k - i_n == 0)"
             out += (f"    # sel[k, n, p] = 1 where row k of the stacked rows belongs to state n, for every partition p\n"
                     f"    i_k = nl.arange({k})[:, None, None]\n"
                     f"    i_n = nl.arange(N)[None, :, None]\n"
@@ -161,7 +177,7 @@ def _setup(s: Schedule) -> str:
         else:
             k = "2" if s.bcast == "tensor" else "1"
             out += f"    ones_k = nl.ones(({k}, P), dtype={dt}, buffer=nl.sbuf)     # row(s) -> every partition\n"
-    if s.acc == "psum":
+    if s.acc != "vector":
         out += ("    i_p = nl.arange(P)[:, None]\n"
                 "    i_q = nl.arange(P)[None, :]\n"
                 "    ident = nisa.affine_select(pred=(i_p - i_q == 0), on_true_tile=nl.ones((P, P), dtype=f32, "
@@ -182,68 +198,117 @@ SPLIT = """
 
 
 def _rows(s: Schedule) -> str:
-    """Per batch: B and C as whole [N, T] tiles (stacked with their bf16 remainders for 'tensor')."""
+    """Per batch: B and C as whole [N, T] tiles (stacked with their bf16 remainders for 'tensor'); for the
+    transposed C * h, C with time on the partitions instead (cT[t, j, n] = C[n, j * P + t])."""
     if not s.rows:
         return ""
-    if s.bcast == "tensor":
-        out = ""
-        for x in ("B", "C"):
-            v = x.lower()
+    out = ""
+    for x in ("B", "C"):
+        v = x.lower()
+        if x == "C" and s.acc == "transpose":
+            out += ("        c_all = nl.load(C[b, :, :])\n"
+                    "        cT = nl.ndarray((nl.par_dim(P), seq_len // P, N), dtype=f32, buffer=nl.sbuf)\n"
+                    "        for j in nl.static_range(seq_len // P):\n"
+                    "            cT[:, j, :] = nl.copy(nisa.nc_transpose(c_all[:, j * P:(j + 1) * P]), dtype=f32)\n")
+        elif s.bcast == "tensor":
             out += (f"        {v}_raw = nl.ndarray((nl.par_dim(2 * N), seq_len), dtype=f32, buffer=nl.sbuf)\n"
                     f"        {v}_raw[0:N, :] = nl.load({x}[b, :, :])\n"
                     f"        {v}_raw[N:2 * N, :] = nl.load({x}[b, :, :])\n"
                     f"        {v}_all = split({v}_raw, N)\n")
-        return out
-    return "        b_all = nl.load(B[b, :, :])\n        c_all = nl.load(C[b, :, :])\n"
+        else:
+            out += f"        {v}_all = nl.load({x}[b, :, :])\n"
+    return out
 
 
 def _bcast_fn(s: Schedule) -> str:
-    """bcast(i): B[n] and C[n] of step i's chunk on every partition."""
-    out = "            def bcast(i):\n                ch, n = steps[i]\n"
+    """bcast(i): B[n] (and C[n], unless C * h runs transposed) of step i's chunk on every partition."""
     t = "ch * F:(ch + 1) * F"
-    if s.rows:
-        if s.bcast == "vector":
-            out += (f"                bc[i] = (b_all[n:n + 1, {t}].broadcast_to((P, F)),\n"
-                    f"                         c_all[n:n + 1, {t}].broadcast_to((P, F)))\n")
+    out = "            def bcast(i):\n                ch, n = steps[i]\n                bc[i] = []\n"
+    for x in ("B", "C") if s.acc != "transpose" else ("B",):
+        v = x.lower()
+        if s.rows:
+            put = (f"{v}_all[n:n + 1, {t}].broadcast_to((P, F))" if s.bcast == "vector" else
+                   f"nisa.nc_matmul(sel[:, n, :], {v}_all[:, {t}])")
+        elif s.bcast == "vector":
+            put = f"nl.load({x}[b, n:n + 1, {t}]).broadcast_to((P, F))"
+        elif s.bcast == "tensor32":
+            put = f"nisa.nc_matmul(ones_k, nl.load({x}[b, n:n + 1, {t}]))"
         else:
-            out += (f"                bc[i] = (nisa.nc_matmul(sel[:, n, :], b_all[:, {t}]),\n"
-                    f"                         nisa.nc_matmul(sel[:, n, :], c_all[:, {t}]))\n")
-        return out
-    if s.bcast == "vector":
-        return out + (f"                bc[i] = (nl.load(B[b, n:n + 1, {t}]).broadcast_to((P, F)),\n"
-                      f"                         nl.load(C[b, n:n + 1, {t}]).broadcast_to((P, F)))\n")
-    if s.bcast == "tensor32":
-        return out + (f"                bc[i] = (nisa.nc_matmul(ones_k, nl.load(B[b, n:n + 1, {t}])),\n"
-                      f"                         nisa.nc_matmul(ones_k, nl.load(C[b, n:n + 1, {t}])))\n")
-    out += "                pair = []\n"
-    for x in ("B", "C"):
-        out += (f"                raw = nl.ndarray((nl.par_dim(2), F), dtype=f32, buffer=nl.sbuf)\n"
-                f"                raw[0:1, :] = nl.load({x}[b, n:n + 1, {t}])\n"
-                f"                raw[1:2, :] = nl.load({x}[b, n:n + 1, {t}])\n"
-                f"                pair.append(nisa.nc_matmul(ones_k, split(raw, 1)))\n")
-    return out + "                bc[i] = tuple(pair)\n"
+            out += (f"                raw = nl.ndarray((nl.par_dim(2), F), dtype=f32, buffer=nl.sbuf)\n"
+                    f"                raw[0:1, :] = nl.load({x}[b, n:n + 1, {t}])\n"
+                    f"                raw[1:2, :] = nl.load({x}[b, n:n + 1, {t}])\n")
+            put = "nisa.nc_matmul(ones_k, split(raw, 1))"
+        out += f"                bc[i].append({put})\n"
+    return out
 
 
 def _order(s: Schedule) -> str:
     ind = "            "
     if s.skew == 0:
         return (f"{ind}for i in nl.static_range(S):\n{ind}    bcast(i)\n{ind}    drive(i)\n{ind}    scan(i)\n"
-                f"{ind}    emit(i)\n")
+                f"{ind}    emit(i)\n{ind}    accum(i)\n")
     if s.skew == 1:     # the next state's broadcasts go to the Tensor engine before this state's C * h sum
         return (f"{ind}bcast(0)\n{ind}drive(0)\n{ind}scan(0)\n"
                 f"{ind}for i in nl.static_range(S):\n"
                 f"{ind}    if i + 1 < S:\n{ind}        bcast(i + 1)\n"
-                f"{ind}    emit(i)\n"
+                f"{ind}    emit(i)\n{ind}    accum(i)\n"
                 f"{ind}    if i + 1 < S:\n{ind}        drive(i + 1)\n{ind}        scan(i + 1)\n")
     # two states deep: Vector runs drive(i+2) between scan(i+1) and C * h(i+1), so no Vector instruction
-    # directly follows the one it depends on
+    # directly follows the one it depends on; the sum of a state's C * h waits one more step
     return (f"{ind}bcast(0)\n{ind}drive(0)\n{ind}scan(0)\n"
             f"{ind}if S > 1:\n{ind}    bcast(1)\n{ind}    drive(1)\n"
             f"{ind}for i in nl.static_range(S):\n"
             f"{ind}    if i + 2 < S:\n{ind}        bcast(i + 2)\n"
             f"{ind}    emit(i)\n"
+            f"{ind}    if i >= 1:\n{ind}        accum(i - 1)\n"
             f"{ind}    if i + 1 < S:\n{ind}        scan(i + 1)\n"
-            f"{ind}    if i + 2 < S:\n{ind}        drive(i + 2)\n")
+            f"{ind}    if i + 2 < S:\n{ind}        drive(i + 2)\n"
+            f"{ind}accum(S - 1)\n")
+
+
+def _emit(s: Schedule) -> str:
+    """emit(i): state i's C * h (ys[i]); accum(i): its sum into the output chunk, stored after the last state."""
+    t = "ch * F:(ch + 1) * F"
+    if s.acc == "transpose":
+        emit = ("                # C * h with time on the partitions, where C[n, t] is a per-partition scale (Scalar)\n"
+                "                hT = nl.ndarray((nl.par_dim(P), F // P, P), dtype=f32, buffer=nl.psum)\n"
+                "                ys[i] = nl.ndarray((nl.par_dim(P), F // P, P), dtype=f32, buffer=nl.sbuf)\n"
+                "                for j in nl.static_range(F // P):\n"
+                "                    hT[:, j, :] = nisa.nc_transpose(h[i][:, j * P:(j + 1) * P])\n"
+                "                for j in nl.static_range(F // P):\n"
+                "                    ys[i][:, j, :] = nisa.activation(op=nl.copy, data=hT[:, j, :],\n"
+                "                                                     scale=cT[:, ch * (F // P) + j, n:n + 1])\n")
+        acc = ("                if n == 0:\n"
+               "                    y_ps[ch] = nl.ndarray((nl.par_dim(P), F), dtype=f32, buffer=nl.psum)\n"
+               "                for j in nl.static_range(F // P):     # transposed back by identity matmuls\n"
+               "                    if n == 0:\n"
+               "                        y_ps[ch][:, j * P:(j + 1) * P] = nisa.nc_matmul(ys[i][:, j, :], ident)\n"
+               "                    else:\n"
+               "                        y_ps[ch][:, j * P:(j + 1) * P] += nisa.nc_matmul(ys[i][:, j, :], ident)\n")
+    else:
+        emit = "                ys[i] = nisa.tensor_tensor(h[i], bc[i][1], op=nl.multiply)\n"
+        if s.acc == "psum":
+            acc = ("                if n == 0:\n"
+                   "                    y_ps[ch] = nl.ndarray((nl.par_dim(P), F), dtype=f32, buffer=nl.psum)\n"
+                   "                    y_ps[ch][...] = nisa.nc_matmul(ident, ys[i])\n"
+                   "                else:\n"
+                   "                    y_ps[ch] += nisa.nc_matmul(ident, ys[i])\n")
+        elif s.cstore:
+            acc = ("                if n == 0:\n"
+                   "                    y_c[ch] = nl.zeros((nl.par_dim(P), F), dtype=f32, buffer=nl.sbuf)\n"
+                   "                y_c[ch][...] = nl.add(y_c[ch], ys[i])\n")
+        else:
+            acc = f"                y_sb[:, {t}] = nl.add(y_sb[:, {t}], ys[i])\n"
+    last = ""
+    if s.acc != "vector":
+        dst = "y_c[ch]" if s.cstore else f"y_sb[:, {t}]"
+        last += f"                    {dst} = {evict(s.evict, 'y_ps[ch]', 'f32')}\n"
+    if s.cstore:
+        last += f"                    nl.store(out[b, c0:c0 + P, {t}], value=y_c[ch])\n"
+    if last:
+        acc += "                if n == N - 1:\n" + last
+    return (f"            def emit(i):\n                ch, n = steps[i]\n{emit}\n"
+            f"            def accum(i):\n                ch, n = steps[i]\n{acc}")
 
 
 def body(s: Schedule) -> str:
@@ -263,32 +328,14 @@ def body(s: Schedule) -> str:
                     f"                d_a[i] = nisa.activation(op=nl.exp, data=delta_t, scale=a_col)\n"
                     f"                d_u = nisa.tensor_tensor(delta_t, u_t, op=nl.multiply)\n"
                     f"                d_bu[i] = nisa.tensor_tensor(d_u, bc[i][0], op=nl.multiply)\n")
-    if s.acc == "psum":
-        emit = ("                if n == 0:\n"
-                "                    y_ps[ch] = nl.ndarray((nl.par_dim(P), F), dtype=f32, buffer=nl.psum)\n"
-                "                    y_ps[ch][...] = nisa.nc_matmul(ident, y_n)\n"
-                "                else:\n"
-                "                    y_ps[ch] += nisa.nc_matmul(ident, y_n)\n"
-                "                if n == N - 1:\n")
-        dst = "y_c[ch]" if s.cstore else f"y_sb[:, {t}]"
-        emit += f"                    {dst} = {evict(s.evict, 'y_ps[ch]', 'f32')}\n"
-    elif s.cstore:
-        emit = ("                if n == 0:\n"
-                "                    y_c[ch] = nl.zeros((nl.par_dim(P), F), dtype=f32, buffer=nl.sbuf)\n"
-                "                y_c[ch][...] = nl.add(y_c[ch], y_n)\n"
-                "                if n == N - 1:\n")
-    else:
-        emit = f"                y_sb[:, {t}] = nl.add(y_sb[:, {t}], y_n)\n"
     if s.cstore:
-        emit += f"                    nl.store(out[b, c0:c0 + P, {t}], value=y_c[ch])\n"
-        y_alloc = "            y_c = [None] * n_ch\n"
-        store = ""
+        y_alloc, store = "            y_c = [None] * n_ch\n", ""
     else:
         y_alloc = ("            y_sb = nl.zeros((nl.par_dim(P), seq_len), dtype=f32, buffer=nl.sbuf)\n"
                    if s.acc == "vector" else
                    "            y_sb = nl.ndarray((nl.par_dim(P), seq_len), dtype=f32, buffer=nl.sbuf)\n")
         store = "            nl.store(out[b, c0:c0 + P, :], value=y_sb)\n"
-    y_ps = "            y_ps = [None] * n_ch\n" if s.acc == "psum" else ""
+    y_ps = "            y_ps = [None] * n_ch\n" if s.acc != "vector" else ""
     return f"""@nki.jit
 def solution(delta, u, A, B, C):
     # Every loop is nl.static_range (unrolled while tracing): the steps are Python lists of tiles.
@@ -306,7 +353,7 @@ def solution(delta, u, A, B, C):
     for b in nl.static_range(batch):
 {_rows(s)}        for ct in nl.static_range(channels // P):
             c0 = ct * P
-{tiles}{y_alloc}{y_ps}            bc, d_a, d_bu, h = [None] * S, [None] * S, [None] * S, [None] * S
+{tiles}{y_alloc}{y_ps}            bc, d_a, d_bu, h, ys = [None] * S, [None] * S, [None] * S, [None] * S, [None] * S
 
 {_bcast_fn(s)}
             def drive(i):
@@ -318,9 +365,6 @@ def solution(delta, u, A, B, C):
                 init = 0.0 if ch == 0 else h[i - N][:, F - 1:F]
                 h[i] = nisa.tensor_tensor_scan(d_a[i], d_bu[i], initial=init, op0=nl.multiply, op1=nl.add)
 
-            def emit(i):
-                ch, n = steps[i]
-                y_n = nisa.tensor_tensor(h[i], bc[i][1], op=nl.multiply)
-{emit}
+{_emit(s)}
 {_order(s)}{store}    return out
 """
