@@ -8,9 +8,11 @@ The knobs: whether delta, u and A are loaded (and delta * u computed) once per c
 every state; whether the B and C rows are loaded once per batch or per state; how a B or C row reaches all
 128 partitions (a broadcast view that the Vector multiply reads, or a selection matmul on the Tensor engine
 into PSUM, fp32 or as a bf16 high part plus remainder, so the Vector multiply reads PSUM); how the states'
-C * h are summed (Vector adds, or identity matmuls accumulating in a PSUM bank per chunk); the issue order
-of the steps (software pipelining, so no engine waits for another); the PSUM eviction engine, and whether
-each chunk is stored as soon as it is done.
+C * h are made and summed (on Vector; or Vector products summed by identity matmuls in a PSUM bank per
+chunk; or h transposed on the Tensor engine so that C[n, t] becomes a per-partition scale of a Scalar
+activation, transposed back by the summing identity matmuls); the issue order of the steps (software
+pipelining, so no engine waits for another); the PSUM eviction engine, and whether each chunk is stored as
+soon as it is done.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class Schedule:
     acc: str = "vector"        # how the states' C * h are made and summed (see ACCS)
     chunk: int = 0             # time steps per chunk (0: the whole sequence)
     skew: int = 0              # 0: steps in order; 1: next state's broadcasts first; 2: also Vector interleaved
-    evict: str = "scalar"      # engine of the PSUM -> SBUF copy of the output chunk (acc psum)
+    evict: str = "scalar"      # engine of the PSUM -> SBUF copy of the output chunk (acc in PSUM)
     cstore: bool = False       # store each output chunk when it is done (else one store per channel tile)
     family: str = "mamba"
 
@@ -165,14 +167,14 @@ def _setup(s: Schedule) -> str:
         if s.rows:
             k = "2 * N" if s.bcast == "tensor" else "N"
             pred = "(i_k - i_n == 0)"
-            out += (f"    # sel[k, n, p] = 1 where row k of the stacked rows belongs to state n, for every partition p\n"
+            out += (f"    # sel[k, n, p] = 1 where stacked row k belongs to state n, for every partition p\n"
                     f"    i_k = nl.arange({k})[:, None, None]\n"
                     f"    i_n = nl.arange(N)[None, :, None]\n"
                     f"    ones = nl.ones(({k}, N, P), dtype={dt}, buffer=nl.sbuf)\n"
                     f"    sel = nisa.affine_select(pred={pred}, on_true_tile=ones, on_false_value=0.0, dtype={dt})\n")
             if s.bcast == "tensor":
-                out += ("    sel_lo = nisa.affine_select(pred=(i_k - i_n == N), on_true_tile=ones, on_false_value=0.0,\n"
-                        "                                dtype=bf16)\n"
+                out += ("    sel_lo = nisa.affine_select(pred=(i_k - i_n == N), on_true_tile=ones,\n"
+                        "                                on_false_value=0.0, dtype=bf16)\n"
                         "    sel = nl.add(sel, sel_lo, dtype=bf16)\n")
         else:
             k = "2" if s.bcast == "tensor" else "1"
@@ -318,7 +320,8 @@ def body(s: Schedule) -> str:
                  "            u_t = nl.load(u[b, c0:c0 + P, :])\n"
                  "            a_t = nl.load(A[c0:c0 + P, :])\n"
                  "            du = nisa.tensor_tensor(delta_t, u_t, op=nl.multiply)\n")
-        drive_in = (f"                d_a[i] = nisa.activation(op=nl.exp, data=delta_t[:, {t}], scale=a_t[:, n:n + 1])\n"
+        drive_in = (f"                d_a[i] = nisa.activation(op=nl.exp, data=delta_t[:, {t}],\n"
+                    f"                                         scale=a_t[:, n:n + 1])\n"
                     f"                d_bu[i] = nisa.tensor_tensor(du[:, {t}], bc[i][0], op=nl.multiply)\n")
     else:
         tiles = ""

@@ -93,7 +93,8 @@ CASES = {
                             "    for b in range(delta.shape[0]):\n"
                             "        h = np.zeros(A.shape)\n"
                             "        for t in range(delta.shape[2]):\n"
-                            "            h = np.exp(delta[b, :, t, None] * A) * h + (delta[b, :, t] * u[b, :, t])[:, None] * B[b, :, t]\n"
+                            "            du = delta[b, :, t] * u[b, :, t]\n"
+                            "            h = np.exp(delta[b, :, t, None] * A) * h + du[:, None] * B[b, :, t]\n"
                             "            out[b, :, t] = h @ C[b, :, t]\n"
                             "    return out\n"),
 }
