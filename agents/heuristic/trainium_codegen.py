@@ -19,8 +19,8 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import (trainium_conv, trainium_cumsum, trainium_gemm, trainium_move, trainium_norm,
-                              trainium_rope)
+from agents.heuristic import (trainium_conv, trainium_cumsum, trainium_gemm, trainium_mamba, trainium_move,
+                              trainium_norm, trainium_rope)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -35,6 +35,7 @@ FAMILIES: dict[str, object] = {
     "conv1d": trainium_conv,
     "cumsum": trainium_cumsum,
     "rope": trainium_rope,
+    "mamba": trainium_mamba,
 }
 
 

@@ -33,6 +33,14 @@ def make_inputs(rng):
     return {"lhsT": _bf16(rng.standard_normal((256, 256))),
             "rhs": _bf16(rng.standard_normal((256, 1024)) / 16.0)}
 """
+MAMBA_MAKER = """
+def make_inputs(rng):
+    return {"delta": rng.uniform(0.005, 0.2, (2, 256, 1024)).astype(np.float32),
+            "u": rng.standard_normal((2, 256, 1024)).astype(np.float32),
+            "A": -rng.uniform(0.5, 8.0, (256, 4)).astype(np.float32),
+            "B": rng.standard_normal((2, 4, 1024)).astype(np.float32),
+            "C": rng.standard_normal((2, 4, 1024)).astype(np.float32)}
+"""
 
 # family -> small problem: dims (as problem.toml gives them) and what SimKit.problem needs
 CASES = {
@@ -75,6 +83,20 @@ CASES = {
                  outputs={"out": ((128, 2048), F32)}, atol=1e-4, rtol=1e-2,
                  reference="def reference(x_in, cos, sin):\n    lo, hi = x_in[:64].astype(np.float64), x_in[64:]\n"
                            "    return np.concatenate([lo * cos - hi * sin, hi * cos + lo * sin])\n"),
+    "mamba": dict(dims={"BATCH": 2, "CHANNELS": 256, "SEQ": 1024, "STATE": 4},
+                  inputs={"delta": ((2, 256, 1024), F32), "u": ((2, 256, 1024), F32), "A": ((256, 4), F32),
+                          "B": ((2, 4, 1024), F32), "C": ((2, 4, 1024), F32)},
+                  outputs={"out": ((2, 256, 1024), F32)}, atol=1e-2, rtol=1e-2, make_inputs=MAMBA_MAKER,
+                  reference="def reference(delta, u, A, B, C):\n"
+                            "    delta, u, A, B, C = (x.astype(np.float64) for x in (delta, u, A, B, C))\n"
+                            "    out = np.empty(delta.shape)\n"
+                            "    for b in range(delta.shape[0]):\n"
+                            "        h = np.zeros(A.shape)\n"
+                            "        for t in range(delta.shape[2]):\n"
+                            "            du = delta[b, :, t] * u[b, :, t]\n"
+                            "            h = np.exp(delta[b, :, t, None] * A) * h + du[:, None] * B[b, :, t]\n"
+                            "            out[b, :, t] = h @ C[b, :, t]\n"
+                            "    return out\n"),
 }
 
 
@@ -142,6 +164,14 @@ FEATURES = {
                   dict(stats="one_pass_scalar", prefetch=True, norm="scalar")],
     "transpose": [dict(rowgroup=True), dict(rowgroup=True, prefetch=True, evict="alternate"),
                   dict(rowgroup=True, evict="vector")],
+    "mamba": [dict(hoist=True, rows=True, bcast="tensor", acc="psum", chunk=512, skew=2, cstore=True),
+              dict(bcast="tensor", acc="psum", chunk=256, skew=1, evict="vector"),
+              dict(rows=True, bcast="tensor32", chunk=512, skew=2, cstore=True),
+              dict(hoist=True, bcast="vector", acc="psum", chunk=256, skew=2),
+              dict(hoist=True, rows=True, chunk=512, cstore=True, skew=1),
+              dict(hoist=True, rows=True, bcast="tensor", acc="transpose", chunk=512, skew=2, cstore=True),
+              dict(rows=True, acc="transpose", chunk=256, skew=1, evict="vector"),
+              dict(rows=True, bcast="tensor32", acc="transpose", chunk=256)],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
     "cumsum": [dict(layout="rows", cols=0, rows=4, merged=True, restart=True, depth=2),

@@ -7,6 +7,7 @@ import re
 
 from agents.heuristic import trainium_conv as conv
 from agents.heuristic import trainium_gemm as gemm
+from agents.heuristic import trainium_mamba as mamba
 from agents.heuristic.trainium_move import TRANSPOSE, TrSchedule
 from agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
 from agents.heuristic.trainium import TrainiumHeuristic, _features
@@ -164,3 +165,25 @@ def test_stalled_searches_get_two_step_moves():
     late = plans(20)
     two = [p for p in late if all(changed(v) == 2 for v in p.params["variants"])]
     assert len(two) >= 10 and all("further change" in p.text for p in two), [p.text for p in late]
+
+
+PAPER_MAMBA = {"BATCH": 1, "CHANNELS": 256, "SEQ": 2048, "STATE": 16}
+
+
+def test_mamba_start_is_the_naive_kernel_and_psum_moves_bring_chunks_and_pipelining():
+    start = mamba.default(PAPER_MAMBA)
+    assert mamba.fits(start, PAPER_MAMBA)
+    code = render(start, PAPER_MAMBA)
+    assert parse_schedule(code, "mamba") == start and "nisa.nc_matmul" not in code and "2048" not in code
+    # a move of Vector work into PSUM chunks time to one bank and offers the pipelined issue orders with it
+    moved = mamba.candidates("engine", mamba.Schedule(hoist=True, rows=True), PAPER_MAMBA)
+    psum = [c for c in moved if c.acc == "psum"]
+    assert psum and all(c.chunk == 512 for c in psum) and {c.skew for c in psum} == {0, 1, 2}
+    # the transposed C * h needs C resident: the move loads it once per batch
+    tr = [c for c in mamba.candidates("fuse", start, PAPER_MAMBA) if c.acc == "transpose"]
+    assert tr and all(c.rows and mamba.fits(c, PAPER_MAMBA) for c in tr)
+    assert not mamba.fits(mamba.Schedule(acc="transpose", chunk=512), PAPER_MAMBA)
+    assert not mamba.fits(mamba.Schedule(acc="psum"), PAPER_MAMBA)           # a whole sequence is no PSUM bank
+    best = mamba.Schedule(hoist=True, rows=True, bcast="tensor", acc="transpose", chunk=512, skew=2, cstore=True)
+    text = render(best, PAPER_MAMBA)
+    assert "nisa.nc_transpose(h[i]" in text and "scale=cT[" in text and text.count("nl.store(") == 1
