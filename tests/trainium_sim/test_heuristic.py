@@ -67,6 +67,18 @@ CASES = {
                              "    f = filter_ref[:, 0, 0, :]\n"
                              "    out = sum(x[:, :, w:w + img_ref.shape[3]] * f[None, :, w, None] for w in range(3))\n"
                              "    return out[:, :, None, :]\n"),
+    "conv2d": dict(dims={"N": 2, "CI": 64, "H": 36, "W": 120, "CO": 256, "HF": 3, "WF": 3},
+                   kwargs={"padding": [[1, 1], [1, 1]], "stride": [1, 1]},
+                   inputs={"img_ref": ((2, 64, 36, 120), F32), "filter_ref": ((256, 64, 3, 3), F32)},
+                   outputs={"out": ((2, 256, 36, 120), F32)}, atol=1e-4, rtol=1e-2,
+                   make_inputs="def make_inputs(rng):\n"      # positive sums: a relative tolerance means something
+                               "    return {'img_ref': rng.random((2, 64, 36, 120), dtype=np.float32),\n"
+                               "            'filter_ref': rng.uniform(-0.5, 1.0, (256, 64, 3, 3)).astype(np.float32)}\n",
+                   reference="def reference(img_ref, filter_ref, padding, stride):\n"
+                             "    x = np.pad(img_ref.astype(np.float64), ((0, 0), (0, 0), *padding))\n"
+                             "    h, w = x.shape[2] - 2, x.shape[3] - 2\n"
+                             "    return sum(np.einsum('nchw,oc->nohw', x[:, :, a:a + h, b:b + w], filter_ref[:, :, a, b])\n"
+                             "               for a in range(3) for b in range(3))\n"),
 }
 
 
@@ -136,6 +148,8 @@ FEATURES = {
                   dict(rowgroup=True, evict="vector")],
     "conv1d": [dict(nb=2, merged=True), dict(nb=4, merged=True, method="tensor", hoist=True, prefetch=True),
                dict(nb=2, merged=True, bufs=1, mul="scalar", add="split")],
+    "conv2d": [dict(rows=4, bf16=True, hoist=True, group=2, chunked=True, prefetch=True, evict="alternate"),
+               dict(rows=2, group=4, chunked=True, evict="vector"), dict(bf16=True, prefetch=True, rows=4)],
 }
 
 
@@ -229,7 +243,7 @@ def test_repair_falls_back_to_a_safer_schedule():
                                error="boom", model="heuristic", seed=0))
 
 
-@pytest.mark.parametrize("family", ["attention", "cumsum", "mha", "conv2d"])
+@pytest.mark.parametrize("family", ["attention", "cumsum", "mha"])
 def test_unsupported_problem_raises_a_clear_error(family):
     problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
     h = for_target("trainium-sim")
