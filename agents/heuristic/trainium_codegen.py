@@ -19,8 +19,8 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import (trainium_conv, trainium_cumsum, trainium_gemm, trainium_mamba, trainium_move,
-                              trainium_norm, trainium_rope)
+from agents.heuristic import (trainium_conv, trainium_conv2d, trainium_cumsum, trainium_gemm, trainium_mamba,
+                              trainium_move, trainium_norm, trainium_rope)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -36,6 +36,7 @@ FAMILIES: dict[str, object] = {
     "cumsum": trainium_cumsum,
     "rope": trainium_rope,
     "mamba": trainium_mamba,
+    "conv2d": trainium_conv2d,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from agents.heuristic import trainium_conv as conv
+from agents.heuristic import trainium_conv2d as conv2d
 from agents.heuristic import trainium_gemm as gemm
 from agents.heuristic import trainium_mamba as mamba
 from agents.heuristic.trainium_move import TRANSPOSE, TrSchedule
@@ -95,6 +96,22 @@ def test_conv1d_merged_tiles_move_all_images_in_one_dma():
     assert code.count("nl.load(img_ref") == 1 and code.count("nl.store(") == 1
     assert "for j in nl.static_range(NB):\n            xp[:, j * WP + pl" not in code
     assert all(c.merged for c in conv.candidates("merge", conv.Schedule(nb=2), d))
+
+
+def test_conv2d_rows_per_matmul_fill_one_psum_bank_and_bf16_comes_with_chunked_loads():
+    d = {"N": 16, "CI": 128, "H": 128, "W": 128, "CO": 512, "HF": 3, "WF": 3}
+    assert conv2d.row_choices(d) == [1, 2, 4]                         # 4 rows x 128 columns = 512 fp32
+    assert [c.rows for c in conv2d.candidates("max_tiles", conv2d.default(d), d)] == [4, 2]
+    assert not conv2d.fits(conv2d.Schedule(rows=8), d)
+    # a DMA that casts to bf16 on the way is slow: the precision move also offers the chunked image loads
+    assert conv2d.Schedule(bf16=True, chunked=True) in conv2d.candidates("precision", conv2d.default(d), d)
+    # fp32 padded tiles for two images and the chunk buffers do not fit SBUF at this size; bf16 ones do
+    assert not conv2d.fits(conv2d.Schedule(rows=4, prefetch=True, chunked=True, hoist=True, group=8), d)
+    s = conv2d.Schedule(rows=4, bf16=True, prefetch=True, chunked=True, hoist=True, group=8, evict="alternate")
+    assert conv2d.fits(s, d)
+    code = render(s, d)
+    assert parse_schedule(code, "conv2d") == s
+    assert "img[:, i0 + a:i0 + a + r, b:b + K1]" in code and code.count("nl.store(") == 1
 
 
 def test_layernorm_broadcasts_gamma_beta_per_step_into_psum_and_stores_whole_rows():
