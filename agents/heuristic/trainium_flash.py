@@ -93,8 +93,10 @@ def describe(s: Schedule) -> str:
 
 
 def _twopass_entry(s: Schedule) -> list[Schedule]:
-    base = replace(s, method="twopass", skip=True, hoist=True, **ROWS_ONLY)
-    return [replace(base, group=g) for g in (4, 1)]
+    """The two-pass method visits only visible key tiles of resident operands: it follows skip and hoist."""
+    if not (s.skip and s.hoist):
+        return []
+    return [replace(s, method="twopass", **ROWS_ONLY, group=g) for g in (4, 1)]
 
 
 def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
