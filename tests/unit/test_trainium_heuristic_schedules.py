@@ -164,3 +164,16 @@ def test_stalled_searches_get_two_step_moves():
     late = plans(20)
     two = [p for p in late if all(changed(v) == 2 for v in p.params["variants"])]
     assert len(two) >= 10 and all("further change" in p.text for p in two), [p.text for p in late]
+
+
+def test_attention_two_pass_follows_skip_and_hoist_and_fits_the_paper_shapes():
+    from agents.heuristic.trainium_flash import CSA, MHA
+    d = {"S": 16384, "D": 128}
+    start = CSA.default(d)
+    assert CSA.candidates("method", start, d) == []             # first the visible blocks, resident K and V
+    rows = [c for c in CSA.candidates("hoist", start, d) if c.skip][0]
+    two = CSA.candidates("method", rows, d)
+    assert two and all(CSA.fits(c, d) and c.method == "twopass" for c in two)
+    assert "nl.transpose" not in CSA.body(two[0]) and "nl.transpose(p[" in CSA.body(start)
+    m = MHA.default({"H": 8, "S": 2048, "D": 128})
+    assert m.family == "mha" and "q[h, r0:r1, :]" in MHA.body(m)
