@@ -122,7 +122,7 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
         out = [replace(s, pev=e) for e in ENGINES if e != s.pev]
         return out + [replace(s, sev=e) for e in ENGINES if e != s.sev]
     if mutation == "prefetch":      # software pipelining across tiles
-        out = [replace(s, ahead=a) for a in step_choices(s.ahead, (0, 1, 2))]
+        out = [replace(s, ahead=a) for a in (2, 1, 0) if a != s.ahead]
         if tp and not s.interleave:
             out.insert(0, replace(s, interleave=True, ahead=max(1, s.ahead)))
         return out
