@@ -67,6 +67,8 @@ SCORES = {
     "batch": lambda f: 0.3 + 0.5 * f["gap"],
     "merge": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"] + 1.2 * f["dma_setup"],
     "precision": lambda f: 0.3 + 0.8 * f["gap"],
+    "skip": lambda f: 0.5 + f["gap"],
+    "qt": lambda f: 0.3 + 0.3 * f["gap"],
 }
 
 

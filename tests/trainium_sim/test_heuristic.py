@@ -42,6 +42,21 @@ def make_inputs(rng):
             "C": rng.standard_normal((2, 4, 1024)).astype(np.float32)}
 """
 
+ATTN_MAKER = BF16_MAKER.split("def make_inputs")[0] + """
+def make_inputs(rng):
+    sigma = np.sqrt(2.0 / np.sqrt(64))         # scores of std ~2: softmax neither flat nor one-hot
+    return {{"q": _bf16(rng.standard_normal({q}) * sigma), "k": _bf16(rng.standard_normal({k}) * sigma),
+            "v": _bf16(rng.uniform(0.5, 1.5, {v}))}}
+"""
+ATTN_REFERENCE = """def _olm(q, k, v):
+    s = q.astype(np.float64) @ k.astype(np.float64)
+    s[np.triu_indices(s.shape[0], 1)] = -np.inf
+    mx = s.max(axis=1, keepdims=True)
+    p = np.exp(s - mx)
+    return p @ v.astype(np.float64), np.log(p.sum(axis=1, keepdims=True)) + mx, mx
+
+"""
+
 # family -> small problem: dims (as problem.toml gives them) and what SimKit.problem needs
 CASES = {
     "gemm": dict(dims={"K": 256, "M": 256, "N": 1024}, inputs={"lhsT": ((256, 256), BF16), "rhs": ((256, 1024), BF16)},
@@ -109,6 +124,22 @@ CASES = {
                              "    h, w = x.shape[2] - 2, x.shape[3] - 2\n"
                              "    return sum(np.einsum('nchw,oc->nohw', x[:, :, a:a + h, b:b + w], filter_ref[:, :, a, b])\n"
                              "               for a in range(3) for b in range(3))\n"),
+    "csa": dict(dims={"S": 1024, "D": 64}, call=["q", "k", "v", "nl.bfloat16", "nl.float32"],
+                kwargs={"seq_len": 1024, "d_head": 64},
+                inputs={"q": ((1024, 64), BF16), "k": ((64, 1024), BF16), "v": ((1024, 64), BF16)},
+                outputs={"o": ((1024, 64), BF16), "l": ((1024, 1), BF16), "m": ((1024, 1), BF16)},
+                atol=1e-2, rtol=1e-2, make_inputs=ATTN_MAKER.format(q="(1024, 64)", k="(64, 1024)", v="(1024, 64)"),
+                reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, seq_len, d_head):\n"
+                                           "    return _olm(q, k, v)\n"),
+    "mha": dict(dims={"H": 2, "S": 512, "D": 64}, call=["q", "k", "v", "nl.bfloat16", "nl.float32"],
+                kwargs={"num_heads": 2, "seq_len": 512, "d_head": 64},
+                inputs={"q": ((2, 512, 64), BF16), "k": ((2, 64, 512), BF16), "v": ((2, 512, 64), BF16)},
+                outputs={"o": ((2, 512, 64), BF16), "l": ((2, 512, 1), BF16), "m": ((2, 512, 1), BF16)},
+                atol=1e-2, rtol=1e-2,
+                make_inputs=ATTN_MAKER.format(q="(2, 512, 64)", k="(2, 64, 512)", v="(2, 512, 64)"),
+                reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, num_heads, seq_len, d_head):\n"
+                                           "    outs = [_olm(q[h], k[h], v[h]) for h in range(num_heads)]\n"
+                                           "    return tuple(np.stack([o[i] for o in outs]) for i in range(3))\n"),
 }
 
 
@@ -196,6 +227,14 @@ FEATURES = {
              dict(cols=1024, depth=2, whole=True), dict(cols=256, depth=1)],
     "conv2d": [dict(rows=4, bf16=True, hoist=True, group=2, chunked=True, prefetch=True, evict="alternate"),
                dict(rows=2, group=4, chunked=True, evict="vector"), dict(bf16=True, prefetch=True, rows=4)],
+    "csa": [dict(skip=True, hoist=True, qt=True, fuse=True, tb=4, kb=256, sev="vector", pev="alternate", ahead=2),
+            dict(qt=True, fuse=True, tb=2, kb=128, sev="alternate", pev="vector", ahead=1),
+            dict(method="twopass", skip=True, hoist=True, ahead=2, interleave=True, tmask=True),
+            dict(method="twopass", skip=True, hoist=True, group=2, ahead=1, interleave=True),
+            dict(method="twopass", skip=True, hoist=True, group=1, ahead=0, interleave=True, tmask=True)],
+    "mha": [dict(skip=True, hoist=True, qt=True, fuse=True, tb=4, pev="vector", ahead=1, family="mha"),
+            dict(method="twopass", skip=True, hoist=True, ahead=2, interleave=True, tmask=True, family="mha"),
+            dict(method="twopass", skip=True, hoist=True, group=2, ahead=0, family="mha")],
 }
 
 
@@ -289,7 +328,7 @@ def test_repair_falls_back_to_a_safer_schedule():
                                error="boom", model="heuristic", seed=0))
 
 
-@pytest.mark.parametrize("family", ["no-such-family", "attention", "mha"])
+@pytest.mark.parametrize("family", ["no-such-family", "attention"])
 def test_unsupported_problem_raises_a_clear_error(family):
     problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
     h = for_target("trainium-sim")

@@ -204,3 +204,16 @@ def test_mamba_start_is_the_naive_kernel_and_psum_moves_bring_chunks_and_pipelin
     best = mamba.Schedule(hoist=True, rows=True, bcast="tensor", acc="transpose", chunk=512, skew=2, cstore=True)
     text = render(best, PAPER_MAMBA)
     assert "nisa.nc_transpose(h[i]" in text and "scale=cT[" in text and text.count("nl.store(") == 1
+
+
+def test_attention_two_pass_follows_skip_and_hoist_and_fits_the_paper_shapes():
+    from agents.heuristic.trainium_flash import CSA, MHA
+    d = {"S": 16384, "D": 128}
+    start = CSA.default(d)
+    assert CSA.candidates("method", start, d) == []             # first the visible blocks, resident K and V
+    rows = [c for c in CSA.candidates("hoist", start, d) if c.skip][0]
+    two = CSA.candidates("method", rows, d)
+    assert two and all(CSA.fits(c, d) and c.method == "twopass" for c in two)
+    assert "nl.transpose" not in CSA.body(two[0]) and "nl.transpose(p[" in CSA.body(start)
+    m = MHA.default({"H": 8, "S": 2048, "D": 128})
+    assert m.family == "mha" and "q[h, r0:r1, :]" in MHA.body(m)
