@@ -66,6 +66,8 @@ SCORES = {
     "method": lambda f: 0.5 + f["gap"] + f["small_dma"],
     "batch": lambda f: 0.3 + 0.5 * f["gap"],
     "merge": lambda f: 0.2 + 1.2 * f["small_dma"] + 0.3 * f["dma_bound"] + 1.2 * f["dma_setup"],
+    "pipeline": lambda f: 0.3 + 0.6 * f["gap"],
+    "precision": lambda f: 0.3 + 0.4 * f["gap"] + 0.3 * f["vector"],
 }
 
 

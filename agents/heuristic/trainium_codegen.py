@@ -19,7 +19,7 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import trainium_conv, trainium_gemm, trainium_move, trainium_norm
+from agents.heuristic import trainium_attention, trainium_conv, trainium_gemm, trainium_move, trainium_norm
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -32,6 +32,8 @@ FAMILIES: dict[str, object] = {
     "transpose": trainium_move.TRANSPOSE,
     "maxpool": trainium_move.MAXPOOL,
     "conv1d": trainium_conv,
+    "attention": trainium_attention.ATTENTION,
+    "sd-attention": trainium_attention.SD_ATTENTION,
 }
 
 
