@@ -39,7 +39,7 @@ def _head(s) -> str:
 def _operands(s) -> str:
     """Helpers kT(c0, w) -> [d, w] keys c0.. (SBUF), vt(t) -> [128 keys, DV] and, resident, their buffers."""
     hm, out = s.layout == "hm", []
-    lw = "min(seqlen, 2048)" if s.bigdma else "KW"
+    lw = "(2048 if seqlen % 2048 == 0 else 512)" if s.bigdma else "KW"
     if s.kres:
         if hm:
             out.append(f"    k_sb = nl.ndarray((nl.par_dim(d_head), seqlen), dtype=dt, buffer=nl.sbuf)   # K resident\n"
@@ -138,8 +138,9 @@ def _qt(s) -> str:
 
 def _q_resident(s) -> str:
     if s.layout == "hm":
-        lw = "min(seqlen, 2048)" if s.bigdma else "512"
+        lw = "LQ" if s.bigdma else "512"
         return ("    q_sb = nl.ndarray((nl.par_dim(d_head), seqlen), dtype=dt, buffer=nl.sbuf)   # Q resident\n"
+                + ("    LQ = 2048 if seqlen % 2048 == 0 else 512\n" if s.bigdma else "") +
                 f"    for c in nl.static_range(seqlen // {lw}):\n"
                 f"        q_sb[:, c * {lw}:(c + 1) * {lw}] = nl.load(q[:, c * {lw}:(c + 1) * {lw}])\n\n"
                 "    def q_tile(i):\n        return q_sb[:, i * P:(i + 1) * P]\n\n")
