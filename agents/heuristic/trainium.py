@@ -69,6 +69,7 @@ SCORES = {
     "precision": lambda f: 0.3 + 0.8 * f["gap"],
     "skip": lambda f: 0.5 + f["gap"],
     "qt": lambda f: 0.3 + 0.3 * f["gap"],
+    "pipeline": lambda f: 0.3 + 0.6 * f["gap"],
 }
 
 

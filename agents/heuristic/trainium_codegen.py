@@ -19,8 +19,8 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import (trainium_conv, trainium_conv2d, trainium_cumsum, trainium_flash, trainium_gemm,
-                              trainium_mamba, trainium_move, trainium_norm, trainium_rope)
+from agents.heuristic import (trainium_attention, trainium_conv, trainium_conv2d, trainium_cumsum, trainium_flash,
+                              trainium_gemm, trainium_mamba, trainium_move, trainium_norm, trainium_rope)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -39,6 +39,8 @@ FAMILIES: dict[str, object] = {
     "conv2d": trainium_conv2d,
     "csa": trainium_flash.CSA,
     "mha": trainium_flash.MHA,
+    "attention": trainium_attention.ATTENTION,
+    "sd-attention": trainium_attention.SD_ATTENTION,
 }
 
 

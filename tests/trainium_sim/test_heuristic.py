@@ -42,7 +42,7 @@ def make_inputs(rng):
             "C": rng.standard_normal((2, 4, 1024)).astype(np.float32)}
 """
 
-ATTN_MAKER = BF16_MAKER.split("def make_inputs")[0] + """
+FLASH_MAKER = BF16_MAKER.split("def make_inputs")[0] + """
 def make_inputs(rng):
     sigma = np.sqrt(2.0 / np.sqrt(64))         # scores of std ~2: softmax neither flat nor one-hot
     return {{"q": _bf16(rng.standard_normal({q}) * sigma), "k": _bf16(rng.standard_normal({k}) * sigma),
@@ -55,6 +55,26 @@ ATTN_REFERENCE = """def _olm(q, k, v):
     p = np.exp(s - mx)
     return p @ v.astype(np.float64), np.log(p.sum(axis=1, keepdims=True)) + mx, mx
 
+"""
+
+ATTN_MAKER = """
+def _bf16(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+def make_inputs(rng):
+    s = np.sqrt(2.0 / np.sqrt(64)) * (1.0 if "{layout}" == "hm" else 2.0 ** 1.5)     # scores of std ~2
+    shape = (64, 1024) if "{layout}" == "hm" else (1024, 64)
+    names = ("q", "k", "v") if "{layout}" == "hm" else ("q_ref", "k_ref", "v_ref")
+    return {{n: _bf16(rng.standard_normal(shape) * (3.0 if n[0] == "v" else s)) for n in names}}
+"""
+ATTN_REF = """
+def reference({args}, **flags):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in ({args}))
+    s = {scores}
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ {v}
 """
 
 # family -> small problem: dims (as problem.toml gives them) and what SimKit.problem needs
@@ -128,7 +148,7 @@ CASES = {
                 kwargs={"seq_len": 1024, "d_head": 64},
                 inputs={"q": ((1024, 64), BF16), "k": ((64, 1024), BF16), "v": ((1024, 64), BF16)},
                 outputs={"o": ((1024, 64), BF16), "l": ((1024, 1), BF16), "m": ((1024, 1), BF16)},
-                atol=1e-2, rtol=1e-2, make_inputs=ATTN_MAKER.format(q="(1024, 64)", k="(64, 1024)", v="(1024, 64)"),
+                atol=1e-2, rtol=1e-2, make_inputs=FLASH_MAKER.format(q="(1024, 64)", k="(64, 1024)", v="(1024, 64)"),
                 reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, seq_len, d_head):\n"
                                            "    return _olm(q, k, v)\n"),
     "mha": dict(dims={"H": 2, "S": 512, "D": 64}, call=["q", "k", "v", "nl.bfloat16", "nl.float32"],
@@ -136,10 +156,18 @@ CASES = {
                 inputs={"q": ((2, 512, 64), BF16), "k": ((2, 64, 512), BF16), "v": ((2, 512, 64), BF16)},
                 outputs={"o": ((2, 512, 64), BF16), "l": ((2, 512, 1), BF16), "m": ((2, 512, 1), BF16)},
                 atol=1e-2, rtol=1e-2,
-                make_inputs=ATTN_MAKER.format(q="(2, 512, 64)", k="(2, 64, 512)", v="(2, 512, 64)"),
+                make_inputs=FLASH_MAKER.format(q="(2, 512, 64)", k="(2, 64, 512)", v="(2, 512, 64)"),
                 reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, num_heads, seq_len, d_head):\n"
                                            "    outs = [_olm(q[h], k[h], v[h]) for h in range(num_heads)]\n"
                                            "    return tuple(np.stack([o[i] for o in outs]) for i in range(3))\n"),
+    "attention": dict(dims={"D": 64, "S": 1024}, inputs={n: ((64, 1024), BF16) for n in ("q", "k", "v")},
+                      outputs={"out": ((1024, 64), BF16)}, atol=1e-2, rtol=1e-2,
+                      make_inputs=ATTN_MAKER.format(layout="hm"), reference=ATTN_REF.format(args="q, k, v", scores="q.T @ k", v="v.T")),
+    "sd-attention": dict(dims={"S": 1024, "D": 64}, inputs={n: ((1024, 64), F32) for n in ("q_ref", "k_ref", "v_ref")},
+                         kwargs={"use_causal_mask": False, "mixed_precision": True},
+                         outputs={"out": ((1024, 64), F32)}, atol=1e-2, rtol=1e-2,
+                         make_inputs=ATTN_MAKER.format(layout="sm"),
+                         reference=ATTN_REF.format(args="q_ref, k_ref, v_ref", scores="0.125 * q @ k.T", v="v")),
 }
 
 
@@ -235,6 +263,18 @@ FEATURES = {
     "mha": [dict(skip=True, hoist=True, qt=True, fuse=True, tb=4, pev="vector", ahead=1, family="mha"),
             dict(method="twopass", skip=True, hoist=True, ahead=2, interleave=True, tmask=True, family="mha"),
             dict(method="twopass", skip=True, hoist=True, group=2, ahead=0, family="mha")],
+    "attention": [dict(kres=True, vres=True, qres=True, bigdma=True, softmax="twopass", pt="direct", ones=True,
+                       group=4, mdt="bf16", ahead=2, skew=True),
+                  dict(softmax="twopass", pt="direct", ones=True, group=2, ahead=1),
+                  dict(softmax="fused", ones=True, evict="alternate", group=4, qres=True),
+                  dict(kres=True, softmax="twopass", group=2, evict="scalar", ahead=1, skew=True, mdt="bf16"),
+                  dict(vres=True, softmax="twopass", kw=128, ones=True, evict="vector")],
+    "sd-attention": [dict(kres=True, vres=True, qres=True, bigdma=True, qt="once", kw=512, softmax="twopass",
+                          pt="direct", ones=True, fold=True, group=4, mdt="bf16", ahead=2, skew=True),
+                     dict(qt="once", softmax="twopass", pt="direct", ones=True, fold=True, group=1, ahead=1),
+                     dict(qres=True, vres=True, softmax="fused", ones=True, evict="scalar"),
+                     dict(kres=True, qt="once", softmax="twopass", pt="direct", ones=True, group=2, skew=True),
+                     dict(qt="once", kw=512, softmax="twopass", group=4, evict="alternate", mdt="bf16", ahead=2)],
 }
 
 
@@ -328,7 +368,7 @@ def test_repair_falls_back_to_a_safer_schedule():
                                error="boom", model="heuristic", seed=0))
 
 
-@pytest.mark.parametrize("family", ["no-such-family", "attention"])
+@pytest.mark.parametrize("family", ["no-such-family", "own:my-kernel"])
 def test_unsupported_problem_raises_a_clear_error(family):
     problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
     h = for_target("trainium-sim")

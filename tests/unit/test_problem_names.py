@@ -90,7 +90,6 @@ def wire_of(target: str, name: str) -> Problem:
     ("gemmini-sim", "conv3x3-7-20", "its conv schedules need C to be a multiple of 16"),
     ("trainium-sim", "rmsnorm-384x2048", None),
     ("trainium-sim", "gemm-256x1024x512", None),
-    ("trainium-sim", "sd-attention", "the heuristic cannot optimize sd-attention (family 'sd-attention'; it knows "),
 ])
 def test_the_heuristic_says_up_front_what_it_cannot_optimize(target, name, why):
     got = unsupported(wire_of(target, name))
@@ -103,6 +102,15 @@ def test_a_problem_file_without_a_family_has_no_offline_moves():
     assert unsupported(p) is None
     own = msgspec.structs.replace(p, family="own:my-gemm")
     assert unsupported(own) == "the heuristic knows the gemmini-sim gemm and conv3x3 families; my-gemm declares no family"
+
+
+def test_a_trainium_problem_of_no_known_family_is_refused_up_front():
+    p = wire(bare("trainium-sim").problem_from_definition(read(EXAMPLES / "trainium-sim" / "my_rmsnorm.toml")),
+             "us", None)
+    assert unsupported(p) is None
+    own = msgspec.structs.replace(p, family="own:my-rmsnorm")
+    assert unsupported(own).startswith("the heuristic cannot optimize my-rmsnorm (family 'own:my-rmsnorm'; it knows "
+                                       "attention, conv1d, conv2d, csa, cumsum, gemm, ")
 
 
 def test_a_definition_travels_on_the_wire_and_old_messages_decode():

@@ -4,6 +4,7 @@ test_heuristic.py evaluates the rendered kernels on the simulator.)"""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from agents.heuristic import trainium_conv as conv
 from agents.heuristic import trainium_conv2d as conv2d
@@ -217,3 +218,24 @@ def test_attention_two_pass_follows_skip_and_hoist_and_fits_the_paper_shapes():
     assert "nl.transpose" not in CSA.body(two[0]) and "nl.transpose(p[" in CSA.body(start)
     m = MHA.default({"H": 8, "S": 2048, "D": 128})
     assert m.family == "mha" and "q[h, r0:r1, :]" in MHA.body(m)
+
+
+def test_attention_schedules_start_naive_and_reach_transposed_scores():
+    """The starting schedules render the naive approach (scores gathered in SBUF, P transposed, K and V
+    reloaded per query tile); the transposed-score move needs the max pass and the ones column, and the
+    -m fold into the contraction only fits seq-major inputs with d + 2 <= 128."""
+    from agents.heuristic.trainium_attention import ATTENTION, SD_ATTENTION
+    hm, sm = {"D": 128, "S": 4096}, {"S": 4096, "D": 64}
+    for fam, d in ((ATTENTION, hm), (SD_ATTENTION, sm)):
+        s = fam.default(d)
+        code = render(s, d)
+        assert fam.fits(s, d) and parse_schedule(code, s.family) == s
+        assert "scores = nl.ndarray((nl.par_dim(P), seqlen)" in code and "nisa.nc_transpose(probs" in code
+        moved = fam.candidates("method", s, d)
+        assert moved and all(c.softmax == "twopass" and c.pt == "direct" and c.ones for c in moved)
+        assert all(fam.fits(c, d) for c in moved) and ("nisa.nc_transpose(probs" not in render(moved[0], d))
+        assert not fam.fits(replace(s, pt="direct"), d)          # no row max known: no S^T layout
+    assert any(c.fold for c in SD_ATTENTION.candidates("method", SD_ATTENTION.default(sm), sm))
+    assert not any(c.fold for c in ATTENTION.candidates("method", ATTENTION.default(hm), hm))
+    assert "nisa.nc_matmul(q_i, kT(c * KW, KW))" in render(ATTENTION.default(hm), hm)
+    assert "nl.matmul(q_i, kT(c * KW, KW))" in render(SD_ATTENTION.default(sm), sm)   # a transpose per matmul
