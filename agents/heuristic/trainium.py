@@ -5,8 +5,8 @@ family's starting schedule for a kernel written by someone else, such as the pro
 the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls), scores every menu option
 that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
 differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
-kernel; the repairer falls back to a safer schedule. Families: gemm, rmsnorm, layernorm, transpose,
-maxpool, conv1d; anything else needs an LLM.
+kernel; the repairer falls back to a safer schedule. Families: every paper problem of trainium-sim
+(trainium_codegen.FAMILIES); anything else needs an LLM.
 """
 from __future__ import annotations
 

@@ -596,6 +596,32 @@ def reference(a):
     """))
 
 
+def test_a_running_sum_scan_rounds_as_the_step_by_step_loop(kit):
+    """data0 all ones, multiply then add (the form of NKI's cumsum): computed in one accumulate pass from the
+    initial column, it must round exactly as out[i] = 1 * out[i-1] + data1[i] does step by step in fp32."""
+    p = kit.problem({"a": ((128, 512), F32), "c": ((128, 1), F32)}, {"out": ((128, 512), F32)}, """
+def reference(a, c):
+    out = np.empty_like(a)
+    prev = c[:, 0].astype(np.float32)
+    for i in range(a.shape[1]):
+        prev = np.float32(1.0) * prev + a[:, i]
+        out[:, i] = prev
+    return out
+""", make_inputs="""
+def make_inputs(rng):
+    return {"a": (rng.standard_normal((128, 512)) * 1e3).astype(np.float32),
+            "c": (rng.standard_normal((128, 1)) * 1e7).astype(np.float32)}
+""", atol=0.0, rtol=0.0)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(a, c):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ones = nl.ones(a.shape, nl.float32)
+        nl.store(out, nisa.tensor_tensor_scan(ones, nl.load(a), nl.load(c), op0=np.multiply, op1=np.add))
+        return out
+    """))
+
+
 def test_tile_stays_valid_after_being_assigned(kit):
     p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64), F32)}, """
 def reference(a):
