@@ -57,13 +57,7 @@ ATTN_REFERENCE = """def _olm(q, k, v):
 
 """
 
-ATTN_MAKER = """
-def _bf16(x):
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return bits.view(np.float32)
-
-def make_inputs(rng):
+ATTN_MAKER = BF16_MAKER.split("def make_inputs")[0] + """def make_inputs(rng):
     s = np.sqrt(2.0 / np.sqrt(64)) * (1.0 if "{layout}" == "hm" else 2.0 ** 1.5)     # scores of std ~2
     shape = (64, 1024) if "{layout}" == "hm" else (1024, 64)
     names = ("q", "k", "v") if "{layout}" == "hm" else ("q_ref", "k_ref", "v_ref")
