@@ -79,22 +79,22 @@ class ForkServer:
                                notes=list(self.notes))
 
     def _reply(self, within_s: float) -> dict:
-        fd, deadline = self._pipes[1], time.monotonic() + within_s
-        data = b""
-        need = FRAME.size
-        header = True
-        while True:
-            while len(data) < need:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise TimeoutError(f"no report within {within_s:.0f} s")
-                chunk = os.read(fd, need - len(data))
-                if not chunk:
-                    raise EOFError("the server exited")
-                data += chunk
-            if not header:
-                return msgpack.unpackb(data, raw=False)
-            need, data, header = FRAME.unpack(data)[0], b"", False
+        deadline = time.monotonic() + within_s
+        size = FRAME.unpack(self._read(FRAME.size, deadline, within_s))[0]
+        return msgpack.unpackb(self._read(size, deadline, within_s), raw=False)
+
+    def _read(self, n: int, deadline: float, within_s: float) -> bytes:
+        """Exactly n bytes of the server's report pipe, or TimeoutError/EOFError."""
+        fd, data = self._pipes[1], b""
+        while len(data) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"no report within {within_s:.0f} s")
+            chunk = os.read(fd, n - len(data))
+            if not chunk:
+                raise EOFError("the server exited")
+            data += chunk
+        return data
 
     def _start(self) -> None:
         self._stop()
