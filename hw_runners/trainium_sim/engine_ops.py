@@ -10,6 +10,26 @@ from hw_runners.trainium_sim.accumulators import accumulate
 from hw_runners.trainium_sim.program import Access, StreamError, expr_array, mask_array
 
 
+
+def _multiply_add_scan(prev: np.ndarray, d0: np.ndarray, d1: np.ndarray) -> np.ndarray:
+    """out[i] = d0[i] * out[i-1] + d1[i] in fp32, rounding exactly as the step-by-step loop does. A run of
+    columns where data0 is 1 everywhere is a running sum (1 * x is x, inf and nan included), accumulated in
+    order in one pass; any other column is one step of the loop. Cumsum's forms (data0 all ones, or 0 where
+    a row restarts) take a few passes instead of one per column."""
+    out = np.empty(d0.shape, dtype=np.float32)
+    ones = (d0 == 1).reshape(-1, d0.shape[-1]).all(axis=0)
+    i, n = 0, d0.shape[-1]
+    while i < n:
+        if not ones[i]:
+            prev = out[..., i] = d0[..., i] * prev + d1[..., i]
+            i += 1
+            continue
+        j = i + int(np.argmin(ones[i:])) if not ones[i:].all() else n
+        run = np.add.accumulate(np.concatenate([prev[..., None], d1[..., i:j]], axis=-1), axis=-1, dtype=np.float32)
+        out[..., i:j] = run[..., 1:]
+        prev, i = out[..., j - 1], j
+    return out
+
 class EngineOps:
     def _ew(self, step, reads, writes, attrs, mask, what):
         fn = attrs.get("fn")
@@ -125,11 +145,8 @@ class EngineOps:
         with np.errstate(all="ignore"):
             if op0 == "add" and op1 == "add":
                 out = prev[..., None] + np.cumsum(d0 + d1, axis=-1, dtype=np.float32)
-            elif op0 == "multiply" and op1 == "add" and bool(np.all(d0 == 1)):
-                # a running sum (cumsum's form: data0 all ones): out[i] = out[i-1] + data1[i], accumulated in
-                # order from the initial value, so every rounding is the step-by-step loop's
-                out = np.add.accumulate(np.concatenate([prev[..., None].astype(np.float32), d1], axis=-1),
-                                        axis=-1, dtype=np.float32)[..., 1:]
+            elif op0 == "multiply" and op1 == "add" and d0.dtype == d1.dtype == np.float32:
+                out = _multiply_add_scan(prev.astype(np.float32), d0, d1)
             else:   # out[i] = op1(op0(data0[i], out[i-1]), data1[i]); reverseN swaps opN's operands
                 for i in range(d0.shape[-1]):
                     a = f0(prev, d0[..., i]) if r0 else f0(d0[..., i], prev)

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 import sandbox
 from hw_runners.base import EvalResult, Problem, Target, bounded, register
-from hw_runners.trainium_sim import costmodel, feedback, ops, slicing, tracer
+from hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
 from hw_runners.trainium_sim.forkserver import ForkServer
 from hw_runners.trainium_sim.liveness import last_use, uses
 from hw_runners.trainium_sim.program import StreamError, decode_tensors
@@ -75,6 +75,9 @@ class Options:
     # trace in children forked from one sandboxed server per evaluator (forkserver.py), not in a freshly
     # launched interpreter per kernel (~0.1 s less per evaluation; the same sandbox either way)
     fork_server: bool = True
+    # freed memory the evaluating process keeps for its next evaluation rather than taking fresh (zeroed) pages
+    # from the kernel again (heap.py); 0: glibc's defaults
+    retain_heap_bytes: int = 1 << 30
 
     def __post_init__(self) -> None:
         if not isinstance(self.hidden_sets, int) or self.hidden_sets < 1:
@@ -85,6 +88,8 @@ class Options:
             raise ValueError("check_regions must be an integer >= 0")
         if not isinstance(self.full_check_elements, int) or self.full_check_elements < 0:
             raise ValueError("full_check_elements must be an integer >= 0")
+        if not isinstance(self.retain_heap_bytes, int) or self.retain_heap_bytes < 0:
+            raise ValueError("retain_heap_bytes must be an integer >= 0")
         if not self.time_s > 0:
             raise ValueError("time_s must be > 0")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
@@ -192,6 +197,7 @@ class TrainiumSim(Target):
 
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
                      deadline: float) -> EvalResult:
+        heap.retain_freed_memory(self.options.retain_heap_bytes)
         traced, failure = self._trace(spec, code, limits)
         if failure is not None:
             return failure

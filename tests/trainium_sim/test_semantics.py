@@ -622,6 +622,37 @@ def make_inputs(rng):
     """))
 
 
+def test_a_scan_with_restarts_and_decays_rounds_as_the_step_by_step_loop(kit):
+    """data0 mostly ones, 0 where a segment restarts (in some partitions only) and 0.5 in one column: runs of
+    all-ones columns are accumulated in one pass, the other columns step by step; every rounding must be the
+    loop's out[i] = data0[i] * out[i-1] + data1[i] in fp32."""
+    p = kit.problem({"g": ((128, 512), F32), "a": ((128, 512), F32), "c": ((128, 1), F32)},
+                    {"out": ((128, 512), F32)}, """
+def reference(g, a, c):
+    out = np.empty_like(a)
+    prev = c[:, 0].astype(np.float32)
+    for i in range(a.shape[1]):
+        prev = g[:, i] * prev + a[:, i]
+        out[:, i] = prev
+    return out
+""", make_inputs="""
+def make_inputs(rng):
+    g = np.ones((128, 512), np.float32)
+    g[:, [0, 100, 101, 300]] = 0.0
+    g[rng.random(128) < 0.5, 200] = 0.0
+    g[:, 400] = 0.5
+    return {"g": g, "a": (rng.standard_normal((128, 512)) * 1e3).astype(np.float32),
+            "c": (rng.standard_normal((128, 1)) * 1e7).astype(np.float32)}
+""", atol=0.0, rtol=0.0)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(g, a, c):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.tensor_tensor_scan(nl.load(g), nl.load(a), nl.load(c), op0=np.multiply, op1=np.add))
+        return out
+    """))
+
+
 def test_tile_stays_valid_after_being_assigned(kit):
     p = kit.problem({"a": ((128, 64), F32)}, {"out": ((128, 64), F32)}, """
 def reference(a):
