@@ -1,10 +1,12 @@
-"""Command-line entry point: `python launch.py --help`."""
+"""Command-line entry point: `python launch.py --help` in a checkout, `autocomp --help` when installed."""
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import sqlite3
 import sys
+import types
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -12,10 +14,18 @@ import typer
 import zmq
 from rich.table import Table
 
-from agents import logsetup
-from agents.console import latency_text, make_console
-from hw_runners import get_target, target_names
-from hw_runners.base import DescriptorError, UnknownTargetError, target_info
+if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
+    # a checkout that was never installed: its folder is the autocomp_zmq package (agents/ is autocomp_zmq.agents),
+    # and workers are started by this file's path rather than by module (agents/run.py: worker_argv)
+    _package = types.ModuleType("autocomp_zmq")
+    _package.__path__ = [str(Path(__file__).resolve().parent)]
+    _package.__checkout__ = True
+    sys.modules["autocomp_zmq"] = _package
+
+from autocomp_zmq.agents import logsetup
+from autocomp_zmq.agents.console import latency_text, make_console
+from autocomp_zmq.hw_runners import get_target, target_names
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="LLM-driven optimizer for tensor-accelerator kernels.")
@@ -52,9 +62,9 @@ def problems(target: FileTargetOpt = None, problems_dir: ProblemsDirOpt = None,
              as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False) -> None:
     """List the problems of a target (parametric names are accepted too: the line under the table says
     which), or with --problems-dir those its problem files define, each checked."""
-    from agents.problemsource import ProblemSourceError, declared, load, read_definition
+    from autocomp_zmq.agents.problemsource import ProblemSourceError, declared, load, read_definition
     if problems_dir is not None:
-        from hw_runners.problemfile import DefinitionError, scan
+        from autocomp_zmq.hw_runners.problemfile import DefinitionError, scan
         try:
             rows = []
             for name in scan(problems_dir):
@@ -110,7 +120,7 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
              ) -> None:
     """Evaluate one kernel: compile, check against the reference, measure.
     Exit status: 0 correct, 1 incorrect or failed, 2 usage error."""
-    from agents.problemsource import ProblemSourceError, load, read_definition, settle
+    from autocomp_zmq.agents.problemsource import ProblemSourceError, load, read_definition, settle
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be > 0 seconds, not {timeout}")
     if problem is None and problem_file is None:
@@ -160,7 +170,7 @@ def with_config_options(names: tuple[str, ...] | None = None):
     """Add RunConfig's options (all, or `names`) to a command as flags: each option is declared once, in
     RunConfig (name, type, default, help, extra flags), and is the same key in a --config TOML file. The
     command receives them in **options, None where not given."""
-    from agents.runconfig import base_type, flag, option_specs, shown_default
+    from autocomp_zmq.agents.runconfig import base_type, flag, option_specs, shown_default
 
     def deco(fn):
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
@@ -190,8 +200,8 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
         **options) -> None:
     """Optimize a kernel: beam search over plans and code from the agents."""
     given = {k: v for k, v in options.items() if v is not None}
-    from agents.run import RunConfig, RunError, execute
-    from agents.runconfig import ConfigError
+    from autocomp_zmq.agents.run import RunConfig, RunError, execute
+    from autocomp_zmq.agents.runconfig import ConfigError
     logsetup.configure()
     try:
         base = RunConfig.from_toml(config) if config else {}
@@ -253,46 +263,40 @@ def worker(
                                                              metavar="FILE", show_default="none")] = None,
     parent_pid: Annotated[Optional[int], typer.Option(help="Exit when this process is gone.", metavar="PID",
                                                       show_default="none")] = None,
-    latency: Annotated[float, typer.Option(help="Mean seconds per job of the synthetic implementation.",
-                                           metavar="S")] = 0.0,
-    jitter: Annotated[float, typer.Option(help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).",
-                                          metavar="X")] = 0.0,
-    latency_dist: Annotated[str, typer.Option(help="Synthetic latency distribution: uniform or lognormal.",
-                                              metavar="NAME")] = "uniform",
+    latency: Annotated[Optional[float], typer.Option(help="Mean seconds per job of the synthetic implementation.",
+                                                     metavar="S", show_default="0")] = None,
+    jitter: Annotated[Optional[float], typer.Option(
+        help="Synthetic latency spread (uniform: +-fraction; lognormal: log-sd).", metavar="X", show_default="0")] = None,
+    latency_dist: Annotated[Optional[str], typer.Option(help="Synthetic latency distribution: uniform or lognormal.",
+                                                        metavar="NAME", show_default="uniform")] = None,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model spec an llm worker serves (repeatable).",
                                                        metavar="SPEC", show_default="none")] = None,
     **options,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
-    import importlib
-
-    from agents.runconfig import ConfigError, RunConfig
-    from agents.worker import implementations, serve
-    from bus.auth import SecretError, load_secret
-    from bus.curve import load_public_key
-    from bus.timing import BusTiming
+    from autocomp_zmq.agents import registry
+    from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
+    from autocomp_zmq.agents.worker import serve
+    from autocomp_zmq.bus.auth import SecretError, load_secret
+    from autocomp_zmq.bus.curve import load_public_key
+    from autocomp_zmq.bus.timing import BusTiming
     logsetup.configure()
-    roles = ("planner", "coder", "repairer", "evaluator")
-    if role not in roles:
-        _fail(f"unknown role {role!r}; choose from {', '.join(roles)}")
-    impls = implementations(role)
-    name = impl or next(iter(impls))
-    if name not in impls:
-        _fail(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
-    module, _, attr = impls[name].partition(":")
-    implementation_class = getattr(importlib.import_module(module), attr)   # only this one's dependencies
     try:
+        implementation_class = registry.load(role, impl)       # imports only this one's dependencies
         cfg = RunConfig(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        from agents.llm.specs import CallOptions
-        implementation = implementation_class(target=target, latency_s=latency, jitter=jitter, latency_dist=latency_dist,
-                                     models=model or [],
-                                     call_options=CallOptions(timeout_s=cfg.call_timeout_s,
-                                                              max_retries=cfg.call_retries,
-                                                              temperature=cfg.temperature,
-                                                              reasoning_effort=cfg.reasoning_effort,
-                                                              max_tokens=cfg.max_tokens))
+        from autocomp_zmq.agents.llm.specs import CallOptions
+        offered = {"target": target, "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
+                   "latency_dist": latency_dist or "uniform",
+                   "call_options": CallOptions(timeout_s=cfg.call_timeout_s, max_retries=cfg.call_retries,
+                                               temperature=cfg.temperature, reasoning_effort=cfg.reasoning_effort,
+                                               max_tokens=cfg.max_tokens)}
+        # set on the command line but not taken by this implementation: an error, never silently dropped
+        flags = (("models", "--model", model), ("latency_s", "--latency", latency), ("jitter", "--jitter", jitter),
+                 ("latency_dist", "--latency-dist", latency_dist))
+        given = {option: flag for option, flag, value in flags if value is not None}
+        implementation = registry.construct(implementation_class, offered, given)
     except (ConfigError, SecretError, OSError, ValueError, UnknownTargetError) as exc:
         _fail(str(exc))
     raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
@@ -324,7 +328,7 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
         console.print(table)
 
 
-from agents.inspect_cli import register as _register_inspect  # noqa: E402
+from autocomp_zmq.agents.inspect_cli import register as _register_inspect  # noqa: E402
 _register_inspect(app, console, err)
 
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agents.callview import Call, CandidateIndex, Usage, total, usage
-from agents.runview import first_line, plural
+from autocomp_zmq.agents.callview import Call, CandidateIndex, Usage, total, usage
+from autocomp_zmq.agents.runview import first_line, plural
 
 PREFIX_HEAD_LINES = 12   # lines of the shared prompt prefix printed without --full
 

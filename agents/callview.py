@@ -16,7 +16,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
-from agents.runstore import text_of
+from autocomp_zmq.agents.runstore import text_of
 
 NEW_COLUMNS = ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
                "prefix_id", "prompt_id", "answer_id", "reasoning_id")

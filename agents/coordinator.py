@@ -18,15 +18,13 @@ from typing import Callable
 import msgspec
 import structlog
 
-from agents.failures import FailureTally, reason_of
-from agents.llm.pricing import PriceBook, job_worst_case, usage_of
-from agents.llm.specs import SpecError, parse_spec
-from agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
-from agents.runstore import RunStore
-from bus.transport import Event, Peer, Transport
-from protocols import control
-from protocols.envelope import ProtocolError
-from protocols.jobs import ROLE_OF_KIND, Answer, EvalReport, Failure, ModelCall, decode_failure, decode_result, raw
+from autocomp_zmq.agents.failures import FailureTally, reason_of
+from autocomp_zmq.agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
+from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.bus.transport import Event, Peer, Transport
+from autocomp_zmq.protocols import control
+from autocomp_zmq.protocols.envelope import ProtocolError
+from autocomp_zmq.protocols.jobs import ROLE_OF_KIND, Answer, EvalReport, Failure, ModelCall, decode_failure, decode_result, raw
 
 log = structlog.get_logger("agents.coordinator")
 # Evaluations first: they are on the critical path and the expensive resource.
@@ -41,14 +39,21 @@ class LeasePolicy:
     unserved_warn_s: float = 30.0      # warn when queued jobs have had no agent of their role/model this long
 
 
+def _unknown_price(_) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class CostPolicy:
     """--max-cost: a hard ceiling in USD. A model job starts only if what was spent, plus the worst case of
-    every job in flight, plus its own worst case (agents/llm/pricing.py job_worst_case: its prompt and
-    --max-tokens at the model's price) stays within it. Calls are priced from the tokens the provider reports."""
+    every job in flight, plus its own worst case stays within it. The prices are two functions (a run gets
+    them from the LLM price book, agents/llm/pricing.py cost_functions): what a finished call cost, from the
+    tokens the provider reported, and the most a job can cost before it starts (its prompt and --max-tokens
+    at the model's price). None from either means the price is unknown: the call keeps the agent's own
+    figure, the job counts 0 toward the cap (a run with --max-cost refuses such models up front)."""
     max_usd: float | None = None
-    prices: PriceBook = field(default_factory=PriceBook)
-    max_tokens: int = 32000            # --max-tokens: the output limit of a call's last try
+    call_cost: Callable[[ModelCall], float | None] = _unknown_price
+    job_worst_case: Callable[[Job], float | None] = _unknown_price
 
 
 @dataclass
@@ -262,10 +267,7 @@ class Coordinator:
         """Price a call from its token counts (the agent's own figure only for a model without a known price),
         record it and add it to what was spent."""
         if priced is None:
-            try:
-                cost = self.cost.prices.cost(parse_spec(call.model), usage_of(call))
-            except SpecError:          # a plug-in agent's model: its own figure
-                cost = None
+            cost = self.cost.call_cost(call)
             priced = cost is not None
             if priced:
                 call.cost = cost
@@ -279,12 +281,7 @@ class Coordinator:
         --max-cost does not start with one). Computed once per job: a job the cap holds back is asked again
         on every turn of the loop, and its worst case depends only on what the job is."""
         if job.id not in self._worst:
-            try:
-                cost = job_worst_case(self.cost.prices, parse_spec(job.model), job.kind, job.payload,
-                                      self.cost.max_tokens)
-            except SpecError:
-                cost = None
-            self._worst[job.id] = cost or 0.0
+            self._worst[job.id] = self.cost.job_worst_case(job) or 0.0
         return self._worst[job.id]
 
     def _reach_cap(self) -> None:

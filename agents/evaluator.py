@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from hw_runners import get_target
-from hw_runners.base import ProblemSizeError, UnknownIsaError, UnknownProblemError
-from hw_runners.problemfile import DefinitionError
-from protocols.jobs import EvalReport, EvalRequest
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import ProblemSizeError, UnknownIsaError, UnknownProblemError
+from autocomp_zmq.hw_runners.problemfile import DefinitionError
+from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest
 
 
 class TargetEvaluator:
     """Evaluates on the target named at start-up; rejects jobs for any other."""
 
-    def __init__(self, target: str = "gemmini-sim", **options) -> None:
+    def __init__(self, target: str = "gemmini-sim") -> None:
         self.target_name = target
         self.target = get_target(target)
         self.name = target
@@ -33,5 +33,3 @@ class TargetEvaluator:
             raise ValueError(exc.args[0]) from None
         return self.target.evaluate(prob, req.code, seed=req.seed)
 
-
-IMPLEMENTATIONS = {"target": "agents.evaluator:TargetEvaluator", "synthetic": "agents.synthetic:SyntheticEvaluator"}

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agents.callprint import calls_json, print_calls, print_candidate, unpriced_note, usage_table
-from agents.callview import CandidateIndex, combined
-from agents.runview import RunView, RunViewError, clip, connect, latency_unit, list_runs, load, plural
+from autocomp_zmq.agents.callprint import calls_json, print_calls, print_candidate, unpriced_note, usage_table
+from autocomp_zmq.agents.callview import CandidateIndex, combined
+from autocomp_zmq.agents.runview import RunView, RunViewError, clip, connect, latency_unit, list_runs, load, plural
 
 RUNS_DIR = Path("runs")   # where `run` puts runs without --out (relative to the working directory)
 RunDirArg = Annotated[Path, typer.Argument(help="Run directory (the --out of `run`).", metavar="RUN_DIR",
@@ -84,7 +84,7 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
                output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write.",
                                                               show_default="RUN_DIR/report.html")] = None) -> None:
         """Write one self-contained HTML page with plots of a run (no scripts, nothing fetched)."""
-        from agents.report import render
+        from autocomp_zmq.agents.report import render
         view = view_of(run_dir, details=True)
         path = output or Path(run_dir) / "report.html"
         try:

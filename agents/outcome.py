@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agents.coordinator import Coordinator
-from agents.failures import KIND_WORDS, reason_of
-from agents.policy import SearchPolicy
-from agents.runconfig import RunConfig
-from agents.rundir import fallback_dir, rescue_store, write_atomic
-from agents.runstore import RunStore
+from autocomp_zmq.agents.coordinator import Coordinator
+from autocomp_zmq.agents.failures import KIND_WORDS, reason_of
+from autocomp_zmq.agents.policy import SearchPolicy
+from autocomp_zmq.agents.runconfig import RunConfig
+from autocomp_zmq.agents.rundir import fallback_dir, rescue_store, write_atomic
+from autocomp_zmq.agents.runstore import RunStore
 
 
 def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:

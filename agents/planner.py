@@ -1,7 +1,17 @@
 """Planner role (phase 1): pick ONE optimization from the menu that survived
-dropout and describe the concrete transformation."""
+dropout and describe the concrete transformation.
+
+What an implementation of this role provides; agents/registry.py lists the implementations (heuristic, llm,
+synthetic and plug-ins) and a worker runs one of them."""
 from __future__ import annotations
 
-# module:class, imported only by the worker that runs it (a heuristic planner never loads the LLM SDKs)
-IMPLEMENTATIONS = {"heuristic": "agents.heuristic:HeuristicAgent", "llm": "agents.llm.agent:LLMAgent",
-                   "synthetic": "agents.synthetic:SyntheticPlanner"}
+from typing import Literal, Protocol
+
+from autocomp_zmq.protocols.jobs import PlanRequest, PlanResult
+
+
+class Planner(Protocol):
+    name: str
+    models: list[str]       # the model specs it answers for: the coordinator routes each job by its model
+
+    def handle(self, kind: Literal["plan"], request: PlanRequest) -> PlanResult: ...

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from protocols.jobs import Answer, EvalRequest, Problem, Request
+from autocomp_zmq.protocols.jobs import Answer, EvalRequest, Problem, Request
 
 
 def content_id(*parts: Any) -> str:

@@ -8,10 +8,10 @@ import dataclasses
 import tomllib
 from pathlib import Path
 
-from hw_runners.base import ProblemSizeError, Target, UnknownIsaError, UnknownProblemError
-from hw_runners.base import Problem as TargetProblem
-from hw_runners.problemfile import DefinitionError, read, scan
-from protocols.jobs import Problem, ProblemDefinition
+from autocomp_zmq.hw_runners.base import ProblemSizeError, Target, UnknownIsaError, UnknownProblemError
+from autocomp_zmq.hw_runners.base import Problem as TargetProblem
+from autocomp_zmq.hw_runners.problemfile import DefinitionError, read, scan
+from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
 
 
 class ProblemSourceError(ValueError):

@@ -10,10 +10,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agents.console import latency_text, make_console
+from autocomp_zmq.agents.console import latency_text, make_console
 
 if TYPE_CHECKING:
-    from agents.coordinator import Coordinator
+    from autocomp_zmq.agents.coordinator import Coordinator
 
 
 class Progress:

@@ -12,11 +12,11 @@ import math
 import time
 from html import escape
 
-from agents.report_cands import (CSS as CANDIDATE_CSS, DIFF_ADD, DIFF_DEL, LINEAGE_DIFF_LINES, candidates_section,
+from autocomp_zmq.agents.report_cands import (CSS as CANDIDATE_CSS, DIFF_ADD, DIFF_DEL, LINEAGE_DIFF_LINES, candidates_section,
                                  diff_html)
-from agents.callprint import unpriced_note
-from agents.callview import combined
-from agents.runview import Node, RunView, clip, plural
+from autocomp_zmq.agents.callprint import unpriced_note
+from autocomp_zmq.agents.callview import combined
+from autocomp_zmq.agents.runview import Node, RunView, clip, plural
 
 PLOT_COLOURS = {"plot-speedup": "#1c7ed6", "plot-cost": "#f08c00", "plot-tree": "#ae3ec9",
                 "plot-options": "#0ca678"}

@@ -13,8 +13,8 @@ from __future__ import annotations
 import difflib
 from html import escape
 
-from agents.callview import Call, CandidateIndex, total
-from agents.runview import RunView, first_line, plural
+from autocomp_zmq.agents.callview import Call, CandidateIndex, total
+from autocomp_zmq.agents.runview import RunView, first_line, plural
 
 PLAN_BG, FEEDBACK_BG, ERROR_BG = "#fff3bf", "#e7f5ff", "#fff0f6"
 DIFF_ADD, DIFF_DEL = "#d3f9d8", "#ffe3e3"

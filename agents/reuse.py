@@ -17,8 +17,8 @@ from typing import Any
 
 import platformdirs
 
-from agents.rundir import write_atomic
-from agents.runstore import RunStore
+from autocomp_zmq.agents.rundir import write_atomic
+from autocomp_zmq.agents.runstore import RunStore
 
 TRACE_FORMAT = 1
 LIBRARY_ENV = "AUTOCOMP_SCHEDULE_LIBRARY"   # overrides the default library directory (e.g. for a cluster)

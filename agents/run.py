@@ -20,27 +20,27 @@ import msgspec
 import structlog
 import zmq
 
-from agents import logsetup
-from agents.coordinator import Coordinator, CostPolicy, LeasePolicy
-from agents.llm.pricing import PRICES_HELP, PriceBook, PriceError
-from agents.llm.specs import ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
-from agents.outcome import save_results, summarize
-from agents.progress import Progress
-from agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
-from agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
-from agents import problemsource, reuse
-from agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
+from autocomp_zmq.agents import logsetup
+from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
+from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
+from autocomp_zmq.agents.llm.specs import ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
+from autocomp_zmq.agents.outcome import save_results, summarize
+from autocomp_zmq.agents.progress import Progress
+from autocomp_zmq.agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
+from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
+from autocomp_zmq.agents import problemsource, reuse
+from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
                              start_code)
-from agents.runstore import STORE_FORMAT, RunStore
-from agents.policy import SearchPolicy
-from agents.search import BeamSearch, SearchConfig
-from bus.auth import SecretError, load_secret, write_secret
-from bus.curve import create_server_keys, load_keys
-from bus.router import Router
-from bus.timing import BusTiming
-from hw_runners import get_target
-from hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
-from protocols.jobs import Problem, ProblemDefinition
+from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore
+from autocomp_zmq.agents.policy import SearchPolicy
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
+from autocomp_zmq.bus.curve import create_server_keys, load_keys
+from autocomp_zmq.bus.router import Router
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
+from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
 
 log = structlog.get_logger("agents.run")
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -94,7 +94,7 @@ def _check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
 def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
     if cfg.replay or not cfg.preflight:
         return
-    from agents.llm.preflight import check_endpoints   # imports the SDKs: only when a model is hosted
+    from autocomp_zmq.agents.llm.preflight import check_endpoints   # imports the SDKs: only when a model is hosted
     hosted = [s for role_specs in specs.values() for s in role_specs if not s.offline]
     if hosted:
         problems = check_endpoints(hosted)
@@ -280,7 +280,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
         raise RunError(f"cannot start the local agents: {exc}") from None
     watch = _RunDirWatch(run_dir, progress.update)
     coord = Coordinator(router, store, search, leases, on_progress=watch,
-                        cost=CostPolicy(max_usd=cfg.max_cost, prices=prices, max_tokens=cfg.max_tokens),
+                        cost=CostPolicy(cfg.max_cost, *cost_functions(prices, cfg.max_tokens)),
                         replay=replay, seeded=answers_from_seed)
     interrupted, failure = False, None
 
@@ -335,10 +335,17 @@ class _RunDirWatch:
                           note="the run goes on; its results will be written to a fallback directory")
 
 
+def worker_argv() -> list[str]:
+    """How to start this program again: by module where autocomp_zmq is installed (editable or not), by the
+    path of launch.py in a checkout that was never installed (launch.py binds the package to it)."""
+    if getattr(sys.modules.get("autocomp_zmq"), "__checkout__", False):
+        return [sys.executable, str(ROOT / "launch.py")]
+    return [sys.executable, "-m", "autocomp_zmq.launch"]
+
+
 def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,
                   impl: str | None = None, models: list[str] = ()) -> list[str]:
-    # by module, from ROOT: works in a checkout and from an installed package alike
-    cmd = [sys.executable, "-m", "launch", "worker", "--role", role, "--connect", endpoint,
+    cmd = [*worker_argv(), "worker", "--role", role, "--connect", endpoint,
            "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()), "--capacity", str(capacity)]
     if impl:
         cmd += ["--impl", impl]
@@ -375,8 +382,7 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
         for i, (role, capacity, impl, models, env) in enumerate(launches):
             with open(run_dir / "logs" / f"{role}-{i}.log", "ab") as logf:
                 procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
-                                              stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env,
-                                              cwd=ROOT))
+                                              stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env))
     except OSError:
         stop_agents(procs, grace_s=0)
         raise

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agents import reuse
-from agents.policy import eval_job
-from agents.runconfig import RunConfig
-from agents.runstore import RunStore
-from hw_runners.base import DescriptorError, IsaProfile, Target, menu_entries
-from protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
-from agents.search import PriorTrace
+from autocomp_zmq.agents import reuse
+from autocomp_zmq.agents.policy import eval_job
+from autocomp_zmq.agents.runconfig import RunConfig
+from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.hw_runners.base import DescriptorError, IsaProfile, Target, menu_entries
+from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
+from autocomp_zmq.agents.search import PriorTrace
 
 
 class RunError(RuntimeError):
@@ -44,7 +44,7 @@ def no_offline_moves(planners, problem: Problem) -> str:
     kernel ("" when the heuristic has moves for the problem, or when a model plans)."""
     if not planners or not all(s.offline for s in planners):
         return ""
-    from agents.heuristic import unsupported
+    from autocomp_zmq.agents.heuristic import unsupported
     why = unsupported(problem)
     return f"no offline moves for this problem; use --model ({why})" if why else ""
 
@@ -77,7 +77,7 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
     evaluators are remote (this host may not have the target's hardware)."""
     if cfg.evaluators == 0 or not cfg.check_start:
         return None
-    from agents.evaluator import TargetEvaluator
+    from autocomp_zmq.agents.evaluator import TargetEvaluator
     job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
     result = TargetEvaluator(cfg.target).handle("eval", request)
     if not result.correct:

@@ -16,7 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result, to_json
+from autocomp_zmq.protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result, to_json
 
 # What resume can read back: 2 = typed payloads, evaluation results with latency + latency_unit; 3 = model
 # jobs identified by their sample index, model calls with their texts and full token counts. Stores without

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
-from agents.rundir import is_locked
+from autocomp_zmq.agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
+from autocomp_zmq.agents.rundir import is_locked
 
 
 class RunViewError(RuntimeError):

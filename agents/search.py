@@ -19,11 +19,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from agents.allocation import ALLOCATIONS, ModelAllocation
-from agents.policy import (IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, never_seeded,
+from autocomp_zmq.agents.allocation import ALLOCATIONS, ModelAllocation
+from autocomp_zmq.agents.policy import (IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, never_seeded,
                            seed_of)
-from agents.runstore import RunStore
-from protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
+from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
                             PlanResult, Problem, RepairRequest)
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule

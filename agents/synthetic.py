@@ -15,8 +15,8 @@ import math
 import statistics
 import time
 
-from protocols.envelope import encode
-from protocols.jobs import CodeResult, EvalReport, Plan, PlanResult, Request
+from autocomp_zmq.protocols.envelope import encode
+from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, Plan, PlanResult, Request
 
 
 def digest(request: Request) -> str:
@@ -34,8 +34,7 @@ class _Sleeper:
     name = "synthetic"
     models = ["synthetic"]
 
-    def __init__(self, latency_s: float = 0.0, jitter: float = 0.0, latency_dist: str = "uniform",
-                 **options) -> None:
+    def __init__(self, latency_s: float = 0.0, jitter: float = 0.0, latency_dist: str = "uniform") -> None:
         if latency_dist not in ("uniform", "lognormal"):
             raise ValueError(f"latency distribution must be uniform or lognormal, not {latency_dist!r}")
         self.latency_s = latency_s

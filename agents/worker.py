@@ -9,21 +9,19 @@ with parent_pid exits when that process (the coordinator) is gone.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import socket
 import threading
 import time
-from importlib.metadata import entry_points
 from typing import Protocol
 
 import structlog
 
-from bus.dealer import Dealer
-from bus.timing import BusTiming
-from protocols.control import NO_PAYLOAD, Hello, Job, Result
-from protocols.envelope import ProtocolError, encode
-from protocols.jobs import RESULTS, Answer, Failure, ModelCall, Request, decode_request, decode_result, raw
+from autocomp_zmq.bus.dealer import Dealer
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.protocols.control import NO_PAYLOAD, Hello, Job, Result
+from autocomp_zmq.protocols.envelope import ProtocolError, encode
+from autocomp_zmq.protocols.jobs import RESULTS, Answer, Failure, ModelCall, Request, decode_request, decode_result, raw
 
 log = structlog.get_logger("agents.worker")
 
@@ -41,18 +39,6 @@ class Implementation(Protocol):
     models: list[str]
 
     def handle(self, kind: str, request: Request) -> Answer: ...
-
-
-def implementations(role: str) -> dict[str, str]:
-    """name -> "module:Class" of every implementation of a role: the built-in ones (the role module's
-    IMPLEMENTATIONS) and those other packages register in the `autocomp_zmq.agents` entry-point group
-    under "ROLE.NAME" (e.g. `planner.mine = "my_pkg.agents:MyPlanner"`). Nothing is imported here."""
-    impls = dict(importlib.import_module(f"agents.{role}").IMPLEMENTATIONS)
-    for ep in entry_points(group="autocomp_zmq.agents"):
-        ep_role, _, name = ep.name.partition(".")
-        if ep_role == role and name:
-            impls[name] = ep.value
-    return impls
 
 
 def call_record(model: str, request: Request, started: float, outcome: str = "ok") -> ModelCall:

@@ -21,6 +21,8 @@ an export of the commit before the gate:
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import math
 import secrets
@@ -36,14 +38,32 @@ import zmq
 ROOT = Path(__file__).resolve().parents[1]
 MB, MiB = 1000 * 1000, 1024 * 1024
 
+
+def use_checkout(root):
+    """Make the checkout at root importable whatever its layout, and give the prefix of its module names: one
+    autocomp_zmq namespace (bound to that folder, whatever is installed), or the top-level packages of
+    checkouts from before it. Runs here and, by its source, in the children."""
+    import sys
+    import types
+    from pathlib import Path
+    root = Path(root)
+    sys.path.insert(0, str(root))
+    if "autocomp_zmq" not in (root / "launch.py").read_text():
+        return ""
+    pkg = types.ModuleType("autocomp_zmq")
+    pkg.__path__ = [str(root)]
+    sys.modules["autocomp_zmq"] = pkg
+    return "autocomp_zmq."
+
+
+PRELUDE = inspect.getsource(use_checkout) + "import importlib, sys\nNS = use_checkout(sys.argv[1])\n"
 # The child: a bare Router that reports each change of its rejection count on stdout.
-CHILD = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
+CHILD = PRELUDE + r"""
+import json, time
 import structlog
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout carries the reports
-from bus.router import Router
-from bus.timing import BusTiming
+Router = importlib.import_module(NS + "bus.router").Router
+BusTiming = importlib.import_module(NS + "bus.timing").BusTiming
 router = Router(["tcp://127.0.0.1:*"], bytes.fromhex(sys.argv[2]), "bench", BusTiming(heartbeat_s=0.5))
 print(json.dumps({"endpoint": router.endpoints[0]}), flush=True)
 last = 0
@@ -140,16 +160,15 @@ def run_attack(root: Path, modules: dict, frames: list, authenticated: bool, set
 def load(root: Path, with_gate: bool) -> dict:
     """The frame limit (and the gate, if any) of the checkout under test. The limit comes from a child
     so that a baseline checkout's modules never mix with this one's; only --root's gate is imported."""
-    code = (f"import sys, json; sys.path.insert(0, {str(root)!r}); from protocols import envelope as e; "
-            "import importlib.util as u; print(json.dumps({'frame': e.MAX_FRAME_BYTES, 'protocol': e.PROTOCOL.decode(), "
-            "'gate': u.find_spec('bus.gate') is not None}))")
-    info = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                     cwd=root).stdout)
+    code = PRELUDE + ("import json, importlib.util as u; e = importlib.import_module(NS + 'protocols.envelope'); "
+                      "print(json.dumps({'frame': e.MAX_FRAME_BYTES, 'protocol': e.PROTOCOL.decode(), "
+                      "'gate': NS + 'bus.gate' if u.find_spec(NS + 'bus.gate') else None}))")
+    info = json.loads(subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True,
+                                     check=True, cwd=root).stdout)
     modules = {"frame": info["frame"], "protocol": info["protocol"].encode()}
-    if info["gate"] and with_gate:
-        sys.path.insert(0, str(root))
-        import importlib
-        modules["gate"] = importlib.import_module("bus.gate")
+    if info["gate"] and with_gate:       # this script imports nothing else of the product: --root's gate it is
+        use_checkout(root)
+        modules["gate"] = importlib.import_module(info["gate"])
     return modules
 
 

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hw_runners import get_target  # noqa: E402
-from hw_runners.gemmini_sim import target as gemmini_target  # noqa: E402
-from hw_runners.gemmini_sim.timing import TimingConfig  # noqa: E402
+from autocomp_zmq.hw_runners import get_target  # noqa: E402
+from autocomp_zmq.hw_runners.gemmini_sim import target as gemmini_target  # noqa: E402
+from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig  # noqa: E402
 
 ROLES = ("naive", "tuned", "hwloop", "library")
 ORDERED = ("naive", "tuned", "hwloop")

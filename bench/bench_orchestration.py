@@ -26,18 +26,18 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agents import logsetup  # noqa: E402
-from agents.coordinator import Coordinator  # noqa: E402
-from agents.llm.specs import answers_from_seed  # noqa: E402
-from agents.runstore import RunStore  # noqa: E402
-from agents.search import BeamSearch, SearchConfig  # noqa: E402
-from agents.synthetic import synthetic_latency  # noqa: E402
-from bus.auth import create_secret  # noqa: E402
-from bus.router import Router  # noqa: E402
-from bus.timing import BusTiming  # noqa: E402
-from protocols.control import Ack, Job  # noqa: E402
-from protocols.envelope import MessageType  # noqa: E402
-from protocols.jobs import EvalRequest, MenuOption, Problem, raw  # noqa: E402
+from autocomp_zmq.agents import logsetup  # noqa: E402
+from autocomp_zmq.agents.coordinator import Coordinator  # noqa: E402
+from autocomp_zmq.agents.llm.specs import answers_from_seed  # noqa: E402
+from autocomp_zmq.agents.runstore import RunStore  # noqa: E402
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig  # noqa: E402
+from autocomp_zmq.agents.synthetic import synthetic_latency  # noqa: E402
+from autocomp_zmq.bus.auth import create_secret  # noqa: E402
+from autocomp_zmq.bus.router import Router  # noqa: E402
+from autocomp_zmq.bus.timing import BusTiming  # noqa: E402
+from autocomp_zmq.protocols.control import Ack, Job  # noqa: E402
+from autocomp_zmq.protocols.envelope import MessageType  # noqa: E402
+from autocomp_zmq.protocols.jobs import EvalRequest, MenuOption, Problem, raw  # noqa: E402
 
 PROBLEM = Problem(target="gemmini-sim", name="synthetic", family="gemm", description="synthetic")
 MENU = [MenuOption(id=f"opt-{i}", title=f"option {i}", description="synthetic") for i in range(10)]

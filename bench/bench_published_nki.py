@@ -46,9 +46,9 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hw_runners.base import Problem  # noqa: E402
-from hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec, load_specs  # noqa: E402
-from hw_runners.trainium_sim.target import TrainiumSim  # noqa: E402
+from autocomp_zmq.hw_runners.base import Problem  # noqa: E402
+from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec, load_specs  # noqa: E402
+from autocomp_zmq.hw_runners.trainium_sim.target import TrainiumSim  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = ROOT / "problems" / "trainium"

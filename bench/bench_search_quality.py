@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agents import logsetup  # noqa: E402
-from agents.run import RunConfig, execute  # noqa: E402
-from hw_runners import get_target  # noqa: E402
+from autocomp_zmq.agents import logsetup  # noqa: E402
+from autocomp_zmq.agents.run import RunConfig, execute  # noqa: E402
+from autocomp_zmq.hw_runners import get_target  # noqa: E402
 
 
 def geomean(xs: list[float]) -> float:

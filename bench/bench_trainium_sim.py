@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hw_runners import get_target  # noqa: E402
+from autocomp_zmq.hw_runners import get_target  # noqa: E402
 
 
 def calibration(groups: list[str] | None) -> int:

@@ -16,9 +16,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agents.heuristic import unsupported
-from agents.problemsource import wire
-from agents.run import RunError
+from autocomp_zmq.agents.heuristic import unsupported
+from autocomp_zmq.agents.problemsource import wire
+from autocomp_zmq.agents.run import RunError
 
 BUDGETS = (25, 50, 100)
 

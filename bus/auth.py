@@ -15,7 +15,7 @@ import stat
 from collections import OrderedDict
 from pathlib import Path
 
-from protocols.envelope import ProtocolError
+from autocomp_zmq.protocols.envelope import ProtocolError
 
 SECRET_BYTES = 32
 

@@ -21,13 +21,13 @@ import time
 import structlog
 import zmq
 
-from bus import gate
-from bus.auth import Signer
-from bus.limits import RejectLog, recv_bounded
-from bus.timing import BusTiming
-from bus.wire import Codec, Message
-from protocols.control import Control, Disconnect, Error, Heartbeat, Hello, Result, Welcome
-from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType,
+from autocomp_zmq.bus import gate
+from autocomp_zmq.bus.auth import Signer
+from autocomp_zmq.bus.limits import RejectLog, recv_bounded
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.bus.wire import Codec, Message
+from autocomp_zmq.protocols.control import Control, Disconnect, Error, Heartbeat, Hello, Result, Welcome
+from autocomp_zmq.protocols.envelope import (MAX_BODY_BYTES, MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType,
                                 ProtocolError, encode)
 
 log = structlog.get_logger("bus.dealer")

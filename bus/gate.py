@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import zmq
 from zmq.utils import z85
 
-from bus.limits import RejectLog
+from autocomp_zmq.bus.limits import RejectLog
 
 USERNAME = b"autocomp-agent"
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"   # fixed by RFC 27: one handler per context

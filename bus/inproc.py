@@ -19,11 +19,11 @@ import time
 from collections import deque
 from typing import Callable
 
-from bus.timing import BusTiming
-from bus.transport import Event, Peer
-from bus.wire import Message
-from protocols.control import Control, Disconnect, Job
-from protocols.envelope import MessageType
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.bus.transport import Event, Peer
+from autocomp_zmq.bus.wire import Message
+from autocomp_zmq.protocols.control import Control, Disconnect, Job
+from autocomp_zmq.protocols.envelope import MessageType
 
 
 class InProcTransport:

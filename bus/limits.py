@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import zmq
 
-from protocols.envelope import ProtocolError
+from autocomp_zmq.protocols.envelope import ProtocolError
 
 REASONS = (
     "bad_credentials",   # refused during the connection handshake (the gate): no run secret

@@ -14,14 +14,14 @@ from collections import Counter
 import structlog
 import zmq
 
-from bus import gate
-from bus.auth import Signer
-from bus.limits import RejectLog, recv_bounded
-from bus.timing import BusTiming
-from bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
-from bus.wire import Codec
-from protocols.control import Control, Disconnect, Error, Heartbeat, Welcome
-from protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, ProtocolError
+from autocomp_zmq.bus import gate
+from autocomp_zmq.bus.auth import Signer
+from autocomp_zmq.bus.limits import RejectLog, recv_bounded
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
+from autocomp_zmq.bus.wire import Codec
+from autocomp_zmq.protocols.control import Control, Disconnect, Error, Heartbeat, Welcome
+from autocomp_zmq.protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, ProtocolError
 
 log = structlog.get_logger("bus.router")
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from bus.timing import BusTiming
-from protocols.control import Control
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.protocols.control import Control
 
 if TYPE_CHECKING:
-    from bus.wire import Message
+    from autocomp_zmq.bus.wire import Message
 
 
 @dataclass

@@ -5,10 +5,10 @@ import itertools
 import secrets
 from dataclasses import dataclass
 
-from bus.auth import ReplayGuard, Signer
-from bus.limits import Rejected
-from protocols.control import CONTROL, Control
-from protocols.envelope import (MAX_BODY_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, PROTOCOL, Header, MessageType,
+from autocomp_zmq.bus.auth import ReplayGuard, Signer
+from autocomp_zmq.bus.limits import Rejected
+from autocomp_zmq.protocols.control import CONTROL, Control
+from autocomp_zmq.protocols.envelope import (MAX_BODY_BYTES, MAX_FRAMES, MAX_HEADER_BYTES, PROTOCOL, Header, MessageType,
                                 MINOR_VERSION, ProtocolError, decode, encode, parse_header)
 
 

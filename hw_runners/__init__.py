@@ -17,6 +17,6 @@ def load_builtin_targets() -> None:
         ep.load()
 
 
-from hw_runners.base import EvalResult, Problem, Target, get_target, register, target_names  # noqa: E402
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, get_target, register, target_names  # noqa: E402
 
 __all__ = ["EvalResult", "Problem", "Target", "get_target", "register", "target_names"]

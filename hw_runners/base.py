@@ -25,7 +25,7 @@ import tomllib
 
 import psutil
 
-from protocols.jobs import EvalReport, ProblemDefinition
+from autocomp_zmq.protocols.jobs import EvalReport, ProblemDefinition
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"   # prompts/<target>/ holds each target's pack
 
@@ -259,7 +259,7 @@ class Target(abc.ABC):
     def problem_from_definition(self, definition: ProblemDefinition) -> Problem:
         """The problem a user's problem file defines (hw_runners/problemfile.py reads and checks the common
         fields); raises problemfile.DefinitionError naming the file and the field."""
-        from hw_runners.problemfile import DefinitionError
+        from autocomp_zmq.hw_runners.problemfile import DefinitionError
         raise DefinitionError(f"{definition.path}: target: {self.name} does not take problem files")
 
     @abc.abstractmethod
@@ -286,13 +286,13 @@ def register(name: str):
 
 
 def target_names() -> list[str]:
-    from hw_runners import load_builtin_targets
+    from autocomp_zmq.hw_runners import load_builtin_targets
     load_builtin_targets()
     return sorted(_REGISTRY)
 
 
 def target_class(name: str) -> type[Target]:
-    from hw_runners import load_builtin_targets
+    from autocomp_zmq.hw_runners import load_builtin_targets
     load_builtin_targets()
     try:
         return _REGISTRY[name]

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from protocols.jobs import DEFINITION_BYTES, ProblemDefinition
+from autocomp_zmq.protocols.jobs import DEFINITION_BYTES, ProblemDefinition
 
 FILE_BYTES = 64 * 1024            # each file of a definition (the wire's Text limit)
 NAME_CHARS = 200                  # each file's name (the wire's Name limit)

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from hw_runners.definition_files import DefinitionError, materialize, read, relative, scan, toml_of
-from protocols.jobs import ProblemDefinition
+from autocomp_zmq.hw_runners.definition_files import DefinitionError, materialize, read, relative, scan, toml_of
+from autocomp_zmq.protocols.jobs import ProblemDefinition
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 KEYS = ("name", "target", "description", "signature", "family", "dims", "kernel", "reference", "tolerance",

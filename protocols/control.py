@@ -9,7 +9,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from protocols.envelope import Name, MessageType, Text
+from autocomp_zmq.protocols.envelope import Name, MessageType, Text
 
 Attempt = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 NO_PAYLOAD = msgspec.Raw(b"\xc0")   # msgpack nil: a result with nothing attached (Raw cannot be optional)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from protocols.envelope import Name, ProtocolError, Text, decode, encode
+from autocomp_zmq.protocols.envelope import Name, ProtocolError, Text, decode, encode
 
 ROLES = ("planner", "coder", "repairer", "evaluator")
 JOB_KINDS = ("plan", "code", "repair", "eval")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from sandbox.buildcache import cached_build, run_build
+from autocomp_zmq.sandbox.buildcache import cached_build, run_build
 
 _HERE = Path(__file__).parent
 # programs that include seccomp_filter.h: compile with -I HEADER_DIR, list SECCOMP_HEADER among the cached sources
@@ -85,6 +85,9 @@ class Outcome:
     timed_out: bool
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    # CPU time (user + system) the program and the descendants it waited for used, from the kernel's
+    # accounting at reaping: unlike wall time, not stretched by a loaded machine
+    cpu_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -143,12 +146,13 @@ class Sandboxed:
         finally:
             self._timer.cancel()
             kill_group(self.proc.pid)  # stragglers of a program that forked before dying
-        _, wstatus, _ = os.wait4(self.proc.pid, 0)   # ru_maxrss would include the evaluator's own pages
+        _, wstatus, usage = os.wait4(self.proc.pid, 0)   # (its ru_maxrss would include the evaluator's pages)
         self.proc.returncode = code = os.waitstatus_to_exitcode(wstatus)
         sig = -code if code < 0 else None
         notes = self.status.read_text().splitlines() if self.status.exists() else []
         return Outcome(returncode=None if sig else code, signal=sig, timed_out=self._timed_out.is_set(),
-                       wall_s=time.monotonic() - self.started, notes=notes)
+                       wall_s=time.monotonic() - self.started, notes=notes,
+                       cpu_s=usage.ru_utime + usage.ru_stime)
 
 
 def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[str, str]] | None = None,

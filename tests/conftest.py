@@ -1,19 +1,30 @@
-"""Shared fixtures. Tests run with the repository root importable (PYTHONPATH=. or not)."""
+"""Shared fixtures. The product is imported as autocomp_zmq (installed with `pip install -e .`, or bound here)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
+import zmq
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+if str(ROOT) not in sys.path:         # tests/ (tests.tiny_target, tests.system.runkit) is imported from here
     sys.path.insert(0, str(ROOT))
+if importlib.util.find_spec("autocomp_zmq") is None:
+    # not installed: the checkout is the autocomp_zmq package, as `python launch.py` binds it (subprocesses
+    # started by these tests then need the install: .ci/run and the README do `pip install -e .`)
+    _package = types.ModuleType("autocomp_zmq")
+    _package.__path__ = [str(ROOT)]
+    sys.modules["autocomp_zmq"] = _package
 
-from hw_runners import get_target  # noqa: E402
+from autocomp_zmq.hw_runners import get_target  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +43,24 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ.get("AUTOCOMP_SCHEDULE_LIBRARY", ""), ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def fast_tier_starts_nothing(request, monkeypatch):
+    """The fast tier's promise, enforced: a test not marked `system` that starts a process or opens a socket
+    (TCP/UDP/Unix, or ZeroMQ) fails at that call, saying so."""
+    if request.node.get_closest_marker("system"):
+        yield
+        return
+
+    def refuse(what: str):
+        def refused(*args, **kwargs):
+            raise AssertionError(f"a fast-tier test {what}: mark it pytest.mark.system, or keep it in process")
+        return refused
+
+    for owner, name in ((subprocess.Popen, "__init__"), (os, "fork"), (os, "forkpty"), (os, "posix_spawn"),
+                        (os, "posix_spawnp"), (os, "system"), (os, "execv"), (os, "execve")):
+        monkeypatch.setattr(owner, name, refuse(f"started a process ({owner.__name__}.{name})"))
+    monkeypatch.setattr(socket.socket, "__init__", refuse("opened a socket"))
+    monkeypatch.setattr(zmq.Context, "socket", refuse("opened a ZeroMQ socket"))
+    yield

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.failures import FailureTally, reason_of
-from agents.runconfig import ConfigError, RunConfig, max_local_evaluators, resume_config
-from agents.outcome import model_verdict
-from agents.runstore import RunStore
+from autocomp_zmq.agents.failures import FailureTally, reason_of
+from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, max_local_evaluators, resume_config
+from autocomp_zmq.agents.outcome import model_verdict
+from autocomp_zmq.agents.runstore import RunStore
 
 
 def test_wrong_types_are_named_errors():
@@ -123,7 +123,7 @@ def test_model_lease_covers_every_try_of_a_call():
 
 
 def test_worker_arguments_use_the_run_option_names():
-    from agents.runconfig import WORKER_OPTIONS, as_args
+    from autocomp_zmq.agents.runconfig import WORKER_OPTIONS, as_args
     cfg = RunConfig(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
     args = as_args(cfg, WORKER_OPTIONS)
     assert args == ["--heartbeat-s", "0.2", "--call-timeout-s", "600.0", "--call-retries", "1",
@@ -131,7 +131,7 @@ def test_worker_arguments_use_the_run_option_names():
 
 
 def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
-    from agents.run import RunError, execute
+    from autocomp_zmq.agents.run import RunError, execute
     store = RunStore(tmp_path / "run.db")       # format 1: no store_format mark, results with "cycles"
     store.set_meta("config", RunConfig().to_dict())
     store.set_meta("initial_code", "void solution() {}")

@@ -9,9 +9,9 @@ import functools
 import importlib
 import time
 
-from agents.heuristic.errors import HeuristicError
-from hw_runners.base import DescriptorError, UnknownTargetError, target_info
-from protocols.jobs import Answer, CodeResult, PlanResult, Problem, Request
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
+from autocomp_zmq.protocols.jobs import Answer, CodeResult, PlanResult, Problem, Request
 
 
 @functools.cache
@@ -48,11 +48,8 @@ class HeuristicAgent:
     name = "heuristic"
     models = ["heuristic"]
 
-    def __init__(self, **options) -> None:
-        pass  # no options
-
     def handle(self, kind: str, req: Request) -> Answer:
-        from agents.worker import call_record
+        from autocomp_zmq.agents.worker import call_record
         started = time.monotonic()
         agent = for_target(req.problem.target)
         if kind == "plan":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
 
 
 def choose_option(menu, seed: int, mutation_of: Callable, candidates_for: Callable, score: Callable,

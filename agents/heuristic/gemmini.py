@@ -12,12 +12,12 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, replace
 
-from agents.heuristic.choice import choose_option, variant_of
-from agents.heuristic.errors import HeuristicError
-from agents.heuristic.gemmini_codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
+from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.heuristic.gemmini_codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
                                               reference_schedule, render)
-from agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, score
-from protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, score
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 __all__ = ["GemminiHeuristic", "OPTION_MUTATIONS"]
 

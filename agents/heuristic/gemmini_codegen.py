@@ -7,9 +7,9 @@ import json
 import re
 from dataclasses import asdict
 
-from agents.heuristic import gemmini_conv, gemmini_gemm
-from agents.heuristic.gemmini_conv import ConvSchedule
-from agents.heuristic.gemmini_gemm import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS, GemmSchedule
+from autocomp_zmq.agents.heuristic import gemmini_conv, gemmini_gemm
+from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
+from autocomp_zmq.agents.heuristic.gemmini_gemm import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS, GemmSchedule
 
 HEADER = "// autocomp-schedule: "
 Schedule = GemmSchedule | ConvSchedule

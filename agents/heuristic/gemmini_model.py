@@ -4,8 +4,8 @@ and mvouts, and the stalls a missing double buffer or software pipeline leaves. 
 sizes and options with it; it never replaces an evaluation."""
 from __future__ import annotations
 
-from agents.heuristic.gemmini_conv import ConvSchedule
-from agents.heuristic.gemmini_gemm import BANK_ROWS, DIM, GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
+from autocomp_zmq.agents.heuristic.gemmini_gemm import BANK_ROWS, DIM, GemmSchedule
 
 ISSUE, LATENCY, ARRAY_LATENCY = 6, 64, 40   # CPU cycles per instruction, DMA latency, array latency
 

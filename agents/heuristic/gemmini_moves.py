@@ -7,9 +7,9 @@ import math
 from dataclasses import replace
 from itertools import product
 
-from agents.heuristic.gemmini_conv import ConvSchedule
-from agents.heuristic.gemmini_gemm import DIM, GemmSchedule
-from agents.heuristic.gemmini_model import conv_cycles, gemm_cycles
+from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
+from autocomp_zmq.agents.heuristic.gemmini_gemm import DIM, GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_model import conv_cycles, gemm_cycles
 
 Schedule = GemmSchedule | ConvSchedule
 

@@ -14,10 +14,10 @@ import math
 import random
 from dataclasses import asdict, replace
 
-from agents.heuristic.choice import choose_option, variant_of
-from agents.heuristic.errors import HeuristicError
-from agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedule, render
-from protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedule, render
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
 DMA_SETUP_US = 0.8

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 
-from agents.heuristic import (trainium_attention, trainium_conv, trainium_conv2d, trainium_cumsum, trainium_flash,
+from autocomp_zmq.agents.heuristic import (trainium_attention, trainium_conv, trainium_conv2d, trainium_cumsum, trainium_flash,
                               trainium_gemm, trainium_mamba, trainium_move, trainium_norm, trainium_rope)
 
 HEADER = "# autocomp-schedule: "

@@ -13,12 +13,12 @@ import asyncio
 import threading
 import time
 
-from agents.llm.parse import AnswerError, parse_code, parse_plan
-from agents.llm.prompts import Prompt, pack, render
-from agents.llm.providers import CallOptions, Client, Completion, root_cause
-from agents.llm.specs import first_limit, parse_spec
-from agents.worker import JobFailed
-from protocols.jobs import Answer, CodeResult, ModelCall, PlanResult, Request
+from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
+from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
+from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion, root_cause
+from autocomp_zmq.agents.llm.specs import first_limit, parse_spec
+from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.protocols.jobs import Answer, CodeResult, ModelCall, PlanResult, Request
 
 _FINISH_WORDS = {"refusal": "the model refused to answer", "content_filter": "the provider's content filter "
                  "blocked the answer", "empty": "the provider returned no answer"}
@@ -28,7 +28,7 @@ class LLMAgent:
     name = "llm"
 
     def __init__(self, models: list[str] | tuple[str, ...] = (), concurrency: int = 8,
-                 call_options: CallOptions = CallOptions(), **options) -> None:
+                 call_options: CallOptions = CallOptions()) -> None:
         specs = [parse_spec(m) for m in models]
         if not specs or any(s.offline for s in specs):
             raise ValueError("the llm implementation needs --model specs of hosted or OpenAI-compatible models")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from protocols.jobs import Plan
+from autocomp_zmq.protocols.jobs import Plan
 
 # Accepted code fence tags by kernel language (a target's descriptor may name its own).
 FENCE_TAGS = {"c": ("c", "cpp", "c++", "h", "cc"), "python": ("python", "py", "python3")}

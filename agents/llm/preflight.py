@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import anthropic
 import openai
 
-from agents.llm.providers import root_cause
-from agents.llm.specs import ModelSpec
+from autocomp_zmq.agents.llm.providers import root_cause
+from autocomp_zmq.agents.llm.specs import ModelSpec
 
 SHOWN_MODELS = 8   # how many of an endpoint's models an error lists
 

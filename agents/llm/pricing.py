@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.llm.specs import ModelSpec, first_limit, parse_spec
+from autocomp_zmq.agents.llm.specs import ModelSpec, SpecError, first_limit, parse_spec
 
 PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
 PRICES_HELP = ('give one in a prices file (--prices FILE, a TOML table ["MODEL_SPEC"] with input = and output = in '
@@ -164,7 +164,7 @@ def job_worst_case(book: PriceBook, spec: ModelSpec, kind: str, request, max_tok
     """The most a plan, code or repair job can cost: its first call at half of max_tokens and, if that answer
     is cut off, one more at max_tokens (agents/llm/agent.py), each with its prompt at one token per byte (a
     byte-level tokenizer never makes more tokens than bytes) and every prompt token at the dearest input price."""
-    from agents.llm.prompts import render
+    from autocomp_zmq.agents.llm.prompts import render
     try:
         prompt_bytes = len(render(kind, request).text.encode())
     except ValueError:   # no prompt pack here (a plug-in agent's target): the request plus more than any pack
@@ -175,3 +175,21 @@ def job_worst_case(book: PriceBook, spec: ModelSpec, kind: str, request, max_tok
     limits = (first, max_tokens) if first < max_tokens else (first,)
     costs = [book.worst_case(spec, tokens_in, limit) for limit in limits]
     return None if None in costs else sum(costs)
+
+
+def cost_functions(book: PriceBook, max_tokens: int):
+    """The coordinator's two prices (agents/coordinator.py CostPolicy) from this book: a finished call's cost
+    from its tokens, and a job's worst case at --max-tokens. None for a model no spec names (a plug-in agent's)."""
+    def call_cost(call) -> float | None:
+        try:
+            return book.cost(parse_spec(call.model), usage_of(call))
+        except SpecError:
+            return None
+
+    def worst_case(job) -> float | None:
+        try:
+            return job_worst_case(book, parse_spec(job.model), job.kind, job.payload, max_tokens)
+        except SpecError:
+            return None
+
+    return call_cost, worst_case

@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from string import Template
 
-from agents.console import latency_text
-from hw_runners.base import PROMPTS_DIR as PROMPTS
-from hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, menu_entries, target_info
-from protocols.jobs import CodeRequest, Parent, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.agents.console import latency_text
+from autocomp_zmq.hw_runners.base import PROMPTS_DIR as PROMPTS
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, menu_entries, target_info
+from autocomp_zmq.protocols.jobs import CodeRequest, Parent, PlanRequest, Problem, RepairRequest
 
 _ISA_MARK = re.compile(r"\s*<!--\s*isa:\s*([\w\-, ]+?)\s*-->\s*$")
 _ITEM = re.compile(r"^(\s*)(?:\d+\.|[-*])\s")

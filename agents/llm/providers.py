@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import anthropic
 import openai
 
-from agents.llm.specs import CallOptions, ModelSpec
+from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
 
 # Anthropic extended thinking for --reasoning-effort: the thinking budget in tokens (counted in the output)
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}

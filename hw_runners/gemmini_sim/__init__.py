@@ -1,4 +1,4 @@
 """gemmini-sim: the embedded, host-native Gemmini target (registers on import)."""
-from hw_runners.gemmini_sim.target import GemminiSim
+from autocomp_zmq.hw_runners.gemmini_sim.target import GemminiSim
 
 __all__ = ["GemminiSim"]

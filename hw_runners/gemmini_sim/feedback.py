@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hw_runners.gemmini_sim.timing import DIM, TimingConfig
+from autocomp_zmq.hw_runners.gemmini_sim.timing import DIM, TimingConfig
 
 # (counter, sentence) for every stall the model attributes; sentences say what waited on what.
 _STALLS = [

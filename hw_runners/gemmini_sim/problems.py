@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw_runners.base import Problem, ProblemSizeError
+from autocomp_zmq.hw_runners.base import Problem, ProblemSizeError
 
 INPUT_SETS = ("full-range", "sparse", "small-values")
 KERNEL_ROLES = ("naive", "baseline", "tuned", "hwloop")   # every family names one kernel of each

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-import sandbox
-from hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
-from hw_runners.gemmini_sim import feedback
-from hw_runners.gemmini_sim.policy import PolicyError, check_isa, check_source
-from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
-from hw_runners.gemmini_sim.timing import TimingConfig
-from sandbox.buildcache import cached_build, run_build
+from autocomp_zmq import sandbox
+from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.gemmini_sim import feedback
+from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_isa, check_source
+from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
+from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
+from autocomp_zmq.sandbox.buildcache import cached_build, run_build
 
 CSRC = Path(__file__).with_name("csrc")
 # linked with the candidate: the instructions record themselves, Gemmini's software library, the harness
@@ -142,7 +142,7 @@ class GemminiSim(Target):
         return [f"{f.pattern} (any sizes >= 1)" for f in FAMILIES.values()]
 
     def problem_from_definition(self, definition) -> Problem:
-        from hw_runners.gemmini_sim.userproblems import from_definition
+        from autocomp_zmq.hw_runners.gemmini_sim.userproblems import from_definition
         return from_definition(self, definition)
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hw_runners import problemfile
-from hw_runners.base import Problem
-from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, MAX_ELEMENTS, ArgSpec, Family, family_problem
-from hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
-from protocols.jobs import ProblemDefinition
+from autocomp_zmq.hw_runners import problemfile
+from autocomp_zmq.hw_runners.base import Problem
+from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, MAX_ELEMENTS, ArgSpec, Family, family_problem
+from autocomp_zmq.hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
+from autocomp_zmq.protocols.jobs import ProblemDefinition
 
 DTYPES = ("int8", "int32")
 C_TYPES = {"int8_t": "int8", "elem_t": "int8", "int32_t": "int32", "acc_t": "int32"}

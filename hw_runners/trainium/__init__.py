@@ -1,4 +1,4 @@
 """trainium: NKI kernels on real Trainium hosts through the Neuron SDK (registers on import)."""
-from hw_runners.trainium.target import Trainium
+from autocomp_zmq.hw_runners.trainium.target import Trainium
 
 __all__ = ["Trainium"]

@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-import sandbox
-from hw_runners.base import EvalResult, Problem, Target, bounded, register
-from hw_runners.trainium import harness
-from hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESULT_LIMIT, feedback_text, latencies, max_errors,
+from autocomp_zmq import sandbox
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.trainium import harness
+from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESULT_LIMIT, feedback_text, latencies, max_errors,
                                          mismatch, performance, profile_metrics, read_json, round_bf16, scaled)
-from hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES, CoreClaim,
+from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES, CoreClaim,
                                         claim_core, find_python, host_cores, missing_sdk, parse_core_list,
                                         platform_name, tool)
-from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, load_specs
+from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
 # what each harness stage failing means, for the error kind and the sentence the repair prompt reads

@@ -1,2 +1,2 @@
 """trainium-sim: an embedded NeuronCore-v2 simulator for NKI kernels (see target.py)."""
-from hw_runners.trainium_sim import target  # noqa: F401  (registers the target)
+from autocomp_zmq.hw_runners.trainium_sim import target  # noqa: F401  (registers the target)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.trainium_sim import ops
-from hw_runners.trainium_sim.program import PARTITIONS, StreamError
+from autocomp_zmq.hw_runners.trainium_sim import ops
+from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, StreamError
 
 ACC_CMDS = ("idle", "reset", "reduce", "reset_reduce")     # nisa.reduce_cmd
 ACC_OPS = ("add", "maximum", "minimum", "multiply")        # what the registers combine with

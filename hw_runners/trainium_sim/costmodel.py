@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hw_runners.trainium_sim.deps import Buffer
-from hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
-from hw_runners.trainium_sim.replay import Step
+from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
+from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
+from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
 

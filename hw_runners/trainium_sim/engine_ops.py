@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.trainium_sim import ops
-from hw_runners.trainium_sim.accumulators import accumulate
-from hw_runners.trainium_sim.program import Access, StreamError, expr_array, mask_array
+from autocomp_zmq.hw_runners.trainium_sim import ops
+from autocomp_zmq.hw_runners.trainium_sim.accumulators import accumulate
+from autocomp_zmq.hw_runners.trainium_sim.program import Access, StreamError, expr_array, mask_array
 
 
 

@@ -1,7 +1,7 @@
 """What the planner learns from one trainium-sim evaluation: where the time went and what binds."""
 from __future__ import annotations
 
-from hw_runners.trainium_sim.costmodel import ENGINE_NAMES, Layout, Timeline
+from autocomp_zmq.hw_runners.trainium_sim.costmodel import ENGINE_NAMES, Layout, Timeline
 
 CYCLE_GHZ = 1.4     # cycles are reported at the NeuronCore-v2 Scalar/GpSimd clock (params.toml)
 

@@ -29,8 +29,7 @@ from pathlib import Path
 
 import msgpack
 
-import sandbox
-
+from autocomp_zmq import sandbox
 FRAME = struct.Struct("<I")
 GRACE_S = 5.0          # how long past a job's own limit the server may take to report it before it is replaced
 SERVER_CPU_S = 1 << 24  # the server's own CPU time: forking, over an evaluator's whole life

@@ -10,7 +10,6 @@ evaluation to the next; what is kept stays bounded by the threshold.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4        # glibc's malloc.h
 _done: set[int] = set()
@@ -22,7 +21,7 @@ def retain_freed_memory(keep_bytes: int) -> bool:
     if keep_bytes <= 0 or keep_bytes in _done:
         return bool(keep_bytes > 0)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)           # this process's own C library (find_library would run ldconfig)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False

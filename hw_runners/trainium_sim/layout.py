@@ -8,7 +8,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from hw_runners.trainium_sim.program import StreamError, TensorDecl
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, TensorDecl
 
 
 @dataclass

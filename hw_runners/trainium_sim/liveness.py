@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from hw_runners.trainium_sim.program import StreamError, TensorDecl, _terms
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, TensorDecl, _terms
 
 
 def uses(instrs, tensors: list[TensorDecl], max_items: int = 4_000_000) -> tuple[dict, dict]:

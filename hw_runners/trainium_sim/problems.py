@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from hw_runners.base import Problem, ProblemSizeError
-from hw_runners.problemfile import TensorDecl, draw, formula
-from hw_runners.trainium_sim.ops import ITEMSIZE, round_to
+from autocomp_zmq.hw_runners.base import Problem, ProblemSizeError
+from autocomp_zmq.hw_runners.problemfile import TensorDecl, draw, formula
+from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE, round_to
 
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw_runners.trainium_sim.ops import ITEMSIZE
+from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE
 
 PARTITIONS = 128
 PSUM_BANK_BYTES = 2048

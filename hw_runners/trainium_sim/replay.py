@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hw_runners.trainium_sim import ops
-from hw_runners.trainium_sim.engine_ops import EngineOps
-from hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
-from hw_runners.trainium_sim.resolver import Resolver
+from autocomp_zmq.hw_runners.trainium_sim import ops
+from autocomp_zmq.hw_runners.trainium_sim.engine_ops import EngineOps
+from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
+from autocomp_zmq.hw_runners.trainium_sim.resolver import Resolver
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
 # where each instruction can run on NeuronCore-v2 (a stream naming another engine is forged or wrong)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.trainium_sim.program import Access, StreamError, TensorDecl, _row_major, expr_array, resolve
+from autocomp_zmq.hw_runners.trainium_sim.program import Access, StreamError, TensorDecl, _row_major, expr_array, resolve
 
 
 class Resolver:

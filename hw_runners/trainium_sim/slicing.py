@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw_runners.trainium_sim.program import TensorDecl
-from hw_runners.trainium_sim.replay import Step, store
+from autocomp_zmq.hw_runners.trainium_sim.program import TensorDecl
+from autocomp_zmq.hw_runners.trainium_sim.replay import Step, store
 
 MAX_CORNERS = 64
 MAX_BOXES = 64          # per tensor; beyond it the needed boxes merge into their hull (still conservative)

@@ -23,15 +23,15 @@ import msgpack
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-import sandbox
-from hw_runners.base import EvalResult, Problem, Target, bounded, register
-from hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
-from hw_runners.trainium_sim.forkserver import ForkServer
-from hw_runners.trainium_sim.liveness import last_use, uses
-from hw_runners.trainium_sim.program import StreamError, decode_tensors
-from hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
-from hw_runners.trainium_sim.replay import Replayer
-from hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, gc_paused, gib
+from autocomp_zmq import sandbox
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
+from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
+from autocomp_zmq.hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, gc_paused, gib
 
 HERE = Path(__file__).resolve().parent
 MAX_SOURCE = 256 * 1024
@@ -114,7 +114,7 @@ class TrainiumSim(Target):
         return name_patterns(self.info().problems)
 
     def problem_from_definition(self, definition) -> Problem:
-        from hw_runners.trainium_sim.userproblems import from_definition
+        from autocomp_zmq.hw_runners.trainium_sim.userproblems import from_definition
         return from_definition(self, definition)
 
     def spec(self, problem: Problem) -> ProblemSpec:

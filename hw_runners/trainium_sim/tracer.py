@@ -16,10 +16,10 @@ from pathlib import Path
 
 import msgpack
 
-import sandbox
-from hw_runners.base import EvalResult
-from hw_runners.trainium_sim.forkserver import ForkServer
-from hw_runners.trainium_sim.problems import ProblemSpec
+from autocomp_zmq import sandbox
+from autocomp_zmq.hw_runners.base import EvalResult
+from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
+from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec
 
 HERE = Path(__file__).resolve().parent
 FRONTEND = HERE / "frontend"

@@ -14,13 +14,13 @@ import re
 
 import numpy as np
 
-from hw_runners import problemfile
-from hw_runners.base import Problem
-from hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
-from hw_runners.trainium_sim.ops import ITEMSIZE
-from hw_runners.trainium_sim.problems import (ProblemSpec, ProblemSpecError, TensorSpec, _literal, _meta, _parameter_names,
+from autocomp_zmq.hw_runners import problemfile
+from autocomp_zmq.hw_runners.base import Problem
+from autocomp_zmq.hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
+from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE
+from autocomp_zmq.hw_runners.trainium_sim.problems import (ProblemSpec, ProblemSpecError, TensorSpec, _literal, _meta, _parameter_names,
                                               _parametric, _problem, _spec, _unmet)
-from protocols.jobs import ProblemDefinition
+from autocomp_zmq.protocols.jobs import ProblemDefinition
 
 MAX_ELEMENTS = 1 << 26           # per tensor: the largest of the paper's problems (rhs of gemm, 8192 x 8192)
 DEFAULT_TOLERANCE = (1e-4, 1e-2)

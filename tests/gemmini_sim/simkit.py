@@ -1,7 +1,7 @@
 """Helpers shared by the gemmini-sim tests: small custom problems, kernel
 templates and numpy predictions of what a (deliberately wrong) kernel produces.
 
-Custom problems are built directly from hw_runners.base.Problem and the family
+Custom problems are built directly from autocomp_zmq.hw_runners.base.Problem and the family
 classes of hw_runners.gemmini_sim.problems, so single intrinsics can be tested
 on 16..64-sized GEMMs that evaluate in a fraction of a second.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.base import EvalResult, Problem, target_info
-from hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, target_info
+from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS
 
 PROBLEM_DIR = target_info("gemmini-sim").problems
 

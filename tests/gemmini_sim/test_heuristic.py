@@ -11,12 +11,12 @@ from itertools import product
 
 import pytest
 
-from agents.heuristic.gemmini import GemminiHeuristic
-from agents.heuristic.gemmini_codegen import (ConvSchedule, GemmSchedule, parse_schedule, reference_schedule,
+from autocomp_zmq.agents.heuristic.gemmini import GemminiHeuristic
+from autocomp_zmq.agents.heuristic.gemmini_codegen import (ConvSchedule, GemmSchedule, parse_schedule, reference_schedule,
                                               render)
-from agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, retile
-from hw_runners.base import target_info
-from protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, retile
+from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
 from . import simkit
 
 FSM_OPTIONS = {"loop-ws", "loop-ws-blocks", "loop-conv-ws", "conv-flatten-loop-ws"}

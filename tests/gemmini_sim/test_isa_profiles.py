@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from agents.llm.prompts import for_profile, pack
-from agents.run import RunConfig, RunError, execute
-from agents.runstart import menu_of
-from hw_runners import get_target
-from hw_runners.base import IsaProfile, UnknownIsaError, target_info
-from hw_runners.gemmini_sim.target import GemminiSim
+from autocomp_zmq.agents.llm.prompts import for_profile, pack
+from autocomp_zmq.agents.run import RunConfig, RunError, execute
+from autocomp_zmq.agents.runstart import menu_of
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import IsaProfile, UnknownIsaError, target_info
+from autocomp_zmq.hw_runners.gemmini_sim.target import GemminiSim
 from .simkit import PROBLEM_DIR, assert_correct, conv, gemm
 
 FSM_MENU_OPTIONS = {"loop-ws", "loop-ws-blocks", "loop-conv-ws", "conv-flatten-loop-ws"}
@@ -51,7 +51,7 @@ def test_names_in_comments_and_strings_are_not_uses(sim):
     code = (PROBLEM_DIR / "gemm_baseline.c").read_text().replace(
         "void solution(", '// gemmini_loop_ws would be faster\nstatic const char *note = "tiled_matmul_auto";\n'
                           "void solution(")
-    from hw_runners.gemmini_sim.policy import check_isa
+    from autocomp_zmq.hw_runners.gemmini_sim.policy import check_isa
     check_isa(code, target_info("gemmini-sim").isa_profile("fine").forbid, "fine")   # raises on a use
 
 
@@ -186,7 +186,7 @@ def test_eval_cli_judges_under_the_profile(tmp_path):
 def test_a_fine_run_starts_from_the_baseline_and_reports_the_bound(tmp_path):
     s = execute(RunConfig(problem="gemm-64x1024x1024", isa="fine", iterations=1, beam=1, plans=1, codes=1,
                           evaluators=1), out=tmp_path / "run", live=False, progress=False)
-    from agents.runstore import RunStore
+    from autocomp_zmq.agents.runstore import RunStore
     store = RunStore(tmp_path / "run" / "run.db")
     assert store.meta("initial_code") == (PROBLEM_DIR / "gemm_baseline.c").read_text()
     assert store.meta("config")["isa"] == "fine"

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from hw_runners import get_target
-from hw_runners.base import target_info
-from hw_runners.gemmini_sim.problems import load_problems
-from hw_runners.gemmini_sim.timing import TimingConfig
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.hw_runners.gemmini_sim.problems import load_problems
+from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from .simkit import assert_correct, conv, gemm, kernel
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hw_runners import get_target
+from autocomp_zmq.hw_runners import get_target
 from .simkit import NAIVE_BODY, assert_correct, assert_fails, gemm, gemm_kernel
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]

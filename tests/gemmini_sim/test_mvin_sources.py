@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw_runners import get_target
+from autocomp_zmq.hw_runners import get_target
 
 from .simkit import (CANCEL, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
                      gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8, stream_rule)

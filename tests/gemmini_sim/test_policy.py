@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from hw_runners.base import target_info
-from hw_runners.gemmini_sim.policy import ALLOWED_HEADERS, MAX_SOURCE_BYTES, PolicyError, check_source
+from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.hw_runners.gemmini_sim.policy import ALLOWED_HEADERS, MAX_SOURCE_BYTES, PolicyError, check_source
 
 PROBLEM_DIR = target_info("gemmini-sim").problems
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.parse import FENCE_TAGS, AnswerError, parse_code, parse_plan, strip_reasoning
+from autocomp_zmq.agents.llm.parse import FENCE_TAGS, AnswerError, parse_code, parse_plan, strip_reasoning
 
 HERE = Path(__file__).parent / "answers"
 MANIFEST = tomllib.loads((HERE / "expected.toml").read_text())

@@ -7,12 +7,12 @@ import time
 import msgspec
 import pytest
 
-from agents.llm.agent import LLMAgent
-from agents.llm.preflight import check_endpoints
-from agents.llm.providers import CallOptions
-from agents.llm.specs import SpecError, check_keys, parse_spec
-from agents.worker import JobFailed
-from protocols.jobs import CodeRequest, PlanRequest
+from autocomp_zmq.agents.llm.agent import LLMAgent
+from autocomp_zmq.agents.llm.preflight import check_endpoints
+from autocomp_zmq.agents.llm.providers import CallOptions
+from autocomp_zmq.agents.llm.specs import SpecError, check_keys, parse_spec
+from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.protocols.jobs import CodeRequest, PlanRequest
 from tests.llm.fake_servers import HWLOOP, FakeLLM, Reply
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]

@@ -14,15 +14,15 @@ import msgspec
 import pytest
 import zmq
 
-from bus.auth import SecretError, Signer, create_secret, load_secret
-from bus.curve import create_server_keys
-from bus.dealer import Dealer
-from bus.gate import authenticate_client
-from bus.router import Router
-from bus.timing import BusTiming
-from bus.wire import Codec
-from protocols.control import CONTROL, Ack, Cancel, Disconnect, Error, Heartbeat, Hello, Job, Result, Welcome
-from protocols.envelope import PROTOCOL, MessageType, encode
+from autocomp_zmq.bus.auth import SecretError, Signer, create_secret, load_secret
+from autocomp_zmq.bus.curve import create_server_keys
+from autocomp_zmq.bus.dealer import Dealer
+from autocomp_zmq.bus.gate import authenticate_client
+from autocomp_zmq.bus.router import Router
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.bus.wire import Codec
+from autocomp_zmq.protocols.control import CONTROL, Ack, Cancel, Disconnect, Error, Heartbeat, Hello, Job, Result, Welcome
+from autocomp_zmq.protocols.envelope import PROTOCOL, MessageType, encode
 from tests.system.runkit import launch, wait_for
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
@@ -192,17 +192,19 @@ def test_agent_ignores_a_coordinator_without_the_secret():
         impostor.close()
 
 
-def test_reconnect_with_backoff_resends_unacknowledged_results():
+def test_reconnect_with_backoff_resends_unacknowledged_results(tmp_path):
     key = secrets.token_bytes(32)
-    first = Router(["tcp://127.0.0.1:*"], key, "r1", FAST)
-    endpoint = first.endpoints[0]         # held by the first coordinator until it crashes below
+    # the second coordinator binds the first one's address: an IPC path in this test's own directory, which
+    # nothing else can take in between (a TCP port closed and bound again can be)
+    endpoint = f"ipc://{tmp_path / 'coordinator.sock'}"
+    first = Router([endpoint], key, "r1", FAST)
     dealer = Dealer(endpoint, key, HELLO, FAST).start()
     peer = wait_event(first, "joined").peer
     first.send(peer, job(3))
     wait_for(lambda: dealer.next_job(timeout=0.05), timeout=5, what="job")
     first.sock.close(linger=0)            # the coordinator crashes (no DISCONNECT) before acknowledging
     dealer.send_result(Result(job_id="job-3", kind="eval", attempt=1, ok=True, payload=raw({})))
-    time.sleep(0.1)
+    wait_for(lambda: "job-3" in dealer._unacked, timeout=5, what="the result sent and awaiting its ACK")
     second = Router([endpoint], key, "r2", FAST)
     try:
         wait_event(second, "joined", timeout=10)

@@ -21,14 +21,14 @@ import pytest
 import structlog
 import zmq
 
-from bus.auth import Signer, create_secret
-from bus.curve import create_server_keys
-from bus.dealer import Dealer
-from bus.router import Router
-from bus.timing import BusTiming
-from bus.wire import Codec
-from protocols.control import Heartbeat, Hello, Job, Result
-from protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, encode
+from autocomp_zmq.bus.auth import Signer, create_secret
+from autocomp_zmq.bus.curve import create_server_keys
+from autocomp_zmq.bus.dealer import Dealer
+from autocomp_zmq.bus.router import Router
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.bus.wire import Codec
+from autocomp_zmq.protocols.control import Heartbeat, Hello, Job, Result
+from autocomp_zmq.protocols.envelope import MAX_BODY_BYTES, MAX_FRAME_BYTES, PROTOCOL, encode
 from tests.system.runkit import ROOT, kill_tree, launch, wait_for
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]
@@ -41,7 +41,7 @@ WRONG = "wrong secret or CURVE server key"
 
 def authenticate(sock: zmq.Socket, key: bytes) -> None:
     """Give a raw socket the credentials of a peer that knows the run secret (passes the gate)."""
-    from bus.gate import authenticate_client
+    from autocomp_zmq.bus.gate import authenticate_client
     authenticate_client(sock, key)
 
 
@@ -146,7 +146,7 @@ def test_a_frame_larger_than_any_legitimate_one_drops_even_a_trusted_connection(
 
 # -- 2. hostile floods: bounded counter, rate-limited warnings naming the peer ---------------------------
 def test_hostile_flood_is_counted_by_fixed_reasons_and_warned_about_rarely():
-    from bus.limits import REASONS
+    from autocomp_zmq.bus.limits import REASONS
     key = secrets.token_bytes(32)
     router = Router(["tcp://127.0.0.1:*"], key, "flood", BusTiming(heartbeat_s=0.05, warn_interval_s=60))
     dealer = Dealer(router.endpoints[0], key, HELLO, FAST).start()
@@ -201,7 +201,7 @@ def test_hostile_flood_is_counted_by_fixed_reasons_and_warned_about_rarely():
 
 
 def test_reject_log_summarises_what_it_did_not_print():
-    from bus.limits import RejectLog
+    from autocomp_zmq.bus.limits import RejectLog
     now = [100.0]
     with structlog.testing.capture_logs() as logs:
         rejects = RejectLog(structlog.get_logger("test"), interval_s=10, clock=lambda: now[0])

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 import zmq
 
-from agents.rundir import is_locked
+from autocomp_zmq.agents.rundir import is_locked
 from tests.llm.fake_servers import FakeLLM
 from tests.system.runkit import (SLOW_GEMM, finish, launch, query, summary, wait_for, write_config)
 
@@ -206,7 +206,7 @@ def test_bad_or_busy_bind_leaves_nothing_and_the_corrected_command_works(tmp_pat
 
 
 def test_prepared_run_directory_with_a_secret_is_used(tmp_path):
-    from bus.auth import create_secret
+    from autocomp_zmq.bus.auth import create_secret
     run = tmp_path / "run"
     run.mkdir()
     key = create_secret(run / "secret")       # handed to remote workers before the run starts

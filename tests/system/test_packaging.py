@@ -22,9 +22,11 @@ def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
     # dependencies come from this environment; the product itself only from the wheel
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, cwd=tmp_path)
+    # one import name (and the console script): nothing that could shadow another package, such as `agents`
+    assert sorted(p.name for p in target.iterdir()) == ["autocomp_zmq", "autocomp_zmq-0.1.0.dist-info", "bin"]
     env = {**os.environ, "PYTHONPATH": str(target), "AUTOCOMP_LOG_LEVEL": "WARNING"}
-    where = subprocess.run([sys.executable, "-c", "import agents, hw_runners, launch; "
-                            "print(agents.__file__, hw_runners.__file__, launch.__file__)"],
+    where = subprocess.run([sys.executable, "-c", "import autocomp_zmq.agents as a, autocomp_zmq.hw_runners as h, "
+                            "autocomp_zmq.launch as l; print(a.__file__, h.__file__, l.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(ROOT) not in where and where.count(str(target)) == 3, where
     proc = subprocess.run([str(target / "bin" / "autocomp"), "run", "--problem", "gemm-256x256x256", "-T", "1",
@@ -45,12 +47,12 @@ def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
 
 def test_offline_workers_do_not_load_the_llm_sdks():
     """A heuristic planner or an evaluator imports only its own implementation's dependencies."""
-    probe = ("import importlib, sys\n"
-             "import launch\n"
+    probe = ("import sys\n"
+             "import autocomp_zmq.launch\n"
+             "from autocomp_zmq.agents import registry\n"
              "for role, impl in (('planner', 'heuristic'), ('coder', 'heuristic'), ('repairer', 'heuristic'),\n"
              "                   ('evaluator', 'target')):\n"
-             "    module, _, attr = importlib.import_module(f'agents.{role}').IMPLEMENTATIONS[impl].partition(':')\n"
-             "    getattr(importlib.import_module(module), attr)\n"
+             "    registry.load(role, impl)\n"
              "print(sorted(m for m in ('openai', 'anthropic', 'httpx') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

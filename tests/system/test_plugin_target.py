@@ -59,7 +59,7 @@ def test_a_plugin_target_runs_a_search_without_product_changes(plugin_env, tmp_p
 
 
 def test_a_plugin_agent_implementation_is_offered_by_the_worker(plugin_env):
-    code = "from agents.worker import implementations; print(implementations('planner')['tiny'])"
+    code = "from autocomp_zmq.agents.registry import implementations; print(implementations('planner')['tiny'])"
     out = subprocess.run([sys.executable, "-c", code], env=plugin_env, cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "tests.tiny_target.heuristic:TinyHeuristic", out.stderr
     help_text = _launch(plugin_env, "worker", "--role", "planner", "--impl", "nope", "--connect", "tcp://127.0.0.1:9",

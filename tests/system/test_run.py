@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from bus.auth import load_secret
-from bus.dealer import Dealer
-from bus.timing import BusTiming
-from protocols.control import Hello
+from autocomp_zmq.bus.auth import load_secret
+from autocomp_zmq.bus.dealer import Dealer
+from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.protocols.control import Hello
 from tests.system.runkit import (SLOW_GEMM, agents_of, endpoint_of, finish, launch, processes_mentioning, query,
                                  summary, wait_for, write_config)
 

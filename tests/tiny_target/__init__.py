@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from hw_runners.base import EvalResult, Problem, Target, register
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, register
 
 HERE = Path(__file__).resolve().parent
 TILES = (1, 2, 4, 8, 16, 32, 64)

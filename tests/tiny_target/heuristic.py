@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from agents.heuristic.errors import HeuristicError
-from protocols.jobs import CodeRequest, Plan, PlanRequest, RepairRequest
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, RepairRequest
 from tests.tiny_target import TILES, parse, render
 
 STEPS = {

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import sandbox
-from hw_runners import get_target
-from hw_runners.base import target_info
-from hw_runners.trainium import harness, metrics, neuron
-from hw_runners.trainium import target as trn_target
-from hw_runners.trainium_sim.problems import load_specs
+from autocomp_zmq import sandbox
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.hw_runners.trainium import harness, metrics, neuron
+from autocomp_zmq.hw_runners.trainium import target as trn_target
+from autocomp_zmq.hw_runners.trainium_sim.problems import load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_PROBLEMS = ROOT / "problems" / "trainium"
@@ -253,7 +253,7 @@ def test_trainium_descriptor():
     assert (info.language, info.code_fence, info.entry_point, info.latency_unit, info.evaluators) == \
         ("NKI (Python, neuronxcc.nki)", "python", "solution", "us", "devices")
     assert info.problems == REAL_PROBLEMS and info.isa.name == "isa.md" and info.isa.parent.name == "trainium-sim"
-    assert info.heuristic == "agents.heuristic.trainium:TrainiumHeuristic"
+    assert info.heuristic == "autocomp_zmq.agents.heuristic.trainium:TrainiumHeuristic"
 
 
 # -- a host without the Neuron SDK ---------------------------------------------------------------------
@@ -271,6 +271,7 @@ def test_on_a_host_without_the_sdk_an_evaluation_says_what_to_install(problems):
     assert "neuronxcc" in r.error and "pip install neuronx-cc" in r.error and "aws-neuronx-dkms" in r.error
 
 
+@pytest.mark.system     # runs the harness in a sandboxed process
 def test_launch_eval_without_the_sdk_exits_1_with_the_setup_message(tmp_path):
     real = sorted(load_specs(REAL_PROBLEMS)) if REAL_PROBLEMS.is_dir() else []
     if not real:
@@ -344,6 +345,7 @@ def standin(tmp_path, problems, monkeypatch):
                       limits=limits, warmup=2, iters=5)
 
 
+@pytest.mark.system     # runs the harness in a sandboxed process
 def test_a_correct_kernel_gets_p50_latency_in_us_profile_utilisation_and_feedback(standin, tmp_path):
     trace = tmp_path / "trace.ntff"
     r = standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL, trace_path=trace)
@@ -356,17 +358,20 @@ def test_a_correct_kernel_gets_p50_latency_in_us_profile_utilisation_and_feedbac
     assert set(r.feedback["seconds"]) >= {"import", "run", "benchmark"} and r.stdout == ""
 
 
+@pytest.mark.system     # runs the harness in a sandboxed process
 def test_each_evaluation_draws_fresh_inputs(standin):
     seeds = {standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL).feedback["input_seed"] for _ in range(2)}
     assert len(seeds) == 2
 
 
+@pytest.mark.system     # runs the harness in a sandboxed process
 def test_a_wrong_kernel_is_a_wrong_result_naming_the_worst_element(standin):
     r = standin.evaluate(standin.problem("scaled-add"), GOOD_KERNEL.replace("* scale", "* scale * 1.1"))
     assert (r.correct, r.error_kind) == (False, "wrong_result")
     assert "elements of c are outside the tolerance" in r.error and r.latency == 15.0
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("code, kind, words", [
     (GOOD_KERNEL.replace("return", "return undefined_name +"), "compile", "NameError: name 'undefined_name'"),
     ("def solution(:\n", "compile", "kernel.py failed to import: SyntaxError"),

@@ -11,9 +11,9 @@ import itertools
 import textwrap
 from pathlib import Path
 
-from hw_runners.base import EvalResult, Problem
-from hw_runners.trainium_sim.problems import load_problems, spec_of
-from hw_runners.trainium_sim.target import TrainiumSim
+from autocomp_zmq.hw_runners.base import EvalResult, Problem
+from autocomp_zmq.hw_runners.trainium_sim.problems import load_problems, spec_of
+from autocomp_zmq.hw_runners.trainium_sim.target import TrainiumSim
 
 HEADER = ("import numpy as np\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
           "import neuronxcc.nki.isa as nisa\n")

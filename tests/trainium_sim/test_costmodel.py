@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.liveness import last_use, uses
-from hw_runners.trainium_sim.program import StreamError, decode_tensors
-from hw_runners.trainium_sim.replay import Replayer
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 
 P = costmodel.params()
 

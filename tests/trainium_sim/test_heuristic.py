@@ -13,11 +13,11 @@ import random
 
 import pytest
 
-from agents.heuristic import for_target
-from agents.heuristic.errors import HeuristicError
-from agents.heuristic.trainium import TrainiumHeuristic
-from agents.heuristic.trainium_codegen import FAMILIES, parse_schedule, render
-from protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.agents.heuristic import for_target
+from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.heuristic.trainium import TrainiumHeuristic
+from autocomp_zmq.agents.heuristic.trainium_codegen import FAMILIES, parse_schedule, render
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
 from tests.trainium_sim.simkit import SimKit, explain
 
 pytestmark = pytest.mark.system

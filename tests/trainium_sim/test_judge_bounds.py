@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from hw_runners.trainium_sim import costmodel
-from hw_runners.trainium_sim.program import StreamError
+from autocomp_zmq.hw_runners.trainium_sim import costmodel
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError
 from tests.trainium_sim.test_costmodel import P, Stream
 
 
@@ -108,7 +108,7 @@ def test_a_masked_access_keeps_its_index_compact():
     transpose kernel (24k masked accesses) needed 18 GiB when they were materialized."""
     import numpy as np
 
-    from hw_runners.trainium_sim.program import TensorDecl, mask_array, resolve
+    from autocomp_zmq.hw_runners.trainium_sim.program import TensorDecl, mask_array, resolve
     t = TensorDecl(0, "hbm", (4, 512, 512), "float32", 0, 1)
     i = [0, [[128, 2, 0, 1]]]                   # const 0 + arange(128) on tile axis 0
     j = [128, [[128, 2, 1, 1]]]                 # 128 + arange(128) on tile axis 1

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from hw_runners.base import Problem
+from autocomp_zmq.hw_runners.base import Problem
 from tests.trainium_sim.simkit import SimKit, explain, ok
 
 pytestmark = pytest.mark.system

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hw_runners import get_target
+from autocomp_zmq.hw_runners import get_target
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 

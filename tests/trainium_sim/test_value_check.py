@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw_runners import get_target
-from hw_runners.trainium_sim import slicing
-from hw_runners.trainium_sim.liveness import last_use, uses
-from hw_runners.trainium_sim.program import decode_tensors
-from hw_runners.trainium_sim.replay import Replayer
-from hw_runners.trainium_sim.target import _io_tensors
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.trainium_sim import slicing
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
+from autocomp_zmq.hw_runners.trainium_sim.target import _io_tensors
 from tests.trainium_sim.simkit import SimKit, explain, ok
 
 pytestmark = pytest.mark.system
@@ -180,7 +180,7 @@ def test_a_strided_store_writes_what_an_indexed_store_writes():
     view cannot express as 'last write wins', keep the index arrays."""
     from types import SimpleNamespace
 
-    from hw_runners.trainium_sim.replay import _one_to_one, store
+    from autocomp_zmq.hw_runners.trainium_sim.replay import _one_to_one, store
     rng = np.random.default_rng(0)
     # a [32, 3, 4] tile into a (2 sets, 4, 8, 3, 5) array: tile partition p -> (p // 8, p % 8), the middle tile
     # axis steps through dim 2 and the last through columns 1..4 of dim 3

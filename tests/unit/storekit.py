@@ -6,9 +6,9 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from agents.runstore import RunStore
-from agents.search import BeamSearch, SearchConfig
-from protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem
+from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(12)]

@@ -12,17 +12,17 @@ import sqlite3
 import msgspec
 import pytest
 
-from agents.coordinator import CostPolicy, Coordinator, LeasePolicy
-from agents.llm.pricing import Price, PriceBook
-from agents.llm.specs import answers_from_seed
-from agents.runstore import RunStore
-from agents.search import BeamSearch, SearchConfig
-from bus.inproc import InProcTransport
-from bus.router import Router
-from bus.transport import Transport
-from protocols.control import NO_PAYLOAD, Ack, Job, Result
-from protocols.envelope import MessageType, encode
-from protocols.jobs import (Answer, CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem,
+from autocomp_zmq.agents.coordinator import CostPolicy, Coordinator, LeasePolicy
+from autocomp_zmq.agents.llm.pricing import Price, PriceBook, cost_functions
+from autocomp_zmq.agents.llm.specs import answers_from_seed
+from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.bus.inproc import InProcTransport
+from autocomp_zmq.bus.router import Router
+from autocomp_zmq.bus.transport import Transport
+from autocomp_zmq.protocols.control import NO_PAYLOAD, Ack, Job, Result
+from autocomp_zmq.protocols.envelope import MessageType, encode
+from autocomp_zmq.protocols.jobs import (Answer, CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem,
                             decode_request)
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
@@ -281,7 +281,7 @@ def test_the_cost_cap_is_a_hard_ceiling_that_waits_for_calls_in_flight(tmp_path)
     book = PriceBook({LLM: Price(input=0.0, output=10.0)})
     cfg = SearchConfig(iterations=3, beam=1, plans=4, codes=1, seed=2, patience=10, plan_models=(LLM,),
                        code_models=(LLM,))
-    rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(max_usd=0.15, prices=book, max_tokens=4000))
+    rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(0.15, *cost_functions(book, max_tokens=4000)))
     ev = rig.t.join("evaluator", target="t", capacity=4)
     planner = rig.t.join("planner", models=[LLM], capacity=4)
     coder = rig.t.join("coder", models=[LLM], capacity=4)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from agents.llm.pricing import PriceBook, PriceError, Usage, job_worst_case
-from agents.llm.prompts import render
-from agents.llm.specs import parse_spec
-from protocols.jobs import CodeRequest
+from autocomp_zmq.agents.llm.pricing import PriceBook, PriceError, Usage, job_worst_case
+from autocomp_zmq.agents.llm.prompts import render
+from autocomp_zmq.agents.llm.specs import parse_spec
+from autocomp_zmq.protocols.jobs import CodeRequest
 
 GPT5, SONNET = parse_spec("openai:gpt-5"), parse_spec("anthropic:claude-sonnet-4-5")
 LOCAL = parse_spec("openai-compat@http://localhost:8000/v1:qwen3-coder")

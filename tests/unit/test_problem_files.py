@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.problemsource import ProblemSourceError, read_definition, settle
-from hw_runners.base import target_class
-from hw_runners.problemfile import DefinitionError, materialize, read, scan
-from protocols.jobs import ProblemDefinition
+from autocomp_zmq.agents.problemsource import ProblemSourceError, read_definition, settle
+from autocomp_zmq.hw_runners.base import target_class
+from autocomp_zmq.hw_runners.problemfile import DefinitionError, materialize, read, scan
+from autocomp_zmq.protocols.jobs import ProblemDefinition
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "problems" / "examples"

@@ -8,14 +8,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from agents.heuristic import unsupported
-from agents.policy import code_hash, content_id, eval_job
-from agents.problemsource import wire
-from agents.search import BeamSearch, SearchConfig
-from hw_runners.base import ProblemSizeError, UnknownProblemError, target_class
-from hw_runners.problemfile import read
-from protocols.envelope import decode, encode
-from protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem, ProblemDefinition
+from autocomp_zmq.agents.heuristic import unsupported
+from autocomp_zmq.agents.policy import code_hash, content_id, eval_job
+from autocomp_zmq.agents.problemsource import wire
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.hw_runners.base import ProblemSizeError, UnknownProblemError, target_class
+from autocomp_zmq.hw_runners.problemfile import read
+from autocomp_zmq.protocols.envelope import decode, encode
+from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem, ProblemDefinition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "problems" / "examples"
 

@@ -8,8 +8,8 @@ import os
 import msgspec
 import pytest
 
-from agents.llm.prompts import render
-from protocols.jobs import CodeRequest, PlanRequest, RepairRequest
+from autocomp_zmq.agents.llm.prompts import render
+from autocomp_zmq.protocols.jobs import CodeRequest, PlanRequest, RepairRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROBLEMS = {

@@ -9,9 +9,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from protocols.control import Ack, Hello, Job, Result
-from protocols.envelope import MAX_HEADER_BYTES, ProtocolError, decode, encode, parse_header
-from protocols.jobs import (EvalReport, EvalRequest, Failure, ModelCall, Plan, PlanResult, Problem, decode_failure,
+from autocomp_zmq.protocols.control import Ack, Hello, Job, Result
+from autocomp_zmq.protocols.envelope import MAX_HEADER_BYTES, ProtocolError, decode, encode, parse_header
+from autocomp_zmq.protocols.jobs import (EvalReport, EvalRequest, Failure, ModelCall, Plan, PlanResult, Problem, decode_failure,
                             decode_request, decode_result, raw, stored_result, to_json)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,8 +102,8 @@ def test_extension_values_are_refused_even_in_free_form_fields():
 RACE = """
 import sys, threading
 sys.setswitchinterval(1e-6)              # a thread switch between any two bytecodes
-from protocols.envelope import encode
-from protocols.jobs import decode_request, decode_result
+from autocomp_zmq.protocols.envelope import encode
+from autocomp_zmq.protocols.jobs import decode_request, decode_result
 plan = encode({"problem": {"target": "t", "name": "n", "family": "f"}, "parent": {"id": "p", "code": "c"},
                "menu": [{"id": "a", "title": "b"}], "model": "m", "iteration": 1, "iterations": 2, "seed": 3})
 res = encode({"plan": {"text": "t", "option_id": "a"}, "model": "m", "calls": [{"model": "m"}]})
@@ -118,6 +118,7 @@ print("ok")
 """
 
 
+@pytest.mark.system     # a fresh interpreter: the race needs types no one has decoded yet
 def test_threads_decoding_a_type_for_the_first_time_together_do_not_crash():
     # a worker's job threads decode their first requests at once; msgspec builds a type's information
     # lazily, and unguarded concurrent builds segfaulted this script on every run

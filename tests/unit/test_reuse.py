@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agents import reuse
-from agents.llm.prompts import plan_prompt
-from protocols.jobs import MenuOption, Parent, Plan, PlanRequest, Problem
+from autocomp_zmq.agents import reuse
+from autocomp_zmq.agents.llm.prompts import plan_prompt
+from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, Problem
 
 
 def trace(name: str, dims: dict, family: str = "gemm", isa: str = "fine", target: str = "gemmini-sim",

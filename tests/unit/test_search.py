@@ -9,9 +9,9 @@ import statistics
 
 import pytest
 
-from agents.llm.specs import answers_from_seed
-from agents.search import BeamSearch, SearchConfig
-from protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
+from autocomp_zmq.agents.llm.specs import answers_from_seed
+from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(20)]
@@ -128,7 +128,7 @@ def test_invalid_configuration_is_refused():
 
 # -- model allocation (--model-allocation) -------------------------------------------------------------
 def test_even_allocation_deals_models_in_turn_across_iterations():
-    from agents.allocation import ModelAllocation
+    from autocomp_zmq.agents.allocation import ModelAllocation
     even = ModelAllocation("even", 0, ("a", "b", "c"), ("x", "y"))
     assert even.deal("plan", 4, 1, offset=0) == ["a", "b", "c", "a"]
     assert even.deal("plan", 4, 2, offset=4) == ["b", "c", "a", "b"]
@@ -136,7 +136,7 @@ def test_even_allocation_deals_models_in_turn_across_iterations():
 
 
 def test_bandit_allocation_shifts_samples_to_the_model_that_wins_and_keeps_exploring():
-    from agents.allocation import ModelAllocation
+    from autocomp_zmq.agents.allocation import ModelAllocation
     bandit = ModelAllocation("bandit", 3, ("good", "bad"), ("good", "bad"))
     for _ in range(30):
         bandit.learn("plan", "good", True)

@@ -5,8 +5,8 @@ import platform
 
 import pytest
 
-from hw_runners.trainium_sim import heap
-from hw_runners.trainium_sim.target import Options
+from autocomp_zmq.hw_runners.trainium_sim import heap
+from autocomp_zmq.hw_runners.trainium_sim.target import Options
 
 
 def test_retaining_freed_memory_is_applied_on_glibc_and_off_when_zero():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw_runners.trainium_sim.ops import to_bf16
+from autocomp_zmq.hw_runners.trainium_sim.ops import to_bf16
 
 
 def _reference(bits: int) -> int:

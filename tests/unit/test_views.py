@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 from rich.console import Console
 
-from agents.callprint import print_calls, print_candidate
-from agents.callview import CandidateIndex
-from agents.report import render
-from agents.runview import connect, load
+from autocomp_zmq.agents.callprint import print_calls, print_candidate
+from autocomp_zmq.agents.callview import CandidateIndex
+from autocomp_zmq.agents.report import render
+from autocomp_zmq.agents.runview import connect, load
 from tests.unit.storekit import build, make_old
 
 

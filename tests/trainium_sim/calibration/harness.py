@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hw_runners import get_target
-from hw_runners.trainium_sim import costmodel, feedback
-from hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec
-from hw_runners.trainium_sim.liveness import last_use, uses
-from hw_runners.trainium_sim.program import decode_tensors
-from hw_runners.trainium_sim.replay import Replayer
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback
+from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 
 HERE = Path(__file__).resolve().parent
 TUTORIALS = HERE.parent / "tutorials"

@@ -1,0 +1,44 @@
+"""One import namespace: the product is autocomp_zmq.*, and nothing imports its folders as top-level names
+(an install adds only autocomp_zmq, so such an import would work in a checkout and fail installed)."""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("agents", "bus", "protocols", "sandbox", "problems", "prompts", "hw_runners")
+TOP_LEVEL = set(FOLDERS) | {"launch"}
+# the traced kernel's own world: trainium-sim's front end and the sandboxed child are not product imports
+SEPARATE = ("hw_runners/trainium_sim/frontend", "hw_runners/trainium_sim/sandboxed")
+
+
+def _python_files():
+    for folder in (*FOLDERS, "bench", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if not rel.startswith(SEPARATE):
+                yield path
+    yield ROOT / "launch.py"
+
+
+def test_no_module_imports_a_folder_as_a_top_level_package():
+    offenders = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                          if n.split(".")[0] in TOP_LEVEL]
+    assert not offenders, "import these through autocomp_zmq: " + ", ".join(offenders)
+
+
+def test_every_code_package_is_installed():
+    """A folder of product code left out of pyproject's package list would be missing from a wheel."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {"autocomp_zmq": "."}
+    listed = set(config["packages"])
+    code = {"autocomp_zmq." + init.parent.relative_to(ROOT).as_posix().replace("/", ".")
+            for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
+            if not init.parent.relative_to(ROOT).as_posix().startswith(SEPARATE)}
+    assert code <= listed, f"add to [tool.setuptools] packages: {sorted(code - listed)}"
