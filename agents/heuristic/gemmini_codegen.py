@@ -9,7 +9,8 @@ from dataclasses import asdict
 
 from autocomp_zmq.agents.heuristic import gemmini_conv, gemmini_gemm
 from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
-from autocomp_zmq.agents.heuristic.gemmini_gemm import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS, GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_gemm import GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS
 
 HEADER = "// autocomp-schedule: "
 Schedule = GemmSchedule | ConvSchedule

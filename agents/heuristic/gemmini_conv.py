@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DIM = 16
-SPAD_ROWS, BANK_ROWS, ACC_ROWS = 16384, 4096, 1024
+from autocomp_zmq.agents.heuristic.gemmini_machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS
 
 
 def _cdiv(a: int, b: int) -> int:

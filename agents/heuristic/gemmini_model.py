@@ -5,9 +5,8 @@ sizes and options with it; it never replaces an evaluation."""
 from __future__ import annotations
 
 from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
-from autocomp_zmq.agents.heuristic.gemmini_gemm import BANK_ROWS, DIM, GemmSchedule
-
-ISSUE, LATENCY, ARRAY_LATENCY = 6, 64, 40   # CPU cycles per instruction, DMA latency, array latency
+from autocomp_zmq.agents.heuristic.gemmini_gemm import GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_machine import ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE, LATENCY
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -17,7 +16,7 @@ def _cdiv(a: int, b: int) -> int:
 def _dma(rows: int, tiles: int) -> float:
     """Cycles one mvin/mvout of `rows` rows of `tiles` 16-byte columns keeps its DMA direction busy in a
     stream of them: 16 requests in flight, 64 cycles each, one 16-byte beat per cycle."""
-    return rows * max(tiles, (LATENCY + tiles) / 16)
+    return rows * max(tiles, (LATENCY + tiles) / INFLIGHT)
 
 
 def _bank_overlap(a: tuple[int, int], b: tuple[int, int]) -> float:

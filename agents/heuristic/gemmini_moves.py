@@ -8,7 +8,8 @@ from dataclasses import replace
 from itertools import product
 
 from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
-from autocomp_zmq.agents.heuristic.gemmini_gemm import DIM, GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_gemm import GemmSchedule
+from autocomp_zmq.agents.heuristic.gemmini_machine import DIM
 from autocomp_zmq.agents.heuristic.gemmini_model import conv_cycles, gemm_cycles
 
 Schedule = GemmSchedule | ConvSchedule

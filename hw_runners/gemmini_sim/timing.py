@@ -18,6 +18,13 @@ from dataclasses import asdict, dataclass, fields
 DIM = 16  # systolic array rows = columns: meshRows * tileRows = 16 * 1 (GemminiConfigs.scala)
 
 
+def array_latency(cfg: "TimingConfig") -> int:
+    """Cycles from a compute's issue until its results are in the accumulator (csrc/timing.c array_latency):
+    scratchpad read, the operands' skew across the array and the mesh's output and accumulator delays."""
+    return (1 + cfg.spad_read_delay + 1 + (DIM - 1) + DIM * (cfg.tile_latency + 1) + cfg.mesh_output_delay
+            + cfg.acc_latency)
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     # -- local memories ------------------------------------------------------
