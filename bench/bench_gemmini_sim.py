@@ -37,8 +37,8 @@ from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig  # noqa: E40
 
 ROLES = ("naive", "tuned", "hwloop", "library")
 ORDERED = ("naive", "tuned", "hwloop")
-LIBRARY = {"gemm": ROOT / "problems" / "gemmini-sim" / "gemm_library.c",
-           "conv3x3": ROOT / "problems" / "gemmini-sim" / "conv_library.c"}
+LIBRARY = {"gemm": ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_library.c",
+           "conv3x3": ROOT / "hw_runners" / "gemmini_sim" / "problems" / "conv_library.c"}
 SWEEP = [("cpu_issue_cycles", 3), ("cpu_issue_cycles", 12), ("dma_latency", 32), ("dma_latency", 128)]
 
 

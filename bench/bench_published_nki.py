@@ -20,7 +20,7 @@ imports` the kernel gets only the harness's import lines, as Autocomp's parallel
 nki-samples: each tutorial module is evaluated as it stands, with `solution = <kernel>` appended.
 
 Every kernel is judged against a trusted numpy reference: the reference.py of our own problem of the same
-computation (problems/trainium/<name>/), or a reference in this file where the published kernel computes
+computation (hw_runners/trainium_sim/problems/<name>/), or a reference in this file where the published kernel computes
 something else (noted under the table), at the harness's shapes; --quick runs the kernels whose harness size
 takes a minute or more on the simulator at a smaller size (they read their sizes from their inputs), marked
 "reduced". The tutorials run at sizes of our choosing (they have no harness). The table says, per kernel,
@@ -47,11 +47,11 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from autocomp_zmq.hw_runners.base import Problem  # noqa: E402
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec, load_specs  # noqa: E402
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, TensorSpec, load_specs  # noqa: E402
 from autocomp_zmq.hw_runners.trainium_sim.target import TrainiumSim  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBLEMS = ROOT / "problems" / "trainium"
+PROBLEMS = ROOT / "hw_runners" / "trainium_sim" / "problems"
 F32, BF16, U8 = "float32", "bfloat16", "uint8"
 
 
@@ -188,7 +188,7 @@ OWN = {
 class Case:
     name: str
     kernel: str                          # file, relative to its source folder
-    problem: str                         # our problem (problems/trainium/NAME) or an OWN reference
+    problem: str                         # our problem (hw_runners/trainium_sim/problems/NAME) or an OWN reference
     source: str = "autocomp"             # "autocomp" | "nki-samples"
     harness: str | None = None           # autocomp: the harness the kernel is pasted into
     entry: str = "solution"              # nki-samples: the kernel function the module defines

@@ -3,9 +3,11 @@ target registry.
 
 A target knows its problems and evaluates a candidate kernel for one of them.
 What the rest of the product needs to know about it is declared as data, in
-the target.toml of its home directory (prompts/<target>/ for the built-in
-ones; a plugin target points `home` at its own package data): its prompt
-pack, optimization menu, problems directory, kernel language, code fence,
+the target.toml of its home directory (by default the folder of the module
+that defines the target class: hw_runners/<target>/ for the built-in ones,
+which also hold their problems and offline heuristic): its prompt pack
+(prompts/<target>/ for the built-in ones), optimization menu, problems
+directory, kernel language, code fence,
 entry point, latency unit, how many evaluators a host runs, its sandbox
 profile and its offline heuristic agent. Targets register themselves with
 @register("name") (third-party ones through the `autocomp_zmq.targets` entry
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import functools
+import inspect
 import os
 import tomllib
 
@@ -27,7 +30,7 @@ import psutil
 
 from autocomp_zmq.protocols.jobs import EvalReport, ProblemDefinition
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"   # prompts/<target>/ holds each target's pack
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"   # prompts/common/: the target-neutral prompt text
 
 
 class UnknownTargetError(KeyError):
@@ -111,14 +114,15 @@ class TargetInfo:
         try:
             meta = tomllib.loads(path.read_text())
             pack = meta.get("pack", {})
+            pack_dir = (home / pack.get("dir", ".")).resolve()     # pack files are relative to it
             info = cls(name=name, home=home, description=meta.get("description", ""), language=meta["language"],
                        code_fence=meta["code_fence"], entry_point=meta.get("entry_point", "solution"),
                        latency_unit=meta["latency_unit"], evaluators=meta.get("evaluators", "cores"),
                        sandbox=meta["sandbox"], problems=(home / meta["problems"]).resolve(),
-                       menu=home / pack["menu"], isa=home / pack["isa"], rules=home / pack["rules"],
-                       examples=tuple(home / e for e in pack.get("examples", [])), heuristic=meta.get("heuristic"),
-                       kernel_suffix=meta.get("kernel_suffix", "." + meta["code_fence"]),
-                       isa_profiles=_isa_profiles(home, meta.get("isa", {})),
+                       menu=pack_dir / pack["menu"], isa=pack_dir / pack["isa"], rules=pack_dir / pack["rules"],
+                       examples=tuple(pack_dir / e for e in pack.get("examples", [])),
+                       heuristic=meta.get("heuristic"), kernel_suffix=meta.get("kernel_suffix", "." + meta["code_fence"]),
+                       isa_profiles=_isa_profiles(pack_dir, meta.get("isa", {})),
                        device=meta.get("device", f"the {name} target"),
                        correctness=meta.get("correctness", "the same results as the reference"),
                        fence_tags=tuple(meta.get("fence_tags", ())))
@@ -135,7 +139,7 @@ class TargetInfo:
 
 
 
-def _isa_profiles(home: Path, tables: dict) -> tuple[IsaProfile, ...]:
+def _isa_profiles(pack_dir: Path, tables: dict) -> tuple[IsaProfile, ...]:
     """[isa.NAME] tables in declaration order (the first is the default), or the one implicit 'full'."""
     if not tables:
         return (DEFAULT_ISA,)
@@ -147,7 +151,7 @@ def _isa_profiles(home: Path, tables: dict) -> tuple[IsaProfile, ...]:
         examples = t.get("examples")
         profiles.append(IsaProfile(name, t.get("description", ""), tuple(t.get("forbid", ())), t.get("start"),
                                    t.get("bound"), t.get("bound_name", t.get("bound") or ""),
-                                   None if examples is None else tuple(home / e for e in examples)))
+                                   None if examples is None else tuple(pack_dir / e for e in examples)))
     return tuple(profiles)
 
 
@@ -213,7 +217,9 @@ def bounded(result: EvalResult) -> EvalResult:
 class Target(abc.ABC):
     """A hardware target: a simulator or a device runner."""
     name: ClassVar[str]
-    home: ClassVar[Path | None] = None        # the directory of target.toml; None: prompts/<name>/
+    # the directory of target.toml; None: the folder of the module that registers the class (register below),
+    # which subclasses inherit
+    home: ClassVar[Path | None] = None
 
     @classmethod
     def info(cls) -> TargetInfo:
@@ -271,7 +277,7 @@ class Target(abc.ABC):
 
 @functools.cache
 def _info(cls: type[Target]) -> TargetInfo:
-    return TargetInfo.load(Path(cls.home) if cls.home else PROMPTS_DIR / cls.name, cls.name)
+    return TargetInfo.load(Path(cls.home) if cls.home else Path(inspect.getfile(cls)).resolve().parent, cls.name)
 
 
 _REGISTRY: dict[str, type[Target]] = {}
@@ -280,6 +286,8 @@ _REGISTRY: dict[str, type[Target]] = {}
 def register(name: str):
     def deco(cls: type[Target]) -> type[Target]:
         cls.name = name
+        if cls.home is None:
+            cls.home = Path(inspect.getfile(cls)).resolve().parent
         _REGISTRY[name] = cls
         return cls
     return deco

@@ -34,7 +34,7 @@ from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.gemmini_sim import feedback
 from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_isa, check_source
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from autocomp_zmq.sandbox.buildcache import cached_build, run_build
 

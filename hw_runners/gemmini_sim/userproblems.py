@@ -15,7 +15,7 @@ import numpy as np
 
 from autocomp_zmq.hw_runners import problemfile
 from autocomp_zmq.hw_runners.base import Problem
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, MAX_ELEMENTS, ArgSpec, Family, family_problem
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, MAX_ELEMENTS, ArgSpec, Family, family_problem
 from autocomp_zmq.hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
 from autocomp_zmq.protocols.jobs import ProblemDefinition
 

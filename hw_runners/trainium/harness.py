@@ -25,7 +25,7 @@ import re
 from string import Template
 from typing import Any
 
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec
 
 # a dtype literal in problem.toml ("nl.bfloat16"): emitted as code, not as a string
 DTYPE_LITERAL = re.compile(r"nl\.[A-Za-z_][A-Za-z0-9_]*")

@@ -35,7 +35,7 @@ from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESU
 from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES, CoreClaim,
                                         claim_core, find_python, host_cores, missing_sdk, parse_core_list,
                                         platform_name, tool)
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, load_problems, load_specs
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
 # what each harness stage failing means, for the error kind and the sentence the repair prompt reads
@@ -72,7 +72,7 @@ class Options:
     pass_env: tuple[str, ...] = ("LD_LIBRARY_PATH", "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_LOGICAL_NC_CONFIG",
                                  "NEURON_CC_FLAGS", "NEURON_RT_LOG_LEVEL")   # site settings the SDK may need
     input_seed: int | None = None       # None: fresh inputs every evaluation (a seed from the OS)
-    problems_dir: Path | None = None    # None: the descriptor's (problems/trainium)
+    problems_dir: Path | None = None    # None: the descriptor's (hw_runners/trainium_sim/problems)
     platform: str | None = None         # "trn1" or "trn2" for the peak rates; None: detected
     work_root: Path | None = None
     keep_workdir: bool = False

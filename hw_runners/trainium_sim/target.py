@@ -29,7 +29,7 @@ from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops,
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 from autocomp_zmq.hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, gc_paused, gib
 

@@ -19,7 +19,7 @@ import msgpack
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec
 
 HERE = Path(__file__).resolve().parent
 FRONTEND = HERE / "frontend"

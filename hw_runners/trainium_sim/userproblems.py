@@ -3,7 +3,7 @@
 The file becomes a ProblemSpec like a problem directory's: the signature's parameters (`call` gives the
 value of any that is not an input tensor), input and output tensors, the numpy reference (called with the
 parameters by name) and its make_inputs or the declared ranges, the tolerance (default atol 1e-4, rtol
-1e-2). With `family = "rmsnorm"` (a problem of problems/trainium/ that has a [parametric] table: gemm,
+1e-2). With `family = "rmsnorm"` (a problem of hw_runners/trainium_sim/problems/ that has a [parametric] table: gemm,
 rmsnorm, layernorm, transpose) the file promises that problem's semantics at its dims: the same signature, call and
 tensors (shapes written in the same dims), and a reference that agrees with that problem's on one input
 set; then that problem's kernels and the offline heuristic apply to it."""
@@ -18,7 +18,7 @@ from autocomp_zmq.hw_runners import problemfile
 from autocomp_zmq.hw_runners.base import Problem
 from autocomp_zmq.hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
 from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE
-from autocomp_zmq.hw_runners.trainium_sim.problems import (ProblemSpec, ProblemSpecError, TensorSpec, _literal, _meta, _parameter_names,
+from autocomp_zmq.hw_runners.trainium_sim.workloads import (ProblemSpec, ProblemSpecError, TensorSpec, _literal, _meta, _parameter_names,
                                               _parametric, _problem, _spec, _unmet)
 from autocomp_zmq.protocols.jobs import ProblemDefinition
 

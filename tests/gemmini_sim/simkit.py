@@ -2,7 +2,7 @@
 templates and numpy predictions of what a (deliberately wrong) kernel produces.
 
 Custom problems are built directly from autocomp_zmq.hw_runners.base.Problem and the family
-classes of hw_runners.gemmini_sim.problems, so single intrinsics can be tested
+classes of hw_runners.gemmini_sim.workloads, so single intrinsics can be tested
 on 16..64-sized GEMMs that evaluate in a fraction of a second.
 
 Test kernels never prepare tensor data with CPU loops over the inputs (the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, target_info
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS
 
 PROBLEM_DIR = target_info("gemmini-sim").problems
 

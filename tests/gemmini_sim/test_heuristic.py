@@ -1,4 +1,4 @@
-"""The offline gemmini-sim heuristic (agents/heuristic/gemmini*.py): its schedules render correct
+"""The offline gemmini-sim heuristic (hw_runners/gemmini_sim/heuristic/): its schedules render correct
 fine-grained kernels across the schedule space, its planner stays off the loop FSMs when the menu does
 (--isa fine), adapts recorded plans to new shapes, and its cost model's best schedules come close to the
 hardware loop on ResNet-50 shapes."""
@@ -11,10 +11,10 @@ from itertools import product
 
 import pytest
 
-from autocomp_zmq.agents.heuristic.gemmini import GemminiHeuristic
-from autocomp_zmq.agents.heuristic.gemmini_codegen import (ConvSchedule, GemmSchedule, parse_schedule, reference_schedule,
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.agent import GemminiHeuristic
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (ConvSchedule, GemmSchedule, parse_schedule, reference_schedule,
                                               render)
-from autocomp_zmq.agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, retile
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.moves import OPTION_MUTATIONS, adapt, candidates, predict, retile
 from autocomp_zmq.hw_runners.base import target_info
 from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
 from . import simkit

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES
 
 from .simkit import (DOUBLED_BODY, LOOP_CONFIG, NAIVE_BODY, assert_correct, assert_fails, c_table, cancel_kernel, cancel_prediction,
                      conv, doubled_prediction, gemm, gemm_kernel, inputs, mismatch_summary, reference, sat8,

@@ -15,6 +15,7 @@ from autocomp_zmq.agents.llm.prompts import for_profile, pack
 from autocomp_zmq.agents.run import RunConfig, RunError, execute
 from autocomp_zmq.agents.runstart import menu_of
 from autocomp_zmq.hw_runners import get_target
+from tests.system.runkit import ROOT
 from autocomp_zmq.hw_runners.base import IsaProfile, UnknownIsaError, target_info
 from autocomp_zmq.hw_runners.gemmini_sim.target import GemminiSim
 from .simkit import PROBLEM_DIR, assert_correct, conv, gemm
@@ -173,7 +174,7 @@ def test_an_unknown_profile_is_one_clear_error():
 def test_eval_cli_judges_under_the_profile(tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "launch.py", "eval", *args, "--json"], capture_output=True, text=True,
-                              cwd=PROBLEM_DIR.parents[1], timeout=120)
+                              cwd=ROOT, timeout=120)
     out = cli("builtin:hwloop", "-p", "gemm-256x256x256", "--isa", "fine")
     assert out.returncode == 1
     r = json.loads(out.stdout)

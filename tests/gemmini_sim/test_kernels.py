@@ -9,7 +9,7 @@ import pytest
 
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import target_info
-from autocomp_zmq.hw_runners.gemmini_sim.problems import load_problems
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import load_problems
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from .simkit import assert_correct, conv, gemm, kernel
 

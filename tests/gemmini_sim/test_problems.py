@@ -9,7 +9,7 @@ import pytest
 
 from autocomp_zmq.hw_runners import get_target, target_names
 from autocomp_zmq.hw_runners.base import UnknownProblemError, UnknownTargetError, target_info
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES, INPUT_SETS, load_problems
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, load_problems
 
 PROBLEM_DIR = target_info("gemmini-sim").problems
 

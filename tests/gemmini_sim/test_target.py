@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autocomp_zmq.hw_runners import get_target
-from autocomp_zmq.hw_runners.gemmini_sim.problems import FAMILIES
+from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES
 from autocomp_zmq.hw_runners.gemmini_sim.target import CSRC, GemminiSim, Options
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from autocomp_zmq.sandbox import Limits

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-HWLOOP = (ROOT / "problems" / "gemmini-sim" / "gemm_hwloop.c").read_text()
+HWLOOP = (ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_hwloop.c").read_text()
 CHARS_PER_TOKEN = 4
 
 

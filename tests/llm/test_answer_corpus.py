@@ -183,8 +183,8 @@ def test_empty_and_declined_answers(answer, kind):
 
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = sorted([*ROOT.glob("problems/gemmini-sim/*.c"), *ROOT.glob("prompts/gemmini-sim/examples/*.c"),
-                  *ROOT.glob("problems/trainium/*/naive.py"), *ROOT.glob("problems/trainium/*/tuned.py"),
+SHIPPED = sorted([*ROOT.glob("hw_runners/gemmini_sim/problems/*.c"), *ROOT.glob("prompts/gemmini-sim/examples/*.c"),
+                  *ROOT.glob("hw_runners/trainium_sim/problems/*/naive.py"), *ROOT.glob("hw_runners/trainium_sim/problems/*/tuned.py"),
                   *ROOT.glob("prompts/trainium-sim/examples/*.py")])
 
 

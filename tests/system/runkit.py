@@ -104,6 +104,6 @@ def processes_mentioning(text: str) -> list[psutil.Process]:
     return found
 
 
-SLOW_GEMM = (ROOT / "problems" / "gemmini-sim" / "gemm_naive.c").read_text().replace(
+SLOW_GEMM = (ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_naive.c").read_text().replace(
     "  config_ex(WEIGHT_STATIONARY", "  for (volatile unsigned long spin = 0; spin < 150000000UL; spin++) {}\n"
     "  config_ex(WEIGHT_STATIONARY", 1)

@@ -12,7 +12,7 @@ from tests.system.runkit import ROOT, finish, launch, write_config
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 BAD = '#include "gemmini.h"\nvoid solution(int8_t A[256][256]) { mvin(&A[i][k], 0, 16, 16); }\n'
-HANG = (ROOT / "problems" / "gemmini-sim" / "gemm_naive.c").read_text().replace(
+HANG = (ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_naive.c").read_text().replace(
     "  config_ex(WEIGHT_STATIONARY", "  for (volatile int forever = 1; forever;) {}\n  config_ex(WEIGHT_STATIONARY", 1)
 
 

@@ -20,10 +20,10 @@ from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import target_info
 from autocomp_zmq.hw_runners.trainium import harness, metrics, neuron
 from autocomp_zmq.hw_runners.trainium import target as trn_target
-from autocomp_zmq.hw_runners.trainium_sim.problems import load_specs
+from autocomp_zmq.hw_runners.trainium_sim.workloads import load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_PROBLEMS = ROOT / "problems" / "trainium"
+REAL_PROBLEMS = ROOT / "hw_runners" / "trainium_sim" / "problems"
 
 PROBLEM_TOML = """name = "scaled-add"
 description = "c = (a + b) * scale + eps"
@@ -253,7 +253,7 @@ def test_trainium_descriptor():
     assert (info.language, info.code_fence, info.entry_point, info.latency_unit, info.evaluators) == \
         ("NKI (Python, neuronxcc.nki)", "python", "solution", "us", "devices")
     assert info.problems == REAL_PROBLEMS and info.isa.name == "isa.md" and info.isa.parent.name == "trainium-sim"
-    assert info.heuristic == "autocomp_zmq.agents.heuristic.trainium:TrainiumHeuristic"
+    assert info.heuristic == "autocomp_zmq.hw_runners.trainium_sim.heuristic.agent:TrainiumHeuristic"
 
 
 # -- a host without the Neuron SDK ---------------------------------------------------------------------
@@ -275,7 +275,7 @@ def test_on_a_host_without_the_sdk_an_evaluation_says_what_to_install(problems):
 def test_launch_eval_without_the_sdk_exits_1_with_the_setup_message(tmp_path):
     real = sorted(load_specs(REAL_PROBLEMS)) if REAL_PROBLEMS.is_dir() else []
     if not real:
-        pytest.skip("problems/trainium has no problems yet")
+        pytest.skip("hw_runners/trainium_sim/problems has no problems yet")
     if not _host_lacks_sdk():
         pytest.skip("this host has the Neuron SDK")
     kernel = tmp_path / "kernel.py"

@@ -1,7 +1,7 @@
 """Helpers shared by the trainium-sim tests: throwaway problems and a TrainiumSim that evaluates them.
 
 A test describes a tiny problem (input and output tensors, a numpy reference, a tolerance); `SimKit`
-writes it as a problem directory (problem.toml + reference.py, the format of problems/trainium/) in a
+writes it as a problem directory (problem.toml + reference.py, the format of hw_runners/trainium_sim/problems/) in a
 temporary folder and evaluates kernel source against it with a real TrainiumSim, sandbox included.
 Each problem gets its own problems root because the loaders cache one listing per directory.
 """
@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 from autocomp_zmq.hw_runners.base import EvalResult, Problem
-from autocomp_zmq.hw_runners.trainium_sim.problems import load_problems, spec_of
+from autocomp_zmq.hw_runners.trainium_sim.workloads import load_problems, spec_of
 from autocomp_zmq.hw_runners.trainium_sim.target import TrainiumSim
 
 HEADER = ("import numpy as np\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"

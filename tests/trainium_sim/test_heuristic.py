@@ -15,8 +15,8 @@ import pytest
 
 from autocomp_zmq.agents.heuristic import for_target
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.agents.heuristic.trainium import TrainiumHeuristic
-from autocomp_zmq.agents.heuristic.trainium_codegen import FAMILIES, parse_schedule, render
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, parse_schedule, render
 from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
 from tests.trainium_sim.simkit import SimKit, explain
 

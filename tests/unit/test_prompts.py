@@ -15,9 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROBLEMS = {
     "gemmini-sim": ({"target": "gemmini-sim", "name": "gemm-512x512x512", "family": "gemm",
                      "dims": {"I": 512, "J": 512, "K": 512}, "description": "int8 GEMM"},
-                    "problems/gemmini-sim/gemm_baseline.c"),
+                    "hw_runners/gemmini_sim/problems/gemm_baseline.c"),
     "trainium-sim": ({"target": "trainium-sim", "name": "rmsnorm", "family": "rmsnorm", "latency_unit": "us",
-                      "description": "RMSNorm"}, "problems/trainium/rmsnorm/naive.py"),
+                      "description": "RMSNorm"}, "hw_runners/trainium_sim/problems/rmsnorm/naive.py"),
 }
 
 

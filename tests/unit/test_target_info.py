@@ -47,4 +47,4 @@ def test_gemmini_sim_declares_what_the_product_reads():
     assert (info.code_fence, info.entry_point, info.latency_unit, info.evaluators) == ("c", "solution", "cycles",
                                                                                        "cores")
     assert (info.problems / "problems.toml").is_file() and info.isa.is_file() and info.menu.is_file()
-    assert all(e.is_file() for e in info.examples) and info.heuristic == "autocomp_zmq.agents.heuristic.gemmini:GemminiHeuristic"
+    assert all(e.is_file() for e in info.examples) and info.heuristic == "autocomp_zmq.hw_runners.gemmini_sim.heuristic.agent:GemminiHeuristic"

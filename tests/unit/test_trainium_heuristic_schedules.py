@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from autocomp_zmq.agents.heuristic import trainium_conv as conv
-from autocomp_zmq.agents.heuristic import trainium_conv2d as conv2d
-from autocomp_zmq.agents.heuristic import trainium_gemm as gemm
-from autocomp_zmq.agents.heuristic import trainium_mamba as mamba
-from autocomp_zmq.agents.heuristic.trainium_move import TRANSPOSE, TrSchedule
-from autocomp_zmq.agents.heuristic.trainium_norm import LAYERNORM, RMSNORM
-from autocomp_zmq.agents.heuristic.trainium import TrainiumHeuristic, _features
-from autocomp_zmq.agents.heuristic.trainium_codegen import parse_schedule, render
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import conv as conv
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import conv2d as conv2d
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import gemm as gemm
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import mamba as mamba
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.move import TRANSPOSE, TrSchedule
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.norm import LAYERNORM, RMSNORM
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic, _features
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import parse_schedule, render
 from autocomp_zmq.protocols.jobs import MenuOption, Parent, PlanRequest, Problem
 
 PAPER_GEMM = {"K": 8192, "M": 4096, "N": 8192}
@@ -208,7 +208,7 @@ def test_mamba_start_is_the_naive_kernel_and_psum_moves_bring_chunks_and_pipelin
 
 
 def test_attention_two_pass_follows_skip_and_hoist_and_fits_the_paper_shapes():
-    from autocomp_zmq.agents.heuristic.trainium_flash import CSA, MHA
+    from autocomp_zmq.hw_runners.trainium_sim.heuristic.flash import CSA, MHA
     d = {"S": 16384, "D": 128}
     start = CSA.default(d)
     assert CSA.candidates("method", start, d) == []             # first the visible blocks, resident K and V
@@ -224,7 +224,7 @@ def test_attention_schedules_start_naive_and_reach_transposed_scores():
     """The starting schedules render the naive approach (scores gathered in SBUF, P transposed, K and V
     reloaded per query tile); the transposed-score move needs the max pass and the ones column, and the
     -m fold into the contraction only fits seq-major inputs with d + 2 <= 128."""
-    from autocomp_zmq.agents.heuristic.trainium_attention import ATTENTION, SD_ATTENTION
+    from autocomp_zmq.hw_runners.trainium_sim.heuristic.attention import ATTENTION, SD_ATTENTION
     hm, sm = {"D": 128, "S": 4096}, {"S": 4096, "D": 64}
     for fam, d in ((ATTENTION, hm), (SD_ATTENTION, sm)):
         s = fam.default(d)

@@ -20,7 +20,7 @@ from typing import Callable
 
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback
-from autocomp_zmq.hw_runners.trainium_sim.problems import ProblemSpec, TensorSpec
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, TensorSpec
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer

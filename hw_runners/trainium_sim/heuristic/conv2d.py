@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, step_choices
 
 DIMS = ("N", "CI", "H", "W", "CO", "HF", "WF")     # problem.toml dims the schedules need
 ROW_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, evict, ew_engine
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, ew_engine
 
 DIMS = ("N", "C", "W", "WF")          # problem.toml dims the schedules need
 NB_CHOICES = (1, 2, 4, 8)

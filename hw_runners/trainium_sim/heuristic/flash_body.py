@@ -10,7 +10,7 @@ yields P^T in bf16, multiplied with [V | 1] whose ones column accumulates the ro
 """
 from __future__ import annotations
 
-from autocomp_zmq.agents.heuristic.trainium_kit import evict
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import evict
 
 
 def _head(s) -> str:

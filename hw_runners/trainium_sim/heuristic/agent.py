@@ -6,7 +6,7 @@ the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls)
 that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
 differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
 kernel; the repairer falls back to a safer schedule. Families: every paper problem of trainium-sim
-(trainium_codegen.FAMILIES); anything else needs an LLM.
+(codegen.FAMILIES); anything else needs an LLM.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 
 from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.agents.heuristic.trainium_codegen import FAMILIES, from_dict, parse_schedule, render
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
@@ -80,7 +80,7 @@ def _unsupported(problem: Problem) -> HeuristicError:
 
 
 class TrainiumHeuristic:
-    """Planner, coder and repairer for the trainium-sim families listed in trainium_codegen.FAMILIES."""
+    """Planner, coder and repairer for the trainium-sim families listed in codegen.FAMILIES."""
 
     def supports(self, problem: Problem) -> str | None:
         """None if the heuristic can optimize the problem, else why not (in a few words)."""

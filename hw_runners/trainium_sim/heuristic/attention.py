@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 
-from autocomp_zmq.agents.heuristic.trainium_attention_body import body
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.attention_body import body
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT
 
 SOFTMAX = ("sbuf", "fused", "twopass")
 EVICT = ("copy", "vector", "scalar", "alternate")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, ew_engine, row_loop
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, ew_engine, row_loop
 
 NORMS = ("broadcast", "tensor_scalar", "scalar")
 

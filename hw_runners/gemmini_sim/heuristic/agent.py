@@ -5,7 +5,7 @@ every menu option that survived dropout by the speedup its cost model predicts f
 schedule and by how much the feedback points at it (the binding stall), picks ONE (seeded noise keeps the
 N plans of a parent diverse) and states the concrete schedule change; the coder renders that schedule as
 C; the repairer falls back to a safer schedule. Schedules issue fine-grained instructions from the CPU
-(gemmini_gemm.py, gemmini_conv.py); the loop FSMs only when the menu offers them.
+(gemm.py, conv.py); the loop FSMs only when the menu offers them.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from dataclasses import asdict, replace
 
 from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.agents.heuristic.gemmini_codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
                                               reference_schedule, render)
-from autocomp_zmq.agents.heuristic.gemmini_moves import OPTION_MUTATIONS, adapt, candidates, predict, score
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.moves import OPTION_MUTATIONS, adapt, candidates, predict, score
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 __all__ = ["GemminiHeuristic", "OPTION_MUTATIONS"]

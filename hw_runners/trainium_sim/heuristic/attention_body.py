@@ -5,7 +5,7 @@ the work of neighbouring tiles; each allocation site is one line, so its tiles r
 """
 from __future__ import annotations
 
-from autocomp_zmq.agents.heuristic.trainium_kit import evict as evict_expr
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import evict as evict_expr
 
 SIG = {"hm": "q, k, v", "sm": "q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True"}
 

@@ -4,9 +4,9 @@ and mvouts, and the stalls a missing double buffer or software pipeline leaves. 
 sizes and options with it; it never replaces an evaluation."""
 from __future__ import annotations
 
-from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
-from autocomp_zmq.agents.heuristic.gemmini_gemm import GemmSchedule
-from autocomp_zmq.agents.heuristic.gemmini_machine import ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE, LATENCY
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.conv import ConvSchedule
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.gemm import GemmSchedule
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE, LATENCY
 
 
 def _cdiv(a: int, b: int) -> int:

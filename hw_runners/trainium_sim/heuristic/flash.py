@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-from autocomp_zmq.agents.heuristic.trainium_flash_body import rows_body, twopass_body
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.flash_body import rows_body, twopass_body
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, step_choices
 
 ENGINES = ("scalar", "vector", "alternate")
 

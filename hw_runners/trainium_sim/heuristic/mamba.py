@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, step_choices
 
 DIMS = ("BATCH", "CHANNELS", "SEQ", "STATE")
 CHUNKS = (0, 2048, 1024, 512, 256)          # time steps per chunk (0: the whole sequence)

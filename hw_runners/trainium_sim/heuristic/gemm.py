@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, evict, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, step_choices
 
 DIMS = ("K", "M", "N")                # problem.toml dims the schedules need
 TM_CHOICES = (32, 64, 128)            # stationary free size (output partitions); <= gemm_stationary_fmax

@@ -1,5 +1,5 @@
 """What each menu option does to a gemmini-sim schedule (its mutation), the candidate schedules it
-yields (block sizes re-chosen with the cost model of gemmini_model.py for the changed schedule, best
+yields (block sizes re-chosen with the cost model of model.py for the changed schedule, best
 first), and how strongly the evaluator's feedback and the model point at it."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 from dataclasses import replace
 from itertools import product
 
-from autocomp_zmq.agents.heuristic.gemmini_conv import ConvSchedule
-from autocomp_zmq.agents.heuristic.gemmini_gemm import GemmSchedule
-from autocomp_zmq.agents.heuristic.gemmini_machine import DIM
-from autocomp_zmq.agents.heuristic.gemmini_model import conv_cycles, gemm_cycles
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.conv import ConvSchedule
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.gemm import GemmSchedule
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import DIM
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.model import conv_cycles, gemm_cycles
 
 Schedule = GemmSchedule | ConvSchedule
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autocomp_zmq.agents.heuristic.gemmini_machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -20,28 +20,28 @@ import dataclasses
 import json
 import re
 
-from autocomp_zmq.agents.heuristic import (trainium_attention, trainium_conv, trainium_conv2d, trainium_cumsum, trainium_flash,
-                              trainium_gemm, trainium_mamba, trainium_move, trainium_norm, trainium_rope)
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, conv, conv2d, cumsum, flash, gemm, mamba, move, norm,
+                                                             rope)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
 
 # problem family (problem.toml `family`, or the problem's name) -> the module (or namespace) that handles it
 FAMILIES: dict[str, object] = {
-    "gemm": trainium_gemm,
-    "rmsnorm": trainium_norm.RMSNORM,
-    "layernorm": trainium_norm.LAYERNORM,
-    "transpose": trainium_move.TRANSPOSE,
-    "maxpool": trainium_move.MAXPOOL,
-    "conv1d": trainium_conv,
-    "cumsum": trainium_cumsum,
-    "rope": trainium_rope,
-    "mamba": trainium_mamba,
-    "conv2d": trainium_conv2d,
-    "csa": trainium_flash.CSA,
-    "mha": trainium_flash.MHA,
-    "attention": trainium_attention.ATTENTION,
-    "sd-attention": trainium_attention.SD_ATTENTION,
+    "gemm": gemm,
+    "rmsnorm": norm.RMSNORM,
+    "layernorm": norm.LAYERNORM,
+    "transpose": move.TRANSPOSE,
+    "maxpool": move.MAXPOOL,
+    "conv1d": conv,
+    "cumsum": cumsum,
+    "rope": rope,
+    "mamba": mamba,
+    "conv2d": conv2d,
+    "csa": flash.CSA,
+    "mha": flash.MHA,
+    "attention": attention.ATTENTION,
+    "sd-attention": attention.SD_ATTENTION,
 }
 
 

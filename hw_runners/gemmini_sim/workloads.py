@@ -1,4 +1,4 @@
-"""Workloads of gemmini-sim: the benchmark shapes come from problems/gemmini-sim/problems.toml,
+"""Workloads of gemmini-sim: the benchmark shapes come from hw_runners/gemmini_sim/problems/problems.toml,
 semantics (arguments, numpy reference, compulsory traffic) from the family
 classes below, and any other size by its name (gemm-IxJxK, conv3x3-P-C) within
 the limits that keep an evaluation feasible. Inputs are seeded; several input

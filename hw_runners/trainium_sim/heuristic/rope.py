@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, step_choices
 
 METHODS = ("halves", "pe")
 COLS = (256, 512, 1024, 2048, 4096)

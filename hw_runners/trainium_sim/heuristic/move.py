@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-from autocomp_zmq.agents.heuristic.trainium_kit import SBUF_LIMIT, evict, ew_engine, step_choices
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, ew_engine, step_choices
 
 ENGINES = ("vector", "gpsimd")
 

@@ -1,6 +1,6 @@
 """Workloads of the Trainium targets (trainium-sim and the real trainium runner).
 
-Each problem is a directory problems/trainium/<name>/ holding problem.toml (signature, input and output
+Each problem is a directory hw_runners/trainium_sim/problems/<name>/ holding problem.toml (signature, input and output
 tensors, literal arguments, tolerance), reference.py (trusted numpy: input maker and reference outputs)
 and its starting (naive.py) and hand-tuned (tuned.py) NKI kernels. The directory is data: adding a
 problem touches no Python of the product. A sibling at another size declares `like = "NAME"` and uses
