@@ -9,7 +9,8 @@ from autocomp_zmq.agents import reuse
 from autocomp_zmq.agents.policy import eval_job
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.hw_runners.base import DescriptorError, IsaProfile, Target, menu_entries
+from autocomp_zmq.hw_runners.base import DescriptorError, IsaProfile, Target
+from autocomp_zmq.hw_runners.pack import menu_entries
 from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
 from autocomp_zmq.agents.search import PriorTrace
 

@@ -155,24 +155,6 @@ def _isa_profiles(pack_dir: Path, tables: dict) -> tuple[IsaProfile, ...]:
     return tuple(profiles)
 
 
-def shown_under(isa_names, profile: IsaProfile) -> bool:
-    """Whether a menu option or prompt section that names the profiles it belongs to (None: all) is shown."""
-    return not isa_names or profile.name in isa_names
-
-
-def menu_entries(info: TargetInfo, profile: IsaProfile, family: str | None = None) -> list[dict]:
-    """The target's optimization menu (menu.toml `[[option]]`s: id, title, description) as one ISA profile
-    and one problem family see it: an option may name its profiles (`isa = [...]`) and the problem families
-    it applies to (`families = [...]`; none: every family). Raises DescriptorError for an unusable menu."""
-    try:
-        options = tomllib.loads(info.menu.read_text())["option"]
-        return [{"id": o["id"], "title": o["title"], "description": o["description"]} for o in options
-                if shown_under(o.get("isa"), profile) and (not family or not o.get("families")
-                                                          or family in o["families"])]
-    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
-        raise DescriptorError(f"target {info.name} has no usable optimization menu at {info.menu}: {exc}") from None
-
-
 @dataclass(frozen=True)
 class Problem:
     """A workload of a target, with its starting (naive) kernel and references."""

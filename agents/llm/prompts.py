@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from dataclasses import dataclass
 from string import Template
 
 from autocomp_zmq.agents.console import latency_text
 from autocomp_zmq.hw_runners.base import PROMPTS_DIR as PROMPTS
-from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, menu_entries, target_info
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
+from autocomp_zmq.hw_runners.pack import read_pack
 from autocomp_zmq.protocols.jobs import CodeRequest, Parent, PlanRequest, Problem, RepairRequest
-
-_ISA_MARK = re.compile(r"\s*<!--\s*isa:\s*([\w\-, ]+?)\s*-->\s*$")
-_ITEM = re.compile(r"^(\s*)(?:\d+\.|[-*])\s")
-
 
 @dataclass(frozen=True)
 class Prompt:
@@ -38,61 +34,18 @@ class Prompt:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def _profiles(mark: re.Match) -> set[str]:
-    return {n.strip() for n in mark.group(1).split(",")}
-
-
-def for_profile(text: str, profile: str) -> str:
-    """A markdown page as one ISA profile sees it. A section whose heading is followed by an
-    `<!-- isa: a, b -->` line is kept (without that line) only under those profiles, with its subsections;
-    a list item whose first line ends with such a mark is kept (without the mark) only under those
-    profiles, up to the next item, heading or blank line."""
-    out: list[str] = []
-    skip_level = 0          # > 0: inside a dropped section of this heading level
-    skip_item = False       # inside a dropped list item
-    lines = text.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        level = len(line) - len(line.lstrip("#")) if line.startswith("#") else 0
-        if skip_level and level and level <= skip_level:
-            skip_level = 0
-        if skip_level:
-            continue
-        if skip_item and (level or not line.strip() or _ITEM.match(line)):
-            skip_item = False
-        if skip_item:
-            continue
-        if _ISA_MARK.fullmatch(line):
-            continue
-        if level and i + 1 < len(lines):
-            nxt = _ISA_MARK.fullmatch(lines[i + 1])
-            if nxt and profile not in _profiles(nxt):
-                skip_level = level
-                continue
-        item_mark = _ISA_MARK.search(line) if _ITEM.match(line) else None
-        if item_mark:
-            if profile not in _profiles(item_mark):
-                skip_item = True
-                continue
-            line = line[:item_mark.start()] + "\n"
-        out.append(line)
-    return "".join(out)
-
-
 @functools.cache
 def pack(target: str, isa: str = "", family: str = "") -> dict:
     """The target's prompt pack under an ISA profile ("" = the default) for a problem family ("" = every
     option of the menu), from its descriptor (hw_runners/base.py TargetInfo)."""
     try:
         info = target_info(target)
-        profile = info.isa_profile(isa)
-        chosen = info.examples if profile.examples is None else profile.examples
-        examples = "".join(f"\n## Example: {e.name}\n```{info.code_fence}\n{e.read_text()}```\n" for e in chosen)
-        isa_text, rules = (for_profile(f.read_text(), profile.name) for f in (info.isa, info.rules))
-        menu = "\n".join(f"- {o['id']}: {o['title']}. {o['description']}"
-                         for o in menu_entries(info, profile, family or None))
-    except (UnknownTargetError, DescriptorError, UnknownIsaError, OSError) as exc:
+        view = read_pack(info, isa, family)
+    except (UnknownTargetError, DescriptorError, UnknownIsaError) as exc:
         raise ValueError(f"target {target!r} has no usable prompt pack: {exc}") from None
-    fields = {"device": info.device, "isa": isa_text.strip(), "rules": rules.strip(), "menu": menu,
+    examples = "".join(f"\n## Example: {name}\n```{info.code_fence}\n{code}```\n" for name, code in view.examples)
+    menu = "\n".join(f"- {o['id']}: {o['title']}. {o['description']}" for o in view.menu)
+    fields = {"device": info.device, "isa": view.isa.strip(), "rules": view.rules.strip(), "menu": menu,
               "examples": ("\n# Examples of correct kernels for this target\n" + examples) if examples else ""}
     return {"target_name": info.name, "fence": info.code_fence, "fence_tags": (info.code_fence, *info.fence_tags),
             "entry_point": info.entry_point, "correctness": info.correctness,

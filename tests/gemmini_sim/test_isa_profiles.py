@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from autocomp_zmq.agents.llm.prompts import for_profile, pack
+from autocomp_zmq.agents.llm.prompts import pack
+from autocomp_zmq.hw_runners.pack import for_profile
 from autocomp_zmq.agents.run import RunConfig, RunError, execute
 from autocomp_zmq.agents.runstart import menu_of
 from autocomp_zmq.hw_runners import get_target
