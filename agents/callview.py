@@ -179,7 +179,7 @@ class CandidateIndex:
         self._feedback: dict[str, str] | None = None   # eval job -> feedback text, once detached
         self._texts: dict[str, str] = {}
         self.cands: dict[str, Cand] = {r[0]: Cand(*r) for r in db.execute(
-            "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, c.code, e.correct, e.cycles, "
+            "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, c.code, e.correct, e.latency, "
             "e.error_kind, e.error, e.feedback, e.job_id FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id "
             "ORDER BY c.iteration, c.created, c.id")}
         # a candidate whose code was evaluated for another parent shares that evaluation (see runview)

@@ -40,7 +40,7 @@ def trace_of(store: RunStore, best_id: str | None, summary: dict | None = None) 
     steps = []
     cid = best_id
     while cid:
-        row = store.db.execute("SELECT c.parent_id, c.iteration, c.model, p.option_id, p.text, p.params, e.cycles "
+        row = store.db.execute("SELECT c.parent_id, c.iteration, c.model, p.option_id, p.text, p.params, e.latency "
                                "FROM candidates c LEFT JOIN plans p ON p.job_id = c.plan_job "
                                "LEFT JOIN evals e ON e.candidate_id = c.id WHERE c.id = ?", (cid,)).fetchone()
         if row is None:

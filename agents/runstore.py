@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     id TEXT PRIMARY KEY, parent_id TEXT, iteration INTEGER NOT NULL, plan_job TEXT, origin TEXT NOT NULL,
     model TEXT, code TEXT NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS evals (
-    candidate_id TEXT PRIMARY KEY, correct INTEGER NOT NULL, cycles REAL, utilization REAL,
+    candidate_id TEXT PRIMARY KEY, correct INTEGER NOT NULL, latency REAL, utilization REAL,
     roofline REAL, error_kind TEXT, error TEXT, feedback TEXT, job_id TEXT);
 CREATE TABLE IF NOT EXISTS plans (
     job_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, iteration INTEGER NOT NULL, model TEXT,
@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
     tokens_in INTEGER, tokens_out INTEGER, cost REAL, latency REAL, outcome TEXT, created REAL);
 CREATE TABLE IF NOT EXISTS texts (id TEXT PRIMARY KEY, body BLOB NOT NULL);   -- zlib(UTF-8), id = sha256
 CREATE TABLE IF NOT EXISTS beams (
-    iteration INTEGER NOT NULL, rank INTEGER NOT NULL, candidate_id TEXT NOT NULL, cycles REAL,
+    iteration INTEGER NOT NULL, rank INTEGER NOT NULL, candidate_id TEXT NOT NULL, latency REAL,
     PRIMARY KEY (iteration, rank));
 """
 
@@ -59,6 +59,26 @@ CALL_COLUMNS = (("tokens_cached", "INTEGER DEFAULT 0"), ("tokens_cache_write", "
                 ("priced", "INTEGER DEFAULT 1"), ("prefix_id", "TEXT"), ("prompt_id", "TEXT"),
                 ("answer_id", "TEXT"), ("reasoning_id", "TEXT"))
 
+# Latencies are in the problem's unit (cycles, us, ...); stores written before the rename call the column
+# `cycles`. A store opened to write (resume) is migrated in place; a reader never writes, and sees the old
+# tables through temporary views of the new names (read_views).
+RENAMED = {"evals": ("cycles", "latency"), "beams": ("cycles", "latency")}
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+
+
+def read_views(db: sqlite3.Connection) -> None:
+    """On a read-only connection to a store of any age: temporary views named like the tables, with the
+    current column names, over tables that still have old ones (unqualified names find the temp schema
+    first). Nothing is written to the store."""
+    for table, (old, new) in RENAMED.items():
+        cols = _columns(db, table)
+        if old in cols and new not in cols:
+            select = ", ".join(f"{c} AS {new}" if c == old else c for c in cols)
+            db.execute(f"CREATE TEMP VIEW IF NOT EXISTS {table} AS SELECT {select} FROM main.{table}")
+
 
 class RunStore:
     def __init__(self, path: Path) -> None:
@@ -66,6 +86,9 @@ class RunStore:
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: durable at checkpoints, safe on crash
+        for table, (old, new) in RENAMED.items():   # before SCHEMA's indexes or views could name them
+            if old in _columns(self.db, table):
+                self.db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
         self.db.executescript(SCHEMA)
         have = {row[1] for row in self.db.execute("PRAGMA table_info(model_calls)")}
         for column, sql_type in CALL_COLUMNS:   # stores written before these columns existed get them
@@ -127,7 +150,6 @@ class RunStore:
                         (cid, parent_id, iteration, plan_job, origin, model, code, time.time()))
 
     def add_eval(self, cid: str, job_id: str, r: EvalReport) -> None:
-        # the column named cycles holds the latency in the problem's unit (cycles or us)
         self.db.execute("INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (cid, int(r.correct), r.latency, r.utilization, r.roofline_fraction,
                          r.error_kind, r.error, json.dumps(r.feedback), job_id))
@@ -167,14 +189,14 @@ class RunStore:
     def set_beam(self, iteration: int, beam: list[tuple[str, float]]) -> None:
         self.db.execute("DELETE FROM beams WHERE iteration = ?", (iteration,))
         self.db.executemany("INSERT INTO beams VALUES (?, ?, ?, ?)",
-                            [(iteration, rank, cid, cycles) for rank, (cid, cycles) in enumerate(beam)])
+                            [(iteration, rank, cid, latency) for rank, (cid, latency) in enumerate(beam)])
 
     def beam(self, iteration: int | None = None) -> list[tuple[str, float]]:
         if iteration is None:
             row = self.db.execute("SELECT MAX(iteration) FROM beams").fetchone()
             iteration = row[0]
         return [(r[0], r[1]) for r in self.db.execute(
-            "SELECT candidate_id, cycles FROM beams WHERE iteration = ? ORDER BY rank", (iteration,))]
+            "SELECT candidate_id, latency FROM beams WHERE iteration = ? ORDER BY rank", (iteration,))]
 
     def count(self, table: str, where: str = "1=1") -> int:
         return self.db.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]

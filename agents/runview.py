@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from autocomp_zmq.agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
 from autocomp_zmq.agents.rundir import is_locked
+from autocomp_zmq.agents.runstore import read_views
 
 
 class RunViewError(RuntimeError):
@@ -164,6 +165,7 @@ def connect(run_dir: Path) -> sqlite3.Connection:
                              isolation_level=None)
         db.execute("BEGIN")   # one snapshot for every query below, even while the coordinator writes
         db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+        read_views(db)       # stores from before the latency columns were named so
     except sqlite3.Error as exc:
         if db is not None:
             db.close()
@@ -199,9 +201,9 @@ def _evaluations(db: sqlite3.Connection) -> int:
 
 def _baseline_and_best(db: sqlite3.Connection) -> tuple[float | None, str | None, float | None]:
     """Start cycles, and the best candidate so far: rank 0 of the latest beam."""
-    base = db.execute("SELECT e.cycles FROM candidates c JOIN evals e ON e.candidate_id = c.id "
+    base = db.execute("SELECT e.latency FROM candidates c JOIN evals e ON e.candidate_id = c.id "
                       "WHERE c.origin = 'initial' AND e.correct = 1").fetchone()
-    best = db.execute("SELECT candidate_id, cycles FROM beams WHERE rank = 0 "
+    best = db.execute("SELECT candidate_id, latency FROM beams WHERE rank = 0 "
                       "ORDER BY iteration DESC LIMIT 1").fetchone()
     return (base[0] if base else None), (best[0] if best else None), (best[1] if best else None)
 
@@ -250,7 +252,7 @@ class _Cand(NamedTuple):
 
 def _candidates(db: sqlite3.Connection) -> dict[str, _Cand]:
     cands = {r[0]: _Cand(*r) for r in db.execute(
-        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.model, c.code, e.correct, e.cycles "
+        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.model, c.code, e.correct, e.latency "
         "FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id ORDER BY c.iteration, c.created, c.id")}
     # A candidate whose code was already evaluated for another parent shares that evaluation and may have
     # no evals row of its own: the result depends only on the code, so take it from the twin.
@@ -298,7 +300,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
         per_it[c.iteration][1] += c.correct == 1
     iterations = [IterationBest(it, cyc, base / cyc if base and cyc else None, size, *per_it[it])
                   for it, cyc, size in db.execute(
-                      "SELECT iteration, MIN(cycles), COUNT(*) FROM beams GROUP BY iteration ORDER BY iteration")]
+                      "SELECT iteration, MIN(latency), COUNT(*) FROM beams GROUP BY iteration ORDER BY iteration")]
 
     options: dict[str, OptionStats] = {}
     option_of = {job_id: option_id or "(none)" for job_id, option_id, _, _ in plans.values()}

@@ -51,7 +51,7 @@ def kernel_pool(work: Path, problem: str, isa: str) -> list[tuple[float, str]]:
                     "-N", "6", "-K", "2", "--patience", "8", "--out", str(out), "--no-live"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = sqlite3.connect(out / "run.db")
-    rows = db.execute("SELECT DISTINCT e.cycles, c.code FROM candidates c JOIN evals e ON e.candidate_id = c.id "
+    rows = db.execute("SELECT DISTINCT e.latency, c.code FROM candidates c JOIN evals e ON e.candidate_id = c.id "
                       "WHERE e.correct = 1").fetchall()
     return sorted(rows, key=lambda r: -r[0])
 

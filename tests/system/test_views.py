@@ -84,7 +84,7 @@ def test_show_candidate_prints_code_plan_feedback_and_the_calls_that_made_it(run
                                   "WHERE e.candidate_id = ?", cid)
     feedback = json.loads(eval_result)["feedback_text"]
     assert feedback.splitlines()[0].startswith("Latency:") and feedback in out
-    [(cycles,)] = query(run, "SELECT cycles FROM evals WHERE candidate_id = ?", cid)
+    [(cycles,)] = query(run, "SELECT latency FROM evals WHERE candidate_id = ?", cid)
     assert f"correct, {cycles:,.0f} cycles" in out and f"parent: {parent}" in out
 
     # the plan call, the code call(s) that wrote the failed kernel, and the repair call: prompt and answer each

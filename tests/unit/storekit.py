@@ -88,8 +88,11 @@ def build(run_dir: Path, iterations: int = 2, beam: int = 2, plans: int = 2, cod
 
 
 def make_old(run_dir: Path) -> None:
-    """Turn a store into one written before calls kept texts and full token counts (format < 3)."""
+    """Turn a store into one written before calls kept texts and full token counts (format < 3), and whose
+    latency columns were still named `cycles`."""
     db = sqlite3.connect(run_dir / "run.db")
+    for table in ("evals", "beams"):
+        db.execute(f"ALTER TABLE {table} RENAME COLUMN latency TO cycles")
     for column in ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
                    "prefix_id", "prompt_id", "answer_id", "reasoning_id"):
         db.execute(f"ALTER TABLE model_calls DROP COLUMN {column}")

@@ -14,6 +14,7 @@ from autocomp_zmq.agents.callprint import print_calls, print_candidate
 from autocomp_zmq.agents.callview import CandidateIndex
 from autocomp_zmq.agents.report import render
 from autocomp_zmq.agents.runview import connect, load
+from autocomp_zmq.agents.runstore import RunStore
 from tests.unit.storekit import build, make_old
 
 
@@ -129,3 +130,20 @@ def test_old_stores_read_with_what_they_have(tmp_path):
     assert html.count("<details class='cand") == len(ix.cands) and "prompt and answer not recorded" in html
     db = sqlite3.connect(run / "run.db")
     assert "texts" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+
+
+def test_a_store_with_cycles_columns_reads_the_same_and_is_migrated_only_when_opened_to_write(tmp_path):
+    run = build(tmp_path / "run", iterations=2, beam=2, plans=2, codes=1)
+    before = load(run)
+    make_old(run)
+    schema = lambda: {t: [r[1] for r in sqlite3.connect(run / "run.db").execute(f"PRAGMA table_info({t})")]
+                      for t in ("evals", "beams")}
+    assert all("cycles" in cols and "latency" not in cols for cols in schema().values())
+    after = load(run, details=True)           # read through temporary views: the file is not written
+    assert (after.baseline, after.best_cycles, after.speedup) == (before.baseline, before.best_cycles, before.speedup)
+    assert [(n.id, n.cycles) for n in after.nodes] == [(n.id, n.cycles) for n in before.nodes]
+    assert [(b.iteration, b.cycles) for b in after.iterations] == [(b.iteration, b.cycles) for b in before.iterations]
+    assert all("cycles" in cols for cols in schema().values())
+    RunStore(run / "run.db").close()          # opened to write (resume): renamed in place
+    assert all("latency" in cols and "cycles" not in cols for cols in schema().values())
+    assert load(run).best_cycles == before.best_cycles
