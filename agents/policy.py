@@ -1,11 +1,15 @@
-"""What the coordinator needs from a search policy, and the pieces every
-policy shares.
+"""What the coordinator needs from a search policy, what a policy records for
+show/report/runs, the registry of policies, and the pieces every policy shares.
 
 A policy decides which jobs to run next given the results so far; it owns no
 socket and no clock. The coordinator calls start() once, then repeatedly
 next_jobs() to dispatch and on_result() as results arrive (in any order,
 replayed ones included), until `done`. Displays and the run's summary read
-only summary(). Beam search (agents/search.py) is one implementation.
+only summary(); `show`, `report` and `runs` read only what the policy wrote
+through its RunRecord. Beam search (agents/search.py) is one implementation;
+`--search NAME` picks another (POLICIES, or the autocomp_zmq.policies
+entry-point group), constructed as Policy(cfg, problem, initial_code, menu,
+record, seeded=..., prior=...).
 
 Job ids are content hashes of what a job is, so that a resumed run finds its
 stored results and identical requests are asked (and paid for) once.
@@ -14,10 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import importlib
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from autocomp_zmq.protocols.jobs import Answer, EvalRequest, Problem, Request
+from autocomp_zmq.protocols.jobs import Answer, EvalReport, EvalRequest, Failure, Plan, Problem, Request
 
 
 def content_id(*parts: Any) -> str:
@@ -109,3 +115,45 @@ class SearchPolicy(Protocol):
         """Start nothing new (e.g. the cost cap); finish the jobs already running and wrap up."""
 
     def summary(self) -> SearchSummary: ...
+
+
+class RunRecord(Protocol):
+    """What a policy writes to the run store (agents/runstore.py RunStore implements it) and what show,
+    report and runs read back: every job it emits, every candidate kernel with its parent and the plan and
+    model that produced it, every evaluation, every plan, and the frontier it keeps after each iteration
+    (best first). finished_job gives a resumed run the stored outcome of a job emitted before."""
+
+    def add_job(self, job_id: str, kind: str, iteration: int, request: Request) -> None: ...
+
+    def finished_job(self, job_id: str) -> tuple[bool, Answer | Failure | None, str | None] | None: ...
+
+    def add_candidate(self, cid: str, parent_id: str | None, iteration: int, plan_job: str | None,
+                      origin: str, model: str | None, code: str) -> None: ...
+
+    def add_eval(self, cid: str, job_id: str, r: EvalReport) -> None: ...
+
+    def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: Plan,
+                 menu: list[str]) -> None: ...
+
+    def set_beam(self, iteration: int, beam: list[tuple[str, float]]) -> None: ...
+
+
+POLICIES = {"beam": "autocomp_zmq.agents.search:BeamSearch"}
+
+
+class UnknownPolicyError(ValueError):
+    pass
+
+
+def policies() -> dict[str, str]:
+    """name -> "module:Class" of every search policy: the built-in ones and the autocomp_zmq.policies
+    entry points. Nothing is imported here."""
+    return {**POLICIES, **{ep.name: ep.value for ep in entry_points(group="autocomp_zmq.policies")}}
+
+
+def policy_class(name: str) -> type:
+    known = policies()
+    if name not in known:
+        raise UnknownPolicyError(f"unknown search policy {name!r}; available: {', '.join(sorted(known))}")
+    module, _, attr = known[name].partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -32,8 +32,8 @@ from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
                              start_code)
 from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore
-from autocomp_zmq.agents.policy import SearchPolicy
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.agents.policy import SearchPolicy, UnknownPolicyError, policy_class
+from autocomp_zmq.agents.search import SearchConfig
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
 from autocomp_zmq.bus.curve import create_server_keys, load_keys
 from autocomp_zmq.bus.router import Router
@@ -185,8 +185,9 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     _preflight(cfg, specs)
     try:
         search_cfg = _search_config(cfg)
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
+        policy = policy_class(cfg.search)
+    except ValueError as exc:       # UnknownPolicyError included
+        raise RunError(f"--search: {exc}" if isinstance(exc, UnknownPolicyError) else str(exc)) from None
     if not resume:
         code = start_code(cfg, problem, profile)
     wire_problem = problemsource.wire(problem, info.latency_unit, cfg.isa)
@@ -196,8 +197,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     halt = no_offline_moves(specs["planner"], wire_problem)
 
     def make_search(store: RunStore) -> SearchPolicy:
-        search = BeamSearch(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed,
-                            prior=prior_of(trace))
+        search = policy(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed, prior=prior_of(trace))
         if halt:
             search.halt(halt)
         return search

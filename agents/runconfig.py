@@ -57,6 +57,8 @@ class RunConfig:
                                                 "every run, read by --reuse auto).", metavar="DIR",
                                           shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory")
     out: str | None = option(None, "Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")
+    search: str = option("beam", "Search policy: beam (the paper's beam search) or one a plug-in registers in the "
+                                 "autocomp_zmq.policies entry-point group.", metavar="NAME")
     iterations: int = option(8, "Beam-search iterations.", "-T", metavar=N)
     beam: int = option(4, "Beam width.", "-B", metavar=N)
     plans: int = option(4, "Plans per beam candidate.", "-N", metavar=N)

@@ -1,0 +1,66 @@
+"""A search policy is a plug-in: tests/greedy_policy (hill climbing, written against agents/policy.py only)
+registers itself in the `autocomp_zmq.policies` entry-point group (a dist-info written here, as `pip install`
+of a plug-in would), `run --search greedy` runs it end to end with the unchanged product, and show, report
+and runs read its run from what it recorded."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.system.runkit import ROOT, query
+from tests.system.test_report import table_rows
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def plugin_env(tmp_path):
+    site = tmp_path / "site"
+    info = site / "greedy_policy_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: greedy-policy-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[autocomp_zmq.policies]\ngreedy = tests.greedy_policy:GreedySearch\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "AUTOCOMP_LOG_LEVEL": "WARNING"}
+
+
+def _launch(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_a_plugin_policy_runs_and_its_run_shows_and_reports(plugin_env, tmp_path):
+    run = tmp_path / "run"
+    proc = _launch(plugin_env, "run", "--search", "greedy", "--problem", "gemm-256x256x256", "-T", "5",
+                   "--evaluators", "1", "--out", str(run), "--no-live")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best = json.loads((run / "best.json").read_text())
+    assert best["speedup"] > 1.5 and f"Speedup: {best['speedup']:.2f}x" in proc.stdout
+    assert json.loads((run / "config.json").read_text())["search"] == "greedy"
+    # the greedy climb's own shape: one plan per step, each on the best kernel so far
+    plans = query(run, "SELECT iteration, parent_id FROM plans ORDER BY iteration")
+    assert [it for it, _ in plans] == sorted({it for it, _ in plans}) and len(plans) >= 2
+
+    shown = _launch(plugin_env, "show", str(run))
+    assert shown.returncode == 0, shown.stderr
+    rows = table_rows(shown.stdout, "Lineage of the best kernel")
+    assert rows[0][1] == "(start)" and rows[-1][5] == f"{best['speedup']:.2f}x"
+    reported = _launch(plugin_env, "report", str(run))
+    assert reported.returncode == 0, reported.stderr
+    html = (run / "report.html").read_text()
+    assert best["best_id"][:8] in html and "gemm-256x256x256" in html
+    listed = _launch(plugin_env, "runs", str(tmp_path))
+    assert "run" in listed.stdout and f"{best['speedup']:.2f}x" in listed.stdout, listed.stdout
+
+    # the policy is part of what a run is: it cannot change on resume
+    resumed = _launch(plugin_env, "run", "--resume", str(run), "--search", "beam")
+    assert resumed.returncode != 0 and "--search cannot change on resume" in resumed.stderr
+
+
+def test_an_unknown_policy_is_named_with_the_ones_there_are(tmp_path):
+    proc = _launch(dict(os.environ), "run", "--search", "nope", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "unknown search policy 'nope'; available: beam" in proc.stderr
+    assert not (tmp_path / "run").exists()
