@@ -17,6 +17,17 @@ SMALL = {"problem": "gemm-256x256x256", "iterations": 3, "beam": 2, "plans": 2, 
          "patience": 3, "heartbeat_s": 0.1}
 
 
+def plugin_env(tmp_path: Path, dist: str, entry_points: str) -> dict:
+    """An environment in which a plug-in package is installed as `pip install` would leave it: a dist-info with
+    its entry points on PYTHONPATH (its code is in this checkout's tests/)."""
+    info = tmp_path / "site" / f"{dist}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
+            "AUTOCOMP_LOG_LEVEL": "WARNING"}
+
+
 def write_config(path: Path, **values) -> Path:
     lines = []
     for k, v in {**SMALL, **values}.items():

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tests.system.runkit import ROOT, query
+from tests.system.runkit import plugin_env as install_plugin
 from tests.system.test_report import table_rows
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -19,12 +20,8 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 @pytest.fixture
 def plugin_env(tmp_path):
-    site = tmp_path / "site"
-    info = site / "greedy_policy_plugin-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: greedy-policy-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[autocomp_zmq.policies]\ngreedy = tests.greedy_policy:GreedySearch\n")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "AUTOCOMP_LOG_LEVEL": "WARNING"}
+    return install_plugin(tmp_path, "greedy_policy_plugin",
+                          "[autocomp_zmq.policies]\ngreedy = tests.greedy_policy:GreedySearch\n")
 
 
 def _launch(env, *args) -> subprocess.CompletedProcess:

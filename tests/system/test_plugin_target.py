@@ -6,27 +6,22 @@ processes. A plug-in agent implementation registers the same way (`autocomp_zmq.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.system.runkit import ROOT, query
+from tests.system.runkit import plugin_env as install_plugin
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
 def plugin_env(tmp_path):
-    """An environment in which the tiny plug-in is installed (its dist-info on PYTHONPATH)."""
-    site = tmp_path / "site"
-    info = site / "tiny_target_plugin-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-target-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[autocomp_zmq.targets]\ntiny = tests.tiny_target\n\n"
-                                           "[autocomp_zmq.agents]\nplanner.tiny = tests.tiny_target.heuristic:TinyHeuristic\n")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "AUTOCOMP_LOG_LEVEL": "WARNING"}
+    """An environment in which the tiny plug-in is installed."""
+    return install_plugin(tmp_path, "tiny_target_plugin", "[autocomp_zmq.targets]\ntiny = tests.tiny_target\n\n"
+                          "[autocomp_zmq.agents]\nplanner.tiny = tests.tiny_target.heuristic:TinyHeuristic\n")
 
 
 def _launch(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:
