@@ -16,6 +16,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
+from autocomp_zmq.agents import runstore as store
 from autocomp_zmq.agents.runstore import text_of
 
 NEW_COLUMNS = ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
@@ -84,19 +85,9 @@ class Usage:
             self.unpriced = (self.unpriced or 0) + (not c.priced)
 
 
-def columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-
-
 def load_calls(db: sqlite3.Connection) -> list[Call]:
     """Every model call in time order, with its job's kind and iteration (texts not read)."""
-    have = columns(db, "model_calls")
-    extra = ", ".join(f"m.{c}" if c in have else "NULL" for c in NEW_COLUMNS)
-    rows = db.execute(
-        "SELECT m.id, m.job_id, COALESCE(m.role, '?'), COALESCE(m.model, '?'), j.kind, j.iteration, "
-        "COALESCE(m.tokens_in, 0), COALESCE(m.tokens_out, 0), COALESCE(m.cost, 0), m.latency, "
-        f"COALESCE(m.outcome, ''), m.created, {extra} FROM model_calls m LEFT JOIN jobs j ON j.id = m.job_id "
-        "ORDER BY m.created IS NULL, m.created, m.id").fetchall()
+    rows = store.model_call_rows(db, NEW_COLUMNS)
     calls = []
     for n, r in enumerate(rows, 1):
         call = Call(n, *r)
@@ -178,10 +169,7 @@ class CandidateIndex:
         self.db: sqlite3.Connection | None = db
         self._feedback: dict[str, str] | None = None   # eval job -> feedback text, once detached
         self._texts: dict[str, str] = {}
-        self.cands: dict[str, Cand] = {r[0]: Cand(*r) for r in db.execute(
-            "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, c.code, e.correct, e.latency, "
-            "e.error_kind, e.error, e.feedback, e.job_id FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id "
-            "ORDER BY c.iteration, c.created, c.id")}
+        self.cands: dict[str, Cand] = {r[0]: Cand(*r) for r in store.candidate_rows(db)}
         # a candidate whose code was evaluated for another parent shares that evaluation (see runview)
         by_code = {c.code: c for c in self.cands.values() if c.correct is not None}
         for c in self.cands.values():
@@ -189,9 +177,8 @@ class CandidateIndex:
             if twin is not None:
                 c.correct, c.cycles, c.error_kind, c.error, c.feedback, c.eval_job = (
                     twin.correct, twin.cycles, twin.error_kind, twin.error, twin.feedback, twin.eval_job)
-        self.plans = {r[0]: PlanRow(*r) for r in db.execute("SELECT job_id, option_id, text, model FROM plans")}
-        self.jobs: dict[str, tuple[str, int]] = {r[0]: (r[1], r[2]) for r in db.execute(
-            "SELECT id, kind, iteration FROM jobs")}
+        self.plans = {r[0]: PlanRow(*r) for r in store.plan_rows(db)}
+        self.jobs: dict[str, tuple[str, int]] = store.job_kinds(db)
         self.calls = calls if calls is not None else load_calls(db)
         self.calls_of: dict[str, list[Call]] = {}
         for c in self.calls:
@@ -211,9 +198,7 @@ class CandidateIndex:
         for c in self.cands.values():
             if c.plan_job:
                 self.led_to.setdefault(c.plan_job, []).append(c.id)
-        for job_id, kind, payload, result in self.db.execute(
-                "SELECT id, kind, payload, result FROM jobs WHERE kind IN ('code', 'repair') AND ok = 1 "
-                "ORDER BY created, id"):
+        for job_id, kind, payload, result in store.answered_code_jobs(self.db):
             request, answer = _json(payload), _json(result)
             code = answer.get("code")
             if not isinstance(code, str):
@@ -265,7 +250,7 @@ class CandidateIndex:
         """Read every evaluation's feedback and the call texts of the candidates texts_of, then let go of
         the connection: later lookups answer from what was read (other texts read as "")."""
         self._feedback = {}
-        for job_id, result in self.db.execute("SELECT id, result FROM jobs WHERE kind = 'eval' AND ok = 1"):
+        for job_id, result in store.eval_results(self.db):
             text = _json(result).get("feedback_text")
             self._feedback[job_id] = text if isinstance(text, str) else ""
         for cid in texts_of:
@@ -282,8 +267,8 @@ class CandidateIndex:
         if c.eval_job and self._feedback is not None:
             text = self._feedback.get(c.eval_job)
         elif c.eval_job:
-            row = self.db.execute("SELECT result FROM jobs WHERE id = ?", (c.eval_job,)).fetchone()
-            text = _json(row[0]).get("feedback_text") if row else None
+            result = store.job_result(self.db, c.eval_job)
+            text = _json(result).get("feedback_text") if result else None
         else:
             text = None
         if isinstance(text, str) and text:

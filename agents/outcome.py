@@ -10,7 +10,7 @@ from autocomp_zmq.agents.failures import KIND_WORDS, reason_of
 from autocomp_zmq.agents.policy import SearchPolicy
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.rundir import fallback_dir, rescue_store, write_atomic
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, model_job_outcomes
 
 
 def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
@@ -47,8 +47,7 @@ def cost_by_model(spent_by: dict[tuple[str, str], float]) -> dict[str, dict[str,
 def model_verdict(store: RunStore, produced: int) -> dict:
     """{"error": ...} when the models produced no candidate at all because their calls failed;
     {"warning": ...} when most of their calls failed; {} otherwise."""
-    rows = store.db.execute("SELECT kind, json_extract(payload, '$.model'), ok, error FROM jobs "
-                            "WHERE kind IN ('plan', 'code', 'repair') AND state IN ('done', 'failed')").fetchall()
+    rows = model_job_outcomes(store.db)
     # jobs never run (cost cap) are not failures of the models
     rows = [r for r in rows if r[2] or not (r[3] or "").startswith("not run:")]
     failed = [(kind, model, reason_of(error, model)) for kind, model, ok, error in rows if not ok]

@@ -18,7 +18,7 @@ from typing import Any
 import platformdirs
 
 from autocomp_zmq.agents.rundir import write_atomic
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, trace_step
 
 TRACE_FORMAT = 1
 LIBRARY_ENV = "AUTOCOMP_SCHEDULE_LIBRARY"   # overrides the default library directory (e.g. for a cluster)
@@ -40,9 +40,7 @@ def trace_of(store: RunStore, best_id: str | None, summary: dict | None = None) 
     steps = []
     cid = best_id
     while cid:
-        row = store.db.execute("SELECT c.parent_id, c.iteration, c.model, p.option_id, p.text, p.params, e.latency "
-                               "FROM candidates c LEFT JOIN plans p ON p.job_id = c.plan_job "
-                               "LEFT JOIN evals e ON e.candidate_id = c.id WHERE c.id = ?", (cid,)).fetchone()
+        row = trace_step(store.db, cid)
         if row is None:
             break
         parent, iteration, model, option, text, params, latency = row

@@ -15,6 +15,7 @@ import time
 import zlib
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from autocomp_zmq.protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result, to_json
 
@@ -227,3 +228,140 @@ def text_of(db: sqlite3.Connection, tid: str | None) -> str:
     except sqlite3.OperationalError:   # a store written before texts were kept
         return ""
     return zlib.decompress(row[0]).decode(errors="replace") if row else ""
+
+
+# -- reading: every query of show, report, runs and the run's own summaries, on any connection to a store
+# (read-only ones included; read_views makes older stores answer with today's column names)
+def open_read(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a store of any age inside one read transaction (one snapshot, even while
+    the coordinator writes). Raises sqlite3.Error for a file that is not a readable store."""
+    # mode=ro never writes the store, but on a WAL database it would still create run.db-wal and -shm next to
+    # it. No WAL file means no connection has the store open and the main file holds everything: read it as
+    # immutable, which creates nothing. With a WAL file (a live run, or one that crashed) read through it.
+    # quote() keeps a '?' or '#' in the path from becoming URI syntax.
+    wal = path.with_name(path.name + "-wal")
+    params = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?{params}", uri=True, timeout=10, isolation_level=None)
+    try:
+        db.execute("BEGIN")
+        db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+        read_views(db)
+    except sqlite3.Error:
+        db.close()
+        raise
+    return db
+
+
+def meta_of(db: sqlite3.Connection, key: str) -> Any:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def first_job_created(db: sqlite3.Connection) -> float | None:
+    return db.execute("SELECT MIN(created) FROM jobs").fetchone()[0]
+
+
+def finished_evaluations(db: sqlite3.Connection) -> int:
+    """Finished evaluation jobs: what the coordinator counts, and all there is for a crashed run."""
+    return db.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'eval' AND state IN ('done', 'failed')").fetchone()[0]
+
+
+def job_states(db: sqlite3.Connection) -> dict[str, int]:
+    return dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+
+
+def job_kinds(db: sqlite3.Connection) -> dict[str, tuple[str, int]]:
+    """job id -> (kind, iteration)."""
+    return {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, kind, iteration FROM jobs")}
+
+
+def job_result(db: sqlite3.Connection, job_id: str) -> str | None:
+    row = db.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def eval_results(db: sqlite3.Connection, limit: int | None = None) -> list[tuple[str, str]]:
+    """(job id, result JSON) of the evaluations that answered, oldest first."""
+    return db.execute("SELECT id, result FROM jobs WHERE kind = 'eval' AND ok = 1 ORDER BY created, id"
+                      + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
+
+
+def answered_code_jobs(db: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
+    """(id, kind, request JSON, answer JSON) of the code and repair jobs that answered, oldest first."""
+    return db.execute("SELECT id, kind, payload, result FROM jobs WHERE kind IN ('code', 'repair') AND ok = 1 "
+                      "ORDER BY created, id").fetchall()
+
+
+def model_job_outcomes(db: sqlite3.Connection) -> list[tuple[str, str | None, int, str | None]]:
+    """(kind, model, ok, error) of every finished plan, code and repair job."""
+    return db.execute("SELECT kind, json_extract(payload, '$.model'), ok, error FROM jobs "
+                      "WHERE kind IN ('plan', 'code', 'repair') AND state IN ('done', 'failed')").fetchall()
+
+
+def failed_jobs(db: sqlite3.Connection) -> list[tuple[str, str | None]]:
+    return db.execute("SELECT kind, error FROM jobs WHERE ok = 0").fetchall()
+
+
+def failed_evaluations(db: sqlite3.Connection) -> list[tuple[str | None, str | None]]:
+    """(error kind, error) of incorrect candidates whose evaluation job itself did not fail."""
+    return db.execute("SELECT e.error_kind, e.error FROM evals e WHERE e.correct = 0 AND e.job_id NOT IN "
+                      "(SELECT id FROM jobs WHERE ok = 0)").fetchall()
+
+
+def candidate_rows(db: sqlite3.Connection) -> list[tuple]:
+    """Every candidate with its evaluation (None where it has no row of its own), oldest first: id, parent_id,
+    iteration, plan_job, origin, model, code, correct, latency, error_kind, error, feedback, eval job."""
+    return db.execute(
+        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, c.code, e.correct, e.latency, "
+        "e.error_kind, e.error, e.feedback, e.job_id FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id "
+        "ORDER BY c.iteration, c.created, c.id").fetchall()
+
+
+def trace_step(db: sqlite3.Connection, cid: str) -> tuple | None:
+    """(parent_id, iteration, model, option_id, plan text, plan params, latency) of one candidate."""
+    return db.execute("SELECT c.parent_id, c.iteration, c.model, p.option_id, p.text, p.params, e.latency "
+                      "FROM candidates c LEFT JOIN plans p ON p.job_id = c.plan_job "
+                      "LEFT JOIN evals e ON e.candidate_id = c.id WHERE c.id = ?", (cid,)).fetchone()
+
+
+def baseline_latency(db: sqlite3.Connection) -> float | None:
+    row = db.execute("SELECT e.latency FROM candidates c JOIN evals e ON e.candidate_id = c.id "
+                     "WHERE c.origin = 'initial' AND e.correct = 1").fetchone()
+    return row[0] if row else None
+
+
+def best_in_latest_frontier(db: sqlite3.Connection) -> tuple[str, float] | None:
+    """(candidate, latency) at rank 0 of the latest iteration's frontier."""
+    return db.execute("SELECT candidate_id, latency FROM beams WHERE rank = 0 ORDER BY iteration DESC LIMIT 1").fetchone()
+
+
+def frontier_members(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT DISTINCT candidate_id FROM beams")}
+
+
+def frontier_bests(db: sqlite3.Connection) -> list[tuple[int, float, int]]:
+    """(iteration, best latency, frontier size) per iteration."""
+    return db.execute("SELECT iteration, MIN(latency), COUNT(*) FROM beams GROUP BY iteration ORDER BY iteration"
+                      ).fetchall()
+
+
+def plan_rows(db: sqlite3.Connection) -> list[tuple[str, str | None, str | None, str | None]]:
+    """(job id, option id, text, model) of every plan."""
+    return db.execute("SELECT job_id, option_id, text, model FROM plans").fetchall()
+
+
+def table_columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return set(_columns(db, table))
+
+
+def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[tuple]:
+    """Every model call in time order with its job's kind and iteration: id, job_id, role, model, kind,
+    iteration, tokens_in, tokens_out, cost, latency, outcome, created, then the `optional` columns (None
+    where a store written before them lacks them)."""
+    have = table_columns(db, "model_calls")
+    extra = ", ".join(f"m.{c}" if c in have else "NULL" for c in optional)
+    return db.execute(
+        "SELECT m.id, m.job_id, COALESCE(m.role, '?'), COALESCE(m.model, '?'), j.kind, j.iteration, "
+        "COALESCE(m.tokens_in, 0), COALESCE(m.tokens_out, 0), COALESCE(m.cost, 0), m.latency, "
+        f"COALESCE(m.outcome, ''), m.created, {extra} FROM model_calls m LEFT JOIN jobs j ON j.id = m.job_id "
+        "ORDER BY m.created IS NULL, m.created, m.id").fetchall()

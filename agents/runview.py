@@ -15,11 +15,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import quote
 
 from autocomp_zmq.agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
 from autocomp_zmq.agents.rundir import is_locked
-from autocomp_zmq.agents.runstore import read_views
+from autocomp_zmq.agents import runstore as store
 
 
 class RunViewError(RuntimeError):
@@ -153,29 +152,14 @@ def connect(run_dir: Path) -> sqlite3.Connection:
     path = run_dir / "run.db"
     if not path.is_file():
         raise RunViewError(f"{run_dir} is not a run directory (no run.db)")
-    # mode=ro never writes the store, but on a WAL database it would still create run.db-wal and -shm next to
-    # it. No WAL file means no connection has the store open and the main file holds everything: read it as
-    # immutable, which creates nothing. With a WAL file (a live run, or one that crashed) read through it.
-    # quote() keeps a '?' or '#' in the path from becoming URI syntax.
-    wal = path.with_name(path.name + "-wal")
-    params = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    db = None
     try:
-        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?{params}", uri=True, timeout=10,
-                             isolation_level=None)
-        db.execute("BEGIN")   # one snapshot for every query below, even while the coordinator writes
-        db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
-        read_views(db)       # stores from before the latency columns were named so
+        return store.open_read(path)
     except sqlite3.Error as exc:
-        if db is not None:
-            db.close()
         raise RunViewError(f"{path} is unreadable: {exc}") from None
-    return db
 
 
 def _meta(db: sqlite3.Connection, key: str):
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return json.loads(row[0]) if row else None
+    return store.meta_of(db, key)
 
 
 def _status(run_dir: Path, summary: dict | None) -> str:
@@ -190,22 +174,18 @@ def _status(run_dir: Path, summary: dict | None) -> str:
 
 
 def _started(db: sqlite3.Connection, run_dir: Path) -> float | None:
-    first = db.execute("SELECT MIN(created) FROM jobs").fetchone()[0]
+    first = store.first_job_created(db)
     return first if first is not None else (run_dir / "run.db").stat().st_mtime
 
 
 def _evaluations(db: sqlite3.Connection) -> int:
-    # finished evaluation jobs: what the coordinator counts, and all there is for a crashed run
-    return db.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'eval' AND state IN ('done', 'failed')").fetchone()[0]
+    return store.finished_evaluations(db)
 
 
 def _baseline_and_best(db: sqlite3.Connection) -> tuple[float | None, str | None, float | None]:
     """Start cycles, and the best candidate so far: rank 0 of the latest beam."""
-    base = db.execute("SELECT e.latency FROM candidates c JOIN evals e ON e.candidate_id = c.id "
-                      "WHERE c.origin = 'initial' AND e.correct = 1").fetchone()
-    best = db.execute("SELECT candidate_id, latency FROM beams WHERE rank = 0 "
-                      "ORDER BY iteration DESC LIMIT 1").fetchone()
-    return (base[0] if base else None), (best[0] if best else None), (best[1] if best else None)
+    best = store.best_in_latest_frontier(db)
+    return store.baseline_latency(db), (best[0] if best else None), (best[1] if best else None)
 
 
 # -- `runs` -------------------------------------------------------------------------------------
@@ -251,9 +231,7 @@ class _Cand(NamedTuple):
 
 
 def _candidates(db: sqlite3.Connection) -> dict[str, _Cand]:
-    cands = {r[0]: _Cand(*r) for r in db.execute(
-        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.model, c.code, e.correct, e.latency "
-        "FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id ORDER BY c.iteration, c.created, c.id")}
+    cands = {r[0]: _Cand(*r[:4], *r[5:9]) for r in store.candidate_rows(db)}   # (origin and errors not needed)
     # A candidate whose code was already evaluated for another parent shares that evaluation and may have
     # no evals row of its own: the result depends only on the code, so take it from the twin.
     by_code = {c.code: c for c in cands.values() if c.correct is not None}
@@ -264,8 +242,8 @@ def _candidates(db: sqlite3.Connection) -> dict[str, _Cand]:
 
 
 def latency_unit(db: sqlite3.Connection) -> str:
-    row = db.execute("SELECT result FROM jobs WHERE kind = 'eval' AND ok = 1 LIMIT 1").fetchone()
-    return (json.loads(row[0]) or {}).get("latency_unit", "cycles") if row and row[0] else "cycles"
+    rows = store.eval_results(db, limit=1)
+    return (json.loads(rows[0][1]) or {}).get("latency_unit", "cycles") if rows and rows[0][1] else "cycles"
 
 
 def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunView:
@@ -273,8 +251,8 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
     unit = latency_unit(db)
     base, best_id, best_cycles = _baseline_and_best(db)
     cands = _candidates(db)
-    plans = {r[0]: r for r in db.execute("SELECT job_id, option_id, text, model FROM plans")}
-    in_beam = {r[0] for r in db.execute("SELECT DISTINCT candidate_id FROM beams")}
+    plans = {r[0]: r for r in store.plan_rows(db)}
+    in_beam = store.frontier_members(db)
 
     def cycles_of(cid: str | None) -> float | None:
         c = cands.get(cid)
@@ -299,8 +277,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
         per_it[c.iteration][0] += 1
         per_it[c.iteration][1] += c.correct == 1
     iterations = [IterationBest(it, cyc, base / cyc if base and cyc else None, size, *per_it[it])
-                  for it, cyc, size in db.execute(
-                      "SELECT iteration, MIN(latency), COUNT(*) FROM beams GROUP BY iteration ORDER BY iteration")]
+                  for it, cyc, size in store.frontier_bests(db)]
 
     options: dict[str, OptionStats] = {}
     option_of = {job_id: option_id or "(none)" for job_id, option_id, _, _ in plans.values()}
@@ -320,7 +297,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
     all_calls = load_calls(db)
     usage = usage_of(all_calls)
     calls = [(c.created, c.cost) for c in all_calls if c.created is not None]
-    states = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+    states = store.job_states(db)
     return RunView(run_dir=run_dir, config=_meta(db, "config") or {}, summary=summary,
                    status=_status(run_dir, summary), unit=unit, started=_started(db, run_dir), baseline=base,
                    best_cycles=best_cycles, evaluations=_evaluations(db), cost=sum(u.cost for u in usage),
@@ -341,14 +318,12 @@ def _failures(db: sqlite3.Connection) -> list[FailureGroup]:
     """Failed jobs and incorrect candidates, grouped by what went wrong. An evaluation job that itself
     failed also leaves an incorrect eval row ('lost'); it is counted once, as the job."""
     found = []
-    for kind, error in db.execute("SELECT kind, error FROM jobs WHERE ok = 0"):
+    for kind, error in store.failed_jobs(db):
         first = first_line(error) or "(no error text)"
         # agents report exceptions as 'ClassName: message': the class is the kind of error
         m = re.match(r"([A-Za-z_][\w.]*(?:Error|Exception|Timeout|Exit)\w*):\s*(.*)", first)
         found.append((kind, m.group(1) if m else "-", m.group(2) if m else first))
-    for error_kind, error in db.execute(
-            "SELECT e.error_kind, e.error FROM evals e WHERE e.correct = 0 AND e.job_id NOT IN "
-            "(SELECT id FROM jobs WHERE ok = 0)"):
+    for error_kind, error in store.failed_evaluations(db):
         found.append(("eval", error_kind or "-", first_line(error) or "(no error text)"))
     groups: Counter = Counter()
     examples = {}

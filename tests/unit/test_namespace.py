@@ -42,3 +42,19 @@ def test_every_code_package_is_installed():
             for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
             if not init.parent.relative_to(ROOT).as_posix().startswith(SEPARATE)}
     assert code <= listed, f"add to [tool.setuptools] packages: {sorted(code - listed)}"
+
+
+def test_all_sql_is_in_the_store_module():
+    """agents/runstore.py owns every table: the readers (show, report, runs, summaries) call its queries."""
+    offenders = []
+    for path in _python_files():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("tests/", "bench/")) or rel == "agents/runstore.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("execute", "executemany", "executescript") and node.args \
+                    and (isinstance(node.args[0], (ast.JoinedStr, ast.BinOp))      # SQL text
+                         or isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, "SQL outside agents/runstore.py: " + ", ".join(offenders)
