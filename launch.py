@@ -16,7 +16,7 @@ from rich.table import Table
 
 if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
     # a checkout that was never installed: its folder is the autocomp_zmq package (agents/ is autocomp_zmq.agents),
-    # and workers are started by this file's path rather than by module (agents/run.py: worker_argv)
+    # and workers are started by this file's path rather than by module (agents/localagents.py: worker_argv)
     _package = types.ModuleType("autocomp_zmq")
     _package.__path__ = [str(Path(__file__).resolve().parent)]
     _package.__checkout__ = True

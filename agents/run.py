@@ -10,8 +10,6 @@ import secrets
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,11 +20,12 @@ import zmq
 
 from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
+from autocomp_zmq.agents.localagents import spawn_local_agents, stop_agents
 from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
 from autocomp_zmq.agents.llm.specs import ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.outcome import save_results, summarize
 from autocomp_zmq.agents.progress import Progress
-from autocomp_zmq.agents.runconfig import WORKER_OPTIONS, ConfigError, RunConfig, as_args, resume_config
+from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, resume_config
 from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
@@ -43,7 +42,6 @@ from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, Unkno
 from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
 
 log = structlog.get_logger("agents.run")
-ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
 RUNS_DIR = Path("runs")                        # where runs go without --out: runs/ in the working directory
 
 __all__ = ["RunConfig", "RunError", "execute"]
@@ -333,71 +331,3 @@ class _RunDirWatch:
                 self.warned = True
                 log.error("run_directory_removed", run_dir=str(self.run_dir),
                           note="the run goes on; its results will be written to a fallback directory")
-
-
-def worker_argv() -> list[str]:
-    """How to start this program again: by module where autocomp_zmq is installed (editable or not), by the
-    path of launch.py in a checkout that was never installed (launch.py binds the package to it)."""
-    if getattr(sys.modules.get("autocomp_zmq"), "__checkout__", False):
-        return [sys.executable, str(ROOT / "launch.py")]
-    return [sys.executable, "-m", "autocomp_zmq.launch"]
-
-
-def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capacity: int,
-                  impl: str | None = None, models: list[str] = ()) -> list[str]:
-    cmd = [*worker_argv(), "worker", "--role", role, "--connect", endpoint,
-           "--secret-file", str(run_dir / "secret"), "--parent-pid", str(os.getpid()), "--capacity", str(capacity)]
-    if impl:
-        cmd += ["--impl", impl]
-    for model in models:
-        cmd += ["--model", model]
-    # the options a worker shares with the run, under the same names
-    cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else ("heartbeat_s",))
-    if role == "evaluator":
-        cmd += ["--target", cfg.target]
-    if cfg.curve:
-        cmd += ["--curve-server-key", str(run_dir / "curve" / "server.key")]
-    return cmd
-
-
-def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
-                       specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
-    """Evaluators (by default one per core or device, as the target declares), heuristic agents for roles that use the heuristic, and one
-    LLM agent per role serving that role's hosted models (many calls at once: they mostly wait)."""
-    local_evals = get_target(cfg.target).local_evaluators() if cfg.evaluators is None else cfg.evaluators
-    # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
-    full_env = dict(os.environ)
-    named = {s.key_variable for role_specs in specs.values() for s in role_specs if s.key_variable}
-    safe_env = {k: v for k, v in full_env.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
-    launches = [("evaluator", 1, None, [], safe_env)] * local_evals
-    counts = {"planner": cfg.planners, "coder": cfg.coders, "repairer": cfg.repairers}
-    for role, role_specs in specs.items():
-        if any(s.offline for s in role_specs):
-            launches += [(role, 4, "heuristic", [], safe_env)] * counts[role]
-        hosted = [s.text for s in role_specs if not s.offline]
-        if hosted:
-            launches.append((role, 16, "llm", hosted, full_env))
-    procs = []
-    try:
-        for i, (role, capacity, impl, models, env) in enumerate(launches):
-            with open(run_dir / "logs" / f"{role}-{i}.log", "ab") as logf:
-                procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
-                                              stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env))
-    except OSError:
-        stop_agents(procs, grace_s=0)
-        raise
-    return procs
-
-
-def stop_agents(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            p.kill()
