@@ -58,7 +58,9 @@ class Dealer:
         self.welcome: Welcome | None = None
         self._unacked: dict[str, Result] = {}      # job_id -> RESULT not acknowledged yet
         self._stop = threading.Event()
-        self._wake_addr = f"inproc://dealer-wake-{id(self)}"
+        # unique per dealer for the life of the process: an id() is reused by the next object at the same
+        # address while the closed socket's inproc name is still being released (ZeroMQ closes asynchronously)
+        self._wake_addr = f"inproc://dealer-wake-{next(_ids)}"
         self._wake_pull = self.ctx.socket(zmq.PULL)
         self._wake_pull.bind(self._wake_addr)
         self._local = threading.local()

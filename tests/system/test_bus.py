@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import gc
 import secrets
 import time
 
@@ -289,3 +290,17 @@ def test_secret_file_must_be_private(tmp_path):
         load_secret(bad)
     with pytest.raises(SecretError, match="cannot read"):
         load_secret(tmp_path / "missing")
+
+
+def test_dealers_made_and_closed_one_after_another_never_collide():
+    """Each dealer binds an inproc wake-up socket, whose name ZeroMQ releases asynchronously after close. A
+    name taken from id() came back with the next dealer at the freed address and was once 'already in use'
+    (a CI failure): every dealer of a process gets a name of its own."""
+    names = []
+    for _ in range(300):
+        dealer = Dealer("tcp://127.0.0.1:9", secrets.token_bytes(32), HELLO, FAST)
+        names.append(dealer._wake_addr)
+        dealer.close()
+        del dealer
+        gc.collect()           # freed now (its thread object refers back to it): the next one may take its address
+    assert len(set(names)) == len(names)
