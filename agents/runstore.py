@@ -91,7 +91,7 @@ class RunStore:
             if old in _columns(self.db, table):
                 self.db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
         self.db.executescript(SCHEMA)
-        have = {row[1] for row in self.db.execute("PRAGMA table_info(model_calls)")}
+        have = set(_columns(self.db, "model_calls"))
         for column, sql_type in CALL_COLUMNS:   # stores written before these columns existed get them
             if column not in have:
                 self.db.execute(f"ALTER TABLE model_calls ADD COLUMN {column} {sql_type}")
@@ -350,15 +350,11 @@ def plan_rows(db: sqlite3.Connection) -> list[tuple[str, str | None, str | None,
     return db.execute("SELECT job_id, option_id, text, model FROM plans").fetchall()
 
 
-def table_columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return set(_columns(db, table))
-
-
 def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[tuple]:
     """Every model call in time order with its job's kind and iteration: id, job_id, role, model, kind,
     iteration, tokens_in, tokens_out, cost, latency, outcome, created, then the `optional` columns (None
     where a store written before them lacks them)."""
-    have = table_columns(db, "model_calls")
+    have = set(_columns(db, "model_calls"))
     extra = ", ".join(f"m.{c}" if c in have else "NULL" for c in optional)
     return db.execute(
         "SELECT m.id, m.job_id, COALESCE(m.role, '?'), COALESCE(m.model, '?'), j.kind, j.iteration, "
