@@ -145,7 +145,7 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
             code = Path(kernel).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             _fail(f"cannot read kernel {kernel}: {exc}")
-    result = tgt.evaluate(prob, code, seed=seed, trace_path=trace, time_limit_s=timeout)
+    result = tgt.judge(prob, code, seed=seed, trace_path=trace, time_limit_s=timeout)
     if as_json:
         print(json.dumps(result.to_dict()))
     else:
@@ -167,19 +167,20 @@ def _print_result(name: str, r) -> None:
 
 
 def with_config_options(names: tuple[str, ...] | None = None):
-    """Add RunConfig's options (all, or `names`) to a command as flags: each option is declared once, in
-    RunConfig (name, type, default, help, extra flags), and is the same key in a --config TOML file. The
-    command receives them in **options, None where not given."""
-    from autocomp_zmq.agents.runconfig import base_type, flag, option_specs, shown_default
+    """Add RunConfig's options (all, or `names`) to a command as flags, in one help panel per section: each
+    option is declared once, in its section of RunConfig (name, type, default, help, extra flags), and is the
+    same key in a --config TOML file. The command receives them in **options, None where not given."""
+    from autocomp_zmq.agents.runflags import cli_options, flag_of, shown_default
 
     def deco(fn):
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
                if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        for name, hint, meta in option_specs(names):
-            base = base_type(hint)
-            decls = (f"{flag(name)}/--no-{flag(name)[2:]}",) if base is bool else (flag(name),)
-            opt = typer.Option(*decls, *meta["flags"], help=meta["help"], metavar=meta["metavar"] or "",
-                               show_default=shown_default(name))
+        for name, base, decl, default, section in cli_options(names):
+            flag = flag_of(name)
+            decls = (f"{flag}/--no-{flag[2:]}",) if base is bool else (flag,)
+            opt = typer.Option(*decls, *decl["flags"], help=decl["help"], metavar=decl["metavar"] or "",
+                               show_default=shown_default(decl, default),
+                               rich_help_panel=f"Options: {section}" if names is None else None)
             own.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                          annotation=Annotated[Optional[base], opt]))
         fn.__signature__ = inspect.Signature(own)
@@ -197,19 +198,24 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
                                                        show_default="none")] = None,
         live: Annotated[Optional[bool], typer.Option("--live/--no-live", help="Live table.", metavar="",
                                                      show_default="on a terminal")] = None,
+        search_option: Annotated[Optional[list[str]], typer.Option(
+            help="An option of the search policy, NAME=VALUE (a TOML value; repeatable): what [search.options] "
+                 "of a config file holds, for a plug-in policy's own options.", metavar="NAME=VALUE",
+            show_default="none", rich_help_panel="Options: search")] = None,
         **options) -> None:
     """Optimize a kernel: beam search over plans and code from the agents."""
     given = {k: v for k, v in options.items() if v is not None}
-    from autocomp_zmq.agents.run import RunConfig, RunError, execute
-    from autocomp_zmq.agents.runconfig import ConfigError
+    from autocomp_zmq.agents.run import RunError, execute
+    from autocomp_zmq.agents.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
+    from autocomp_zmq.agents.runflags import policy_values
     logsetup.configure()
     try:
-        base = RunConfig.from_toml(config) if config else {}
-        options = {**base, **given}
-        if resume and "out" in options:
+        options = merge(from_toml(config) if config else {}, sectioned(given))
+        options = merge(options, {"search": {"options": policy_values(search_option or [])}})
+        if resume and "out" in options.get("task", {}):
             raise ConfigError("give either --out (a new run) or --resume (an existing one), not both")
-        cfg = None if resume else RunConfig(**options)
-        summary = execute(cfg, resume=resume, given=options, live=live)
+        cfg = None if resume else build(options)
+        summary = execute(cfg, resume=resume, given=flat_view(options), live=live)
     except (RunError, ConfigError) as exc:
         _fail(str(exc))
     except (OSError, sqlite3.Error, zmq.ZMQError) as exc:   # anything the checks above did not foresee
@@ -283,15 +289,16 @@ def worker(
     logsetup.configure()
     try:
         implementation_class = registry.load(role, impl)       # imports only this one's dependencies
-        cfg = RunConfig(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
+        cfg = RunConfig.of(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
         from autocomp_zmq.agents.llm.specs import CallOptions
         offered = {"target": target, "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
                    "latency_dist": latency_dist or "uniform",
-                   "call_options": CallOptions(timeout_s=cfg.call_timeout_s, max_retries=cfg.call_retries,
-                                               temperature=cfg.temperature, reasoning_effort=cfg.reasoning_effort,
-                                               max_tokens=cfg.max_tokens)}
+                   "call_options": CallOptions(timeout_s=cfg.models.call_timeout_s, max_retries=cfg.models.call_retries,
+                                               temperature=cfg.models.temperature,
+                                               reasoning_effort=cfg.models.reasoning_effort,
+                                               max_tokens=cfg.models.max_tokens)}
         # set on the command line but not taken by this implementation: an error, never silently dropped
         flags = (("models", "--model", model), ("latency_s", "--latency", latency), ("jitter", "--jitter", jitter),
                  ("latency_dist", "--latency-dist", latency_dist))
@@ -301,7 +308,7 @@ def worker(
         _fail(str(exc))
     raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
                            target=target if role == "evaluator" else None,
-                           timing=BusTiming(heartbeat_s=cfg.heartbeat_s), curve_server_key=server_key,
+                           timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s), curve_server_key=server_key,
                            parent_pid=parent_pid))
 
 

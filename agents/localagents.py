@@ -1,6 +1,6 @@
 """The processes a run starts on its own host: evaluators (one per core or device, as the target declares),
-heuristic agents for the roles that use the offline heuristic, and one LLM agent per role serving that role's
-hosted models; how they are started (the worker command line) and stopped."""
+the offline agent implementations its models name (the heuristic, or any registered one), and one LLM agent per
+role serving that role's hosted models; how they are started (the worker command line) and stopped."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from autocomp_zmq.agents.llm.specs import ModelSpec
-from autocomp_zmq.agents.runconfig import WORKER_OPTIONS, RunConfig, as_args
+from autocomp_zmq.agents.runconfig import RunConfig
+from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args
 from autocomp_zmq.hw_runners import get_target
 
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -35,26 +36,30 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
     # the options a worker shares with the run, under the same names
     cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else ("heartbeat_s",))
     if role == "evaluator":
-        cmd += ["--target", cfg.target]
-    if cfg.curve:
+        cmd += ["--target", cfg.task.target]
+    if cfg.bus.curve:
         cmd += ["--curve-server-key", str(run_dir / "curve" / "server.key")]
     return cmd
 
 
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
                        specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
-    """Evaluators (by default one per core or device, as the target declares), heuristic agents for roles that use the heuristic, and one
-    LLM agent per role serving that role's hosted models (many calls at once: they mostly wait)."""
-    local_evals = get_target(cfg.target).local_evaluators() if cfg.evaluators is None else cfg.evaluators
+    """Evaluators (by default one per core or device, as the target declares); for each offline model of a role
+    (an agent implementation named like `heuristic`), `--planners/--coders/--repairers` processes of that
+    implementation; and one LLM agent per role serving that role's hosted models (many calls at once: they
+    mostly wait)."""
+    target = get_target(cfg.task.target)
+    local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
     # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
     full_env = dict(os.environ)
     named = {s.key_variable for role_specs in specs.values() for s in role_specs if s.key_variable}
-    safe_env = {k: v for k, v in full_env.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
+    safe_env = {k: v for k, v in full_env.items()
+                if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
     launches = [("evaluator", 1, None, [], safe_env)] * local_evals
-    counts = {"planner": cfg.planners, "coder": cfg.coders, "repairer": cfg.repairers}
+    counts = {"planner": cfg.local.planners, "coder": cfg.local.coders, "repairer": cfg.local.repairers}
     for role, role_specs in specs.items():
-        if any(s.offline for s in role_specs):
-            launches += [(role, 4, "heuristic", [], safe_env)] * counts[role]
+        for implementation in dict.fromkeys(s.model for s in role_specs if s.offline):
+            launches += [(role, 4, implementation, [], safe_env)] * counts[role]
         hosted = [s.text for s in role_specs if not s.offline]
         if hosted:
             launches.append((role, 16, "llm", hosted, full_env))

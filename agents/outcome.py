@@ -15,15 +15,16 @@ from autocomp_zmq.agents.runstore import RunStore, model_job_outcomes
 
 def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
     s = search.summary()
-    summary = {"run_dir": str(run_dir), "problem": cfg.problem, "target": cfg.target, "models": cfg.model,
-               "code_models": cfg.code_model or cfg.model, "seed": cfg.seed,
+    summary = {"run_dir": str(run_dir), "problem": cfg.task.problem, "target": cfg.task.target,
+               "models": cfg.models.model, "code_models": cfg.models.code_model or cfg.models.model,
+               "seed": cfg.search.seed,
                "stop_reason": "interrupted" if interrupted else s.stop_reason,
                "iterations": s.iteration, "evaluations": s.evaluations,
                "replayed_results": s.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
                "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
                "cost_usd": round(coord.spent, 6), "cost_by_model": cost_by_model(coord.spent_by),
-               "latency_unit": s.latency_unit, "isa": cfg.isa}
+               "latency_unit": s.latency_unit, "isa": cfg.task.isa}
     if s.baseline and s.best:
         summary.update(baseline_latency=s.baseline.latency, best_latency=s.best.latency, speedup=s.speedup,
                        best_id=s.best.id, best_utilization=s.best.utilization,

@@ -8,8 +8,10 @@ replayed ones included), until `done`. Displays and the run's summary read
 only summary(); `show`, `report` and `runs` read only what the policy wrote
 through its RunRecord. Beam search (agents/search.py) is one implementation;
 `--search NAME` picks another (POLICIES, or the autocomp_zmq.policies
-entry-point group), constructed as Policy(cfg, problem, initial_code, menu,
-record, seeded=..., prior=...).
+entry-point group), constructed as Policy(config, problem, initial_code, menu,
+record, seeded=..., prior=...). `config` is a SearchSettings, or the policy's
+own `Config` class: a SearchSettings subclass whose added fields (declared with
+agents/runconfig.py opt) are the policy's section of the run configuration.
 
 Job ids are content hashes of what a job is, so that a resumed run finds its
 stored results and identical requests are asked (and paid for) once.
@@ -22,6 +24,8 @@ import importlib
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable, Protocol, runtime_checkable
+
+import msgspec
 
 from autocomp_zmq.protocols.jobs import Answer, EvalReport, EvalRequest, Failure, Plan, Problem, Request
 
@@ -46,6 +50,24 @@ def eval_job(problem: Problem, code: str, eval_seed: int) -> tuple[str, EvalRequ
     defined = (problem.definition.digest,) if problem.definition else ()
     jid = content_id("eval", problem.target, problem.name, *profile, *defined, code_hash(code), eval_seed)
     return jid, EvalRequest(problem=problem, code=code, seed=eval_seed)
+
+
+class SearchSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What every search policy is given, from the run's budget, search and models sections."""
+    iterations: int = 8                          # T
+    seed: int = 0
+    plan_models: tuple[str, ...] = ("heuristic",)
+    code_models: tuple[str, ...] = ("heuristic",)
+    model_allocation: str = "even"               # even (models take turns) or bandit (agents/allocation.py)
+    max_repairs: int = 1                         # repair attempts per failed candidate
+    patience: int = 3                            # stop after this many iterations without a new best
+    max_evals: int | None = None                 # stop dispatching evaluations after this many
+    stop_roofline: float | None = None           # stop once the best reaches this fraction of roofline
+    eval_seed: int = 0
+
+
+def config_class(policy: type) -> type[SearchSettings]:
+    return getattr(policy, "Config", SearchSettings)
 
 
 @dataclass

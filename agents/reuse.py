@@ -18,6 +18,7 @@ from typing import Any
 import platformdirs
 
 from autocomp_zmq.agents.rundir import write_atomic
+from autocomp_zmq.agents.runconfig import flat_view
 from autocomp_zmq.agents.runstore import RunStore, trace_step
 
 TRACE_FORMAT = 1
@@ -50,7 +51,7 @@ def trace_of(store: RunStore, best_id: str | None, summary: dict | None = None) 
         cid = parent
     if not steps:
         return None
-    config, problem = store.meta("config") or {}, store.meta("problem") or {}
+    config, problem = flat_view(store.meta("config") or {}), store.meta("problem") or {}
     # a trace holds plans and shapes, never code: a problem file's texts stay in its run
     problem = {k: v for k, v in problem.items() if k != "definition"}
     summary = summary or store.meta("summary") or {}

@@ -22,17 +22,17 @@ from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.localagents import spawn_local_agents, stop_agents
 from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
-from autocomp_zmq.agents.llm.specs import ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
+from autocomp_zmq.agents import registry
+from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.outcome import save_results, summarize
 from autocomp_zmq.agents.progress import Progress
-from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, resume_config
+from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
                              start_code)
 from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore
-from autocomp_zmq.agents.policy import SearchPolicy, UnknownPolicyError, policy_class
-from autocomp_zmq.agents.search import SearchConfig
+from autocomp_zmq.agents.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
 from autocomp_zmq.bus.curve import create_server_keys, load_keys
 from autocomp_zmq.bus.router import Router
@@ -49,29 +49,48 @@ __all__ = ["RunConfig", "RunError", "execute"]
 
 def _model_specs(cfg: RunConfig) -> dict[str, list[ModelSpec]]:
     """Models per LLM role, checked (syntax and API keys) before any work starts."""
-    if cfg.replay and "replay" in [*cfg.model, *cfg.code_model]:
+    if cfg.models.replay and "replay" in [*cfg.models.model, *cfg.models.code_model]:
         # 'replay': the recorded run's own models, so that its stored answers match job for job
-        recorded = open_store(Path(cfg.replay), "--replay").meta("config") or {}
-        cfg.model = list(recorded.get("model") or recorded.get("models") or ["heuristic"])
-        cfg.code_model = list(recorded.get("code_model") or recorded.get("code_models") or cfg.model)
+        recorded = flat_view(open_store(Path(cfg.models.replay), "--replay").meta("config") or {})
+        cfg.models.model = list(recorded.get("model") or ["heuristic"])
+        cfg.models.code_model = list(recorded.get("code_model") or cfg.models.model)
     try:
-        plan = [parse_spec(m) for m in cfg.model]
-        code = [parse_spec(m) for m in (cfg.code_model or cfg.model)]
-        if not cfg.replay:   # a replay never calls a model
+        plan = [parse_spec(m) for m in cfg.models.model]
+        code = [parse_spec(m) for m in (cfg.models.code_model or cfg.models.model)]
+        if not cfg.models.replay:   # a replay never calls a model
             check_keys(plan + code)
     except SpecError as exc:
         raise RunError(str(exc)) from None
-    return {"planner": plan, "coder": code, "repairer": code}
+    specs = {"planner": plan, "coder": code, "repairer": code}
+    for role, role_specs in specs.items():
+        for spec in role_specs:
+            if spec.offline:
+                _check_local_agent(role, spec)
+    return specs
+
+
+def _check_local_agent(role: str, spec: ModelSpec) -> None:
+    """A model named like `heuristic` is an agent implementation the run starts here: the role must have it,
+    and it must serve the model of that name (jobs are routed by model)."""
+    try:
+        cls = registry.load(role, spec.model)
+    except (registry.RegistryError, ImportError) as exc:
+        raise RunError(f"model {spec.text!r} is not provider:MODEL and not an agent implementation the run can "
+                       f"start: {exc} ({SPEC_FORMS})") from None
+    served = list(getattr(cls, "models", None) or [])
+    if spec.model not in served:
+        raise RunError(f"model {spec.text!r}: the {role} implementation {spec.model} serves "
+                       f"{', '.join(served) or 'no model by name'}, so no job for {spec.text!r} would reach it")
 
 
 def _prices(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> PriceBook:
     """The run's price book; under --max-cost every hosted model must have a known price, before anything starts."""
     try:
-        book = PriceBook.load(cfg.prices)
+        book = PriceBook.load(cfg.models.prices)
     except PriceError as exc:
         raise RunError(str(exc)) from None
     unknown = sorted({s.text for role in specs.values() for s in role if not s.offline and not book.known(s)})
-    if unknown and cfg.max_cost is not None and not cfg.replay:
+    if unknown and cfg.budget.max_cost is not None and not cfg.models.replay:
         raise RunError(f"--max-cost needs a price for every model, and {', '.join(unknown)} "
                        f"{'has' if len(unknown) == 1 else 'have'} none: {PRICES_HELP}")
     for model in unknown:
@@ -80,17 +99,17 @@ def _prices(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> PriceBook:
 
 
 def _check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
-    if cfg.reasoning_effort and any(s.provider == "anthropic" for role in specs.values() for s in role):
-        if cfg.temperature not in (None, 1.0):
+    if cfg.models.reasoning_effort and any(s.provider == "anthropic" for role in specs.values() for s in role):
+        if cfg.models.temperature not in (None, 1.0):
             raise RunError("--reasoning-effort turns on Anthropic's extended thinking, which needs temperature 1: "
-                           f"drop --temperature {cfg.temperature:g} or --reasoning-effort")
-        if cfg.max_tokens < 4096:
+                           f"drop --temperature {cfg.models.temperature:g} or --reasoning-effort")
+        if cfg.models.max_tokens < 4096:
             raise RunError("--reasoning-effort with an Anthropic model needs --max-tokens >= 4096 (the thinking "
                            "budget comes out of the output limit)")
 
 
 def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
-    if cfg.replay or not cfg.preflight:
+    if cfg.models.replay or not cfg.models.preflight:
         return
     from autocomp_zmq.agents.llm.preflight import check_endpoints   # imports the SDKs: only when a model is hosted
     hosted = [s for role_specs in specs.values() for s in role_specs if not s.offline]
@@ -102,10 +121,10 @@ def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
 
 def _bind(cfg: RunConfig, key: bytes, run_name: str, curve_secret: bytes | None) -> Router:
     try:
-        return Router([cfg.bind], key, run_id=run_name, timing=BusTiming(heartbeat_s=cfg.heartbeat_s),
+        return Router([cfg.bus.bind], key, run_id=run_name, timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s),
                       curve_secret_key=curve_secret)
     except zmq.ZMQError as exc:
-        raise RunError(f"cannot listen on --bind {cfg.bind}: {exc}") from None
+        raise RunError(f"cannot listen on --bind {cfg.bus.bind}: {exc}") from None
 
 
 def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None = None, given: dict | None = None,
@@ -131,16 +150,17 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
             # a problem file is read once, when the run starts: the run keeps its definition
             definition = _stored_definition(store)
         else:
-            if cfg.problems_dir and given is not None and "problem" not in given:   # not the default name
-                raise RunError(f"--problems-dir {cfg.problems_dir}: name one of its problems with --problem NAME "
+            if cfg.task.problems_dir and given is not None and "problem" not in given:   # not the default name
+                raise RunError(f"--problems-dir {cfg.task.problems_dir}: name one of its problems with --problem NAME "
                                "(`problems --problems-dir DIR` lists them)")
-            definition = problemsource.read_definition(cfg.problem_file, cfg.problems_dir, cfg.problem)
+            definition = problemsource.read_definition(cfg.task.problem_file, cfg.task.problems_dir, cfg.task.problem)
             if definition is not None:
-                settled = cfg.to_dict()
+                settled = {"problem": cfg.task.problem, "target": cfg.task.target}
                 problemsource.settle(settled, given or {}, definition)
-                cfg.problem, cfg.target = settled["problem"], settled["target"]
-            run_dir = Path(out or cfg.out or RUNS_DIR / f"{cfg.problem}-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
-            cfg.out = str(run_dir)
+                cfg.task.problem, cfg.task.target = settled["problem"], settled["target"]
+            default = RUNS_DIR / f"{cfg.task.problem}-{time.strftime('%Y%m%d-%H%M%S')}"
+            run_dir = Path(out or cfg.task.out or default).absolute()
+            cfg.task.out = str(run_dir)
         return _execute(cfg, run_dir, lock, store if resume else None, code if resume else None, live, progress,
                         definition)
     except (ConfigError, RunDirError, SecretError, problemsource.ProblemSourceError) as exc:
@@ -163,32 +183,29 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
              live: bool | None, progress_on: bool, definition: ProblemDefinition | None = None) -> dict:
     resume = store is not None
     specs = _model_specs(cfg)
-    cfg.model, cfg.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
+    cfg.models.model, cfg.models.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
-        target = get_target(cfg.target)
+        target = get_target(cfg.task.target)
         info = target.info()
-        profile = info.isa_profile(cfg.isa)
-        problem = problemsource.load(target, cfg.problem, profile.name, definition)
+        profile = info.isa_profile(cfg.task.isa)
+        problem = problemsource.load(target, cfg.task.problem, profile.name, definition)
     except (UnknownTargetError, DescriptorError) as exc:
         raise RunError(exc.args[0]) from None
     except UnknownIsaError as exc:
         raise RunError(f"--isa: {exc}") from None
     except problemsource.ProblemSourceError as exc:
         raise RunError(str(exc)) from None
-    replay = open_store(Path(cfg.replay), "--replay") if cfg.replay else None
+    replay = open_store(Path(cfg.models.replay), "--replay") if cfg.models.replay else None
     if replay:
         specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
     _check_sampling(cfg, specs)
     prices = _prices(cfg, specs)
     _preflight(cfg, specs)
-    try:
-        search_cfg = _search_config(cfg)
-        policy = policy_class(cfg.search)
-    except ValueError as exc:       # UnknownPolicyError included
-        raise RunError(f"--search: {exc}" if isinstance(exc, UnknownPolicyError) else str(exc)) from None
+    policy = policy_class(cfg.search.policy)     # known: the configuration was checked against it
+    search_cfg = _search_config(cfg, policy)
     if not resume:
         code = start_code(cfg, problem, profile)
-    wire_problem = problemsource.wire(problem, info.latency_unit, cfg.isa)
+    wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
     menu = menu_of(target, profile, problem.family)
     trace = store.meta("reused_trace") if resume else reused_trace(cfg, wire_problem)
     # with only the offline heuristic planning, a problem it has no moves for ends after the starting kernel
@@ -208,17 +225,17 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
         if resume:
             key = load_secret(run_dir / "secret")
             curve_cert = run_dir / "curve" / "server.key_secret"
-            if cfg.curve and not curve_cert.exists():
+            if cfg.bus.curve and not curve_cert.exists():
                 raise RunError(f"the run uses CurveZMQ but its key {curve_cert} is missing")
         else:
             leftover = run_dir / "secret"   # a run directory prepared earlier (workers may hold this secret)
             key = load_secret(leftover) if leftover.exists() and not (run_dir / "run.db").exists() \
                 else secrets.token_bytes(32)
             curve_cert = run_dir / "curve" / "server.key_secret"
-            if cfg.curve and not curve_cert.exists():
+            if cfg.bus.curve and not curve_cert.exists():
                 create_server_keys(staging / "curve")
                 curve_cert = staging / "curve" / "server.key_secret"
-        router = _bind(cfg, key, run_dir.name, load_keys(curve_cert)[1] if cfg.curve else None)
+        router = _bind(cfg, key, run_dir.name, load_keys(curve_cert)[1] if cfg.bus.curve else None)
         if not resume:
             try:
                 lock = prepare_new(run_dir)
@@ -252,12 +269,13 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
             lock.release()
 
 
-def _search_config(cfg: RunConfig) -> SearchConfig:
-    return SearchConfig(iterations=cfg.iterations, beam=cfg.beam, plans=cfg.plans, codes=cfg.codes,
-                        keep_prob=cfg.dropout, seed=cfg.seed, plan_models=tuple(cfg.model),
-                        code_models=tuple(cfg.code_model or cfg.model), max_repairs=cfg.max_repairs,
-                        patience=cfg.patience, max_evals=cfg.max_evals, stop_roofline=cfg.stop_roofline,
-                        model_allocation=cfg.model_allocation)
+def _search_config(cfg: RunConfig, policy: type) -> SearchSettings:
+    """What the policy is given: the shared settings and its own section (checked when cfg was built)."""
+    m, b = cfg.models, cfg.budget
+    return config_class(policy)(iterations=b.iterations, seed=cfg.search.seed, plan_models=tuple(m.model),
+                                code_models=tuple(m.code_model or m.model), model_allocation=m.model_allocation,
+                                max_repairs=cfg.search.max_repairs, patience=b.patience, max_evals=b.max_evals,
+                                stop_roofline=b.stop_roofline, **cfg.search.options)
 
 
 def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy, router: Router,
@@ -265,12 +283,13 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
             prices: PriceBook) -> dict:
     store.set_meta("endpoint", router.endpoints[0])
     store.set_meta("session", {"pid": os.getpid(), "started": time.time(), "endpoint": router.endpoints[0],
-                               "curve": cfg.curve, "evaluators": cfg.evaluators, "iterations": cfg.iterations,
-                               "max_evals": cfg.max_evals, "max_cost": cfg.max_cost})
-    progress = Progress(cfg.problem, live=live, plain_every_s=5.0 if progress_on else float("inf"))
+                               "curve": cfg.bus.curve, "evaluators": cfg.local.evaluators,
+                               "iterations": cfg.budget.iterations, "max_evals": cfg.budget.max_evals,
+                               "max_cost": cfg.budget.max_cost})
+    progress = Progress(cfg.task.problem, live=live, plain_every_s=5.0 if progress_on else float("inf"))
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
-                                  "repair": cfg.model_lease_s, "eval": cfg.eval_lease_s})
+                                  "repair": cfg.model_lease_s, "eval": cfg.bus.eval_lease_s})
     try:
         procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
     except OSError as exc:
@@ -278,7 +297,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
         raise RunError(f"cannot start the local agents: {exc}") from None
     watch = _RunDirWatch(run_dir, progress.update)
     coord = Coordinator(router, store, search, leases, on_progress=watch,
-                        cost=CostPolicy(cfg.max_cost, *cost_functions(prices, cfg.max_tokens)),
+                        cost=CostPolicy(cfg.budget.max_cost, *cost_functions(prices, cfg.models.max_tokens)),
                         replay=replay, seeded=answers_from_seed)
     interrupted, failure = False, None
 
@@ -305,7 +324,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     summary = summarize(cfg, search, coord, run_dir, interrupted)
     best = search.summary().best
     try:
-        recorded = reuse.record(store, run_dir, best.id if best else None, reuse.library_dir(cfg.schedule_library),
+        recorded = reuse.record(store, run_dir, best.id if best else None, reuse.library_dir(cfg.task.schedule_library),
                                 summary)
         if recorded:
             summary["schedule_trace"] = str(recorded)
@@ -313,7 +332,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
         log.warning("schedule_library_unwritable", error=str(exc))
         summary["schedule_library_error"] = str(exc)
     return save_results(run_dir, store, summary, best.code if best else None,
-                        "best" + target_info(cfg.target).kernel_suffix)
+                        "best" + target_info(cfg.task.target).kernel_suffix)
 
 
 class _RunDirWatch:

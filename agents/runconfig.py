@@ -1,308 +1,388 @@
-"""The options of a run: one dataclass whose field names are the command-line flags (with underscores)
-and the keys of a --config TOML file, checked for type and range with one-line errors, and the rules
-for what a resumed run may change."""
+"""The options of a run: one msgspec model in sections (task, search, models, budget, bus, local), checked for
+type and range by msgspec with one-line errors. Each option is declared once, with its help, its extra flags,
+its resume rule and its bounds; the command line of `run` and `worker` (launch.py), the keys of a --config TOML
+file and the worker command line are all built from these declarations.
+
+Flags are flat (--beam, --max-cost); a TOML file uses the sections ([budget] max_cost = 5) or the flat names.
+A search policy's own options (beam: beam, plans, codes, dropout) are its section, search.options, declared by
+the policy's Config (agents/policy.py); the built-in policies' options are flags too.
+"""
 from __future__ import annotations
 
 import tomllib
-import types
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
 import psutil
 
 EVALUATORS_PER_CORE = 4        # more evaluators than this per core only queue for the CPU
+
+# What a resumed run may do with an option: FIXED ones would change the search (stored results must replay job
+# for job), EXTEND ones are its budget, LOCAL ones concern this session's processes, SECURITY ones keep its
+# remote workers able to reconnect.
+FIXED, EXTEND, LOCAL, SECURITY = "fixed", "extend", "local", "security"
 
 
 class ConfigError(ValueError):
     """An option has a wrong type or value, or cannot change on resume; the message says which and why."""
 
 
-def option(default: Any = None, help: str = "", *flags: str, metavar: str | None = None, factory=None,
-           shown: str | None = None):
-    """A run option, declared once: its default, its help, extra flags (e.g. "-T") and metavar feed the
-    command line (launch.py builds `run` from these), the TOML keys and the worker command line."""
-    meta = {"help": help, "flags": flags, "metavar": metavar, "shown": shown}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+def opt(help: str = "", *flags: str, metavar: str = "", shown: str | None = None, resume: str = FIXED,
+        flag: str | None = None) -> msgspec.Meta:
+    """An option's declaration: its help, extra flags (e.g. "-T"), metavar, how --help shows its default,
+    its resume rule, and the long flag when it is not the name's (--search for search.policy)."""
+    return msgspec.Meta(extra={"help": help, "flags": flags, "metavar": metavar, "shown": shown, "resume": resume,
+                               "flag": flag})
+
+
+def bounded(kind: type, **bounds) -> Any:
+    """A type with msgspec bounds (ge, gt, le, min_length...); `bounded(int, ge=1) | None` for optional ones."""
+    return Annotated[kind, msgspec.Meta(**bounds)]
 
 
 N, S, X = "N", "S", "X"
 
 
-@dataclass
-class RunConfig:
-    target: str = option("gemmini-sim", "Hardware target (a --problem-file sets it).", "-t", metavar="NAME")
-    problem: str = option("gemm-512x512x512", "Problem to optimize: a name the target knows (`problems` lists "
-                                              "them; parametric names such as gemm-100x100x100 too), or one of "
-                                              "--problems-dir.", "-p", metavar="NAME")
-    problem_file: str | None = option(None, "Optimize the problem this file defines (TOML: signature, dims, tensors, "
-                                            "reference, starting kernel; see the README); sets --problem and "
-                                            "--target.", metavar="FILE")
-    problems_dir: str | None = option(None, "A directory of problem files (*.toml): --problem names one of them.",
-                                      metavar="DIR")
-    kernel: str | None = option(None, "Starting kernel: a file, or builtin:ROLE for one of the problem's own kernels "
-                                      "(none: a problem file's own, else the ISA profile's start, else the problem's "
-                                      "naive kernel).",
-                                metavar="FILE")
-    isa: str | None = option(None, "ISA profile of the target: what kernels may use (gemmini-sim: full, or fine for "
-                                   "the paper's rules: no loop FSMs or library calls, the hardware loop as the upper "
-                                   "bound); none: the target's default.", metavar="PROFILE")
-    reuse: str | None = option(None, "Reuse a recorded optimization trace: its plans, adapted to this problem, are "
-                                     "the first iterations' plans. auto: the most similar workload in the schedule "
-                                     "library (same target and ISA profile); or a RUN_DIR.", metavar="auto|RUN_DIR")
-    schedule_library: str | None = option(None, "Directory of recorded optimization traces (written at the end of "
-                                                "every run, read by --reuse auto).", metavar="DIR",
-                                          shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory")
-    out: str | None = option(None, "Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")
-    search: str = option("beam", "Search policy: beam (the paper's beam search) or one a plug-in registers in the "
-                                 "autocomp_zmq.policies entry-point group.", metavar="NAME")
-    iterations: int = option(8, "Beam-search iterations.", "-T", metavar=N)
-    beam: int = option(4, "Beam width.", "-B", metavar=N)
-    plans: int = option(4, "Plans per beam candidate.", "-N", metavar=N)
-    codes: int = option(2, "Code candidates per plan.", "-K", metavar=N)
-    dropout: float = option(0.3, "Menu dropout as the keep-probability of each option.", metavar="P")
-    seed: int = option(0, "Seed of every random choice of the search.", metavar=N)
-    model: list[str] = option(help="Planning model (repeatable: ensembling).", metavar="SPEC",
-                              factory=lambda: ["heuristic"])
-    code_model: list[str] = option(help="Coding model (repeatable).", metavar="SPEC", factory=list,
-                                   shown="same as --model")
-    model_allocation: str = option("even", "How plan and code samples are split among ensembled models: even (the "
-                                           "paper's: models take turns) or bandit (Thompson sampling: samples shift "
-                                           "toward the models whose candidates entered the beam).", metavar="POLICY")
-    evaluators: int | None = option(None, "Local evaluator processes (none: one per core; 0: remote workers "
-                                          "only).", metavar=N)
-    planners: int = option(1, "Local heuristic planner processes.", metavar=N)
-    coders: int = option(1, "Local heuristic coder processes.", metavar=N)
-    repairers: int = option(1, "Local heuristic repairer processes.", metavar=N)
-    max_repairs: int = option(1, "Repair attempts per failed candidate.", metavar=N)
-    patience: int = option(3, "Stop after this many iterations without improvement.", metavar=N)
-    max_evals: int | None = option(None, "Stop after this many evaluations.", metavar=N)
-    stop_roofline: float | None = option(None, "Stop once the best reaches this fraction of roofline.", metavar=X)
-    max_cost: float | None = option(None, "Hard cap in USD on model calls: a call starts only if its worst case "
-                                          "(its prompt and --max-tokens at the model's price) and that of every call "
-                                          "in flight fit under it.", metavar="USD")
-    prices: str | None = option(None, "TOML file of model prices (USD per million tokens: input, output, cached_input, "
-                                      "cache_write) merged over genai-prices' table, model by model.", metavar="FILE",
-                                shown="$AUTOCOMP_PRICES, else none")
-    max_tokens: int = option(32000, "Output tokens (reasoning included) a model call may use: a call first asks for "
-                                    "half, and asks once more with all of it if its answer was cut off.", metavar=N)
-    bind: str = option("tcp://127.0.0.1:*", "Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.",
-                       metavar="ENDPOINT")
-    curve: bool = option(False, "Encrypt links with CurveZMQ (keys in RUN_DIR/curve).")
-    replay: str | None = option(None, "Answer model jobs only from this recorded run (no network).",
-                                metavar="RUN_DIR")
-    temperature: float | None = option(None, "Sampling temperature for the models.", metavar=X)
-    reasoning_effort: str | None = option(None, "low, medium or high: OpenAI reasoning effort; for Anthropic models "
-                                                "extended thinking with a budget of 2k, 8k or 24k tokens.",
-                                          metavar="LEVEL")
-    call_timeout_s: float = option(600.0, "Seconds per model call.", metavar=S)
-    call_retries: int = option(4, "Retries of a model call on 429/5xx/timeouts (with backoff, Retry-After).",
-                               metavar=N)
-    preflight: bool = option(True, "Check that every model endpoint answers before starting.")
-    check_start: bool = option(True, "Evaluate the starting kernel before agents start, to fail fast.")
-    heartbeat_s: float = option(1.0, "Heartbeat interval of the bus.", metavar=S)
-    eval_lease_s: float = option(600.0, "Seconds an evaluator may hold a job; past it the evaluation is a "
-                                        "timeout verdict.", metavar=S)
-    llm_lease_s: float | None = option(None, "Seconds a model agent may hold a job (none: long enough for every "
-                                             "retry of a call, so that a slow call is not paid twice).", metavar=S)
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class Task(_Section):
+    """What is optimized, from what, and where the run goes."""
+    target: Annotated[str, opt("Hardware target (a --problem-file sets it).", "-t", metavar="NAME")] = "gemmini-sim"
+    problem: Annotated[str, opt("Problem to optimize: a name the target knows (`problems` lists them; parametric "
+                                "names such as gemm-100x100x100 too), or one of --problems-dir.", "-p",
+                                metavar="NAME")] = "gemm-512x512x512"
+    problem_file: Annotated[str | None, opt(
+        "Optimize the problem this file defines (TOML: signature, dims, tensors, reference, starting kernel; see the "
+        "README); sets --problem and --target.", metavar="FILE")] = None
+    problems_dir: Annotated[str | None, opt("A directory of problem files (*.toml): --problem names one of them.",
+                                            metavar="DIR")] = None
+    kernel: Annotated[str | None, opt(
+        "Starting kernel: a file, or builtin:ROLE for one of the problem's own kernels (none: a problem file's own, "
+        "else the ISA profile's start, else the problem's naive kernel).", metavar="FILE")] = None
+    isa: Annotated[str | None, opt(
+        "ISA profile of the target: what kernels may use (gemmini-sim: full, or fine for the paper's rules: no loop "
+        "FSMs or library calls, the hardware loop as the upper bound); none: the target's default.",
+        metavar="PROFILE")] = None
+    reuse: Annotated[str | None, opt(
+        "Reuse a recorded optimization trace: its plans, adapted to this problem, are the first iterations' plans. "
+        "auto: the most similar workload in the schedule library (same target and ISA profile); or a RUN_DIR.",
+        metavar="auto|RUN_DIR")] = None
+    schedule_library: Annotated[str | None, opt(
+        "Directory of recorded optimization traces (written at the end of every run, read by --reuse auto).",
+        metavar="DIR", shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory", resume=LOCAL)] = None
+    out: Annotated[str | None, opt("Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")] = None
+
+
+class Search(_Section):
+    """How the search explores: its policy (and the policy's own options), its seed, its repairs."""
+    policy: Annotated[str, opt("Search policy: beam (the paper's beam search) or one a plug-in registers in the "
+                               "autocomp_zmq.policies entry-point group.", metavar="NAME", flag="--search")] = "beam"
+    seed: Annotated[int, opt("Seed of every random choice of the search.", metavar=N)] = 0
+    max_repairs: Annotated[bounded(int, ge=0), opt("Repair attempts per failed candidate.", metavar=N)] = 1
+    options: dict[str, Any] = msgspec.field(default_factory=dict)   # the policy's section: its Config's own fields
+
+
+Count = bounded(int, ge=1)
+Seconds = bounded(float, gt=0)
+Processes = bounded(int, ge=1, le=64)
+
+
+class Models(_Section):
+    """Which models plan and code, and how they are called."""
+    model: Annotated[bounded(list[str], min_length=1), opt(
+        "Planning model (repeatable: ensembling): provider:MODEL, or an agent implementation's name.",
+        metavar="SPEC")] = \
+        msgspec.field(default_factory=lambda: ["heuristic"])
+    code_model: Annotated[list[str], opt("Coding model (repeatable).", metavar="SPEC",
+                                         shown="same as --model")] = msgspec.field(default_factory=list)
+    model_allocation: Annotated[Literal["even", "bandit"], opt(
+        "How plan and code samples are split among ensembled models: even (the paper's: models take turns) or "
+        "bandit (Thompson sampling: samples shift toward the models whose candidates entered the beam).",
+        metavar="POLICY")] = "even"
+    temperature: Annotated[bounded(float, ge=0, le=2) | None, opt("Sampling temperature for the models.",
+                                                                  metavar=X)] = None
+    reasoning_effort: Annotated[Literal["low", "medium", "high"] | None, opt(
+        "low, medium or high: OpenAI reasoning effort; for Anthropic models extended thinking with a budget of 2k, "
+        "8k or 24k tokens.", metavar="LEVEL")] = None
+    # LOCAL: a run whose answers were cut off may continue with a larger limit
+    max_tokens: Annotated[bounded(int, ge=1024), opt(
+        "Output tokens (reasoning included) a model call may use: a call first asks for half, and asks once more "
+        "with all of it if its answer was cut off.", metavar=N, resume=LOCAL)] = 32000
+    call_timeout_s: Annotated[Seconds, opt("Seconds per model call.", metavar=S)] = 600.0
+    call_retries: Annotated[bounded(int, ge=0), opt(
+        "Retries of a model call on 429/5xx/timeouts (with backoff, Retry-After).", metavar=N)] = 4
+    llm_lease_s: Annotated[Seconds | None, opt(
+        "Seconds a model agent may hold a job (none: long enough for every retry of a call, so that a slow call is "
+        "not paid twice).", metavar=S)] = None
+    prices: Annotated[str | None, opt(
+        "TOML file of model prices (USD per million tokens: input, output, cached_input, cache_write) merged over "
+        "genai-prices' table, model by model.", metavar="FILE", shown="$AUTOCOMP_PRICES, else none",
+        resume=LOCAL)] = None
+    replay: Annotated[str | None, opt("Answer model jobs only from this recorded run (no network).",
+                                      metavar="RUN_DIR")] = None
+    preflight: Annotated[bool, opt("Check that every model endpoint answers before starting.", resume=LOCAL)] = True
+
+
+class Budget(_Section):
+    """When the run stops; a resumed run may extend every limit but the roofline goal."""
+    iterations: Annotated[Count, opt("Search iterations.", "-T", metavar=N, resume=EXTEND)] = 8
+    patience: Annotated[Count, opt("Stop after this many iterations without improvement.", metavar=N,
+                                   resume=EXTEND)] = 3
+    max_evals: Annotated[Count | None, opt("Stop after this many evaluations (the starting kernel is one too).",
+                                           metavar=N, resume=EXTEND)] = None
+    max_cost: Annotated[bounded(float, ge=0) | None, opt(
+        "Hard cap in USD on model calls: a call starts only if its worst case (its prompt and --max-tokens at the "
+        "model's price) and that of every call in flight fit under it.", metavar="USD", resume=EXTEND)] = None
+    stop_roofline: Annotated[bounded(float, gt=0) | None, opt(
+        "Stop once the best reaches this fraction of roofline.", metavar=X)] = None
+
+
+class Bus(_Section):
+    """The coordinator's endpoint and the links to its workers."""
+    bind: Annotated[str, opt("Coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers.",
+                             metavar="ENDPOINT", resume=SECURITY)] = "tcp://127.0.0.1:*"
+    curve: Annotated[bool, opt("Encrypt links with CurveZMQ (keys in RUN_DIR/curve).", resume=SECURITY)] = False
+    heartbeat_s: Annotated[Seconds, opt("Heartbeat interval of the bus.", metavar=S)] = 1.0
+    eval_lease_s: Annotated[Seconds, opt("Seconds an evaluator may hold a job; past it the evaluation is a timeout "
+                                         "verdict.", metavar=S)] = 600.0
+
+
+class Local(_Section):
+    """The processes this run starts on its own host."""
+    evaluators: Annotated[bounded(int, ge=0) | None, opt(
+        "Local evaluator processes (none: one per core; 0: remote workers only).", metavar=N, resume=LOCAL)] = None
+    planners: Annotated[Processes, opt("Local processes per offline planning agent.", metavar=N, resume=LOCAL)] = 1
+    coders: Annotated[Processes, opt("Local processes per offline coding agent.", metavar=N, resume=LOCAL)] = 1
+    repairers: Annotated[Processes, opt("Local processes per offline repair agent.", metavar=N, resume=LOCAL)] = 1
+    check_start: Annotated[bool, opt("Evaluate the starting kernel before agents start, to fail fast.",
+                                     resume=LOCAL)] = True
+
+
+SECTIONS: dict[str, type[_Section]] = {"task": Task, "search": Search, "models": Models, "budget": Budget, "bus": Bus,
+                                       "local": Local}
+
+
+class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    task: Task = msgspec.field(default_factory=Task)
+    search: Search = msgspec.field(default_factory=Search)
+    models: Models = msgspec.field(default_factory=Models)
+    budget: Budget = msgspec.field(default_factory=Budget)
+    bus: Bus = msgspec.field(default_factory=Bus)
+    local: Local = msgspec.field(default_factory=Local)
 
     @property
     def model_lease_s(self) -> float:
         """A model job's lease: every try of its call (timeout x (retries + 1)) plus the SDK's backoff
         between tries (at most about a minute in all), unless set explicitly."""
-        if self.llm_lease_s is not None:
-            return self.llm_lease_s
-        return self.call_timeout_s * (self.call_retries + 1) + 60.0
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(RunConfig)
-        for f in fields(self):
-            setattr(self, f.name, _typed(f.name, getattr(self, f.name), hints[f.name]))
-        self._check_ranges()
-
-    def _check_ranges(self) -> None:
-        cap = max_local_evaluators()
-        checks = [
-            (all(v >= 1 for v in (self.iterations, self.beam, self.plans, self.codes)),
-             "iterations, beam, plans and codes must each be >= 1"),
-            (0 < self.dropout <= 1, f"dropout is the keep-probability of each menu option, in (0, 1], "
-                                    f"not {self.dropout}"),
-            (self.evaluators is None or 0 <= self.evaluators <= cap,
-             f"evaluators must be between 0 and {cap} on this host ({EVALUATORS_PER_CORE} per core), not "
-             f"{self.evaluators}; start workers on other hosts for more"),
-            (all(1 <= n <= 64 for n in (self.planners, self.coders, self.repairers)),
-             "planners, coders and repairers must each be between 1 and 64"),
-            (self.max_evals is None or self.max_evals >= 1,
-             f"max_evals must be >= 1 (the starting kernel is an evaluation too), not {self.max_evals}"),
-            (self.patience >= 1, "patience must be >= 1"),
-            (self.max_repairs >= 0, "max_repairs must be >= 0"),
-            (self.max_cost is None or self.max_cost >= 0, "max_cost must be >= 0"),
-            (all(t > 0 for t in (self.heartbeat_s, self.eval_lease_s, self.model_lease_s, self.call_timeout_s)),
-             "heartbeat_s, eval_lease_s, llm_lease_s and call_timeout_s must be > 0"),
-            (self.call_retries >= 0, "call_retries must be >= 0"),
-            (self.max_tokens >= 1024, f"max_tokens must be >= 1024 (a call first asks for half), not {self.max_tokens}"),
-            (self.temperature is None or 0 <= self.temperature <= 2, "temperature must be between 0 and 2"),
-            (self.reasoning_effort in (None, "low", "medium", "high"),
-             f"reasoning_effort must be low, medium or high, not {self.reasoning_effort!r}"),
-            (bool(self.model), "at least one --model is needed"),
-            (self.model_allocation in ("even", "bandit"),
-             f"model_allocation must be even or bandit, not {self.model_allocation!r}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
+        m = self.models
+        return m.llm_lease_s if m.llm_lease_s is not None else m.call_timeout_s * (m.call_retries + 1) + 60.0
 
     @classmethod
-    def from_toml(cls, path: Path) -> dict:
-        """The keys of a config file, by name and type (values are checked when the config is built)."""
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from None
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            hints = [f"{k} (did you mean {LEGACY_KEYS[k]}?)" if k in LEGACY_KEYS else k for k in unknown]
-            raise ConfigError(f"unknown keys in {path}: {', '.join(hints)}; the keys are the flags of `run` "
-                              f"with underscores: {', '.join(sorted(known))}")
-        return data
+    def of(cls, **flat) -> "RunConfig":
+        """A checked configuration from options by flag name (launch.py, tests, benchmarks)."""
+        return build(sectioned(flat))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The sections as plain data (what a run stores, and reads back with build)."""
+        return msgspec.to_builtins(self)
+
+    def flat(self) -> dict[str, Any]:
+        """Every option by flag name, the policy's own included."""
+        values = {name: getattr(getattr(self, section), name) for name, (section, _) in OPTIONS.items()}
+        return {**values, **self.search.options}
 
 
-LEGACY_KEYS = {"models": "model", "code_models": "code_model"}   # names used by runs made before 0.2
+def declared_options(cls: type) -> dict[str, tuple[Any, dict]]:
+    """name -> (type, declaration) of a struct's options (annotated with opt)."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        meta = next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, msgspec.Meta) and m.extra), None)
+        if meta is not None:
+            out[name] = (hint.__origin__, meta.extra)
+    return out
+
+
+OPTIONS: dict[str, tuple[str, dict]] = {name: (section, decl) for section, cls in SECTIONS.items()
+                                        for name, (_, decl) in declared_options(cls).items()}
+LEGACY_KEYS = {"models": "model", "code_models": "code_model", "search": "policy"}   # names of earlier versions
+
+
+def policy_options(policy: str = "beam") -> dict[str, tuple[Any, dict]]:
+    """A policy's own options (name -> (type, declaration)): the fields its Config adds to SearchSettings."""
+    from autocomp_zmq.agents.policy import SearchSettings, config_class, policy_class
+    shared = set(SearchSettings.__struct_fields__)
+    return {name: spec for name, spec in declared_options(config_class(policy_class(policy))).items() if name not in shared}
+
+
+def sectioned(flat: dict, where: str = "") -> dict:
+    """Options by flag name (a command line, a flat TOML file, a run of an earlier version) as sections; a name
+    no section and no built-in policy declares goes to search.options, for the chosen policy to accept or refuse.
+    Tables that are sections are taken as they are."""
+    out: dict[str, dict] = {}
+    for key, value in flat.items():
+        if key in SECTIONS and isinstance(value, dict):
+            section = out.setdefault(key, {})
+            extra = value.get("options") if key == "search" else None
+            section.update({k: v for k, v in value.items() if k != "options"})
+            if extra is not None:
+                section.setdefault("options", {}).update(extra)
+            continue
+        key = LEGACY_KEYS.get(key, key)
+        if key in OPTIONS:
+            out.setdefault(OPTIONS[key][0], {})[key] = value
+        else:
+            out.setdefault("search", {}).setdefault("options", {})[key] = value
+    return out
+
+
+def build(data: dict) -> RunConfig:
+    """A checked configuration from sections; a wrong type or value is a one-line ConfigError naming the option."""
+    try:
+        cfg = msgspec.convert(data, RunConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(exc, data)) from None
+    cap = max_local_evaluators()
+    if cfg.local.evaluators is not None and cfg.local.evaluators > cap:
+        raise ConfigError(f"evaluators must be between 0 and {cap} on this host ({EVALUATORS_PER_CORE} per core), "
+                          f"not {cfg.local.evaluators}; start workers on other hosts for more")
+    cfg.search.options = _policy_section(cfg.search.policy, cfg.search.options)
+    return cfg
+
+
+def _policy_section(policy: str, given: dict) -> dict:
+    """The policy's own options, checked by its Config and completed with its defaults."""
+    from autocomp_zmq.agents.policy import UnknownPolicyError, config_class, policy_class
+    try:
+        config = config_class(policy_class(policy))
+    except UnknownPolicyError as exc:
+        raise ConfigError(f"--search: {exc}") from None
+    own = policy_options(policy)
+    unknown = [k for k in given if k not in own]
+    if unknown:
+        raise ConfigError(f"{', '.join(flag_of(k) for k in unknown)}: not an option of the search policy {policy} "
+                          f"(its options: {', '.join(own) or 'none'})")
+    try:
+        checked = msgspec.convert(given, config)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(exc, given)) from None
+    return {name: getattr(checked, name) for name in own}
+
+
+_NOUNS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+          "array": "a list of strings", "object": "a table"}
+
+
+def _explain(exc: msgspec.ValidationError, data: dict) -> str:
+    """msgspec's 'Expected `int` >= 1 - at `$.budget.iterations`' as 'iterations must be an integer >= 1, not 0'."""
+    message, _, at = str(exc).partition(" - at `$")
+    path = [p for p in at.rstrip("`").split(".") if p]
+    name = path[-1] if path else "config"
+    value: Any = data
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    if message.startswith("Object contains unknown field"):
+        field = message.split("`")[1]
+        where = f"[{'.'.join(path)}]" if path else "the configuration"
+        return f"unknown option {field!r} in {where}"
+    if message.startswith("Invalid enum value"):
+        choices = _choices(path)
+        return f"{name} must be {' or '.join(choices) if choices else 'another value'}, not {value!r}"
+    if message.startswith("Expected `array` of length >="):
+        return f"at least one --{name.replace('_', '-')} is needed"
+    if message.startswith("Expected `"):
+        kind, _, rest = message[len("Expected `"):].partition("`")
+        bound = rest.partition(", got")[0]
+        return f"{name} must be {_NOUNS.get(kind, kind)}{bound}, not {value!r}"
+    return f"{name}: {message}"
+
+
+def _choices(path: list[str]) -> list[str]:
+    if len(path) == 2 and path[0] in SECTIONS:
+        hint = typing.get_type_hints(SECTIONS[path[0]]).get(path[1])
+        return [repr(a) for a in typing.get_args(hint) if isinstance(a, str)] or \
+            [repr(c) for a in typing.get_args(hint) for c in typing.get_args(a) if isinstance(c, str)]
+    return []
+
+
+def from_toml(path: Path) -> dict:
+    """A config file's options, as sections (checked when the configuration is built)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    flat = set(OPTIONS) | set(policy_options()) | {"search"}    # search = "NAME": the policy, as before 0.3
+    unknown = sorted(k for k, v in data.items() if not (k in SECTIONS and isinstance(v, dict)) and k not in flat)
+    if unknown:
+        hints = [f"{k} (did you mean {LEGACY_KEYS[k]}?)" if k in LEGACY_KEYS else k for k in unknown]
+        raise ConfigError(f"unknown keys in {path}: {', '.join(hints)}; the keys are the sections "
+                          f"{', '.join(SECTIONS)} or the flags of `run` with underscores")
+    return sectioned(data)
+
+
+def merge(base: dict, over: dict) -> dict:
+    """Sections of `over` laid over those of `base`, option by option."""
+    out = {section: dict(values) for section, values in base.items()}
+    for section, values in over.items():
+        target = out.setdefault(section, {})
+        for key, value in values.items():
+            target[key] = {**target.get(key, {}), **value} if key == "options" else value
+    return out
 
 
 def from_saved(saved: dict) -> dict:
-    """A configuration stored by an earlier run, with its keys renamed to today's."""
-    return {LEGACY_KEYS.get(k, k): v for k, v in saved.items() if LEGACY_KEYS.get(k, k) in _FIELD_NAMES}
+    """A configuration stored by a run, as sections. Runs before 0.3 stored flat names, and their `dropout` was
+    the probability of keeping a menu option (today: of dropping it)."""
+    if any(isinstance(saved.get(s), dict) for s in SECTIONS):
+        return sectioned(saved)
+    old = {LEGACY_KEYS.get(k, k): v for k, v in saved.items()}
+    if isinstance(old.get("dropout"), (int, float)):
+        old["dropout"] = round(1.0 - old["dropout"], 12)
+    return sectioned({k: v for k, v in old.items() if k in OPTIONS or k in policy_options()})
+
+
+def flat_view(saved: dict) -> dict:
+    """A stored configuration by flag name, whatever version stored it (show, report, runs read this)."""
+    if any(isinstance(saved.get(s), dict) for s in SECTIONS):
+        out = {}
+        for section in SECTIONS:
+            values = dict(saved.get(section) or {})
+            out.update(values.pop("options", None) or {})
+            out.update(values)
+        return out
+    return {LEGACY_KEYS.get(k, k): v for k, v in saved.items()}
 
 
 def max_local_evaluators() -> int:
     return EVALUATORS_PER_CORE * (psutil.cpu_count(logical=True) or 1)
 
 
-# -- resume ---------------------------------------------------------------------------------------
-# A resumed run keeps its search (so that stored results replay job for job) and its security
-# settings (so that its remote workers reconnect); it may extend its budget and change local processes.
-EXTENDABLE = ("iterations", "max_evals", "max_cost", "patience")
-LOCAL = ("evaluators", "planners", "coders", "repairers", "preflight", "check_start", "schedule_library", "prices",
-         "max_tokens")   # max_tokens: a run whose answers were cut off may continue with a larger limit
-SECURITY = ("bind", "curve")
-
-
 def resume_config(saved: dict, given: dict) -> RunConfig:
-    """The saved configuration with the options given on the command line that a resume may change;
-    any other option that differs from the saved one is an error naming it."""
+    """The saved configuration with the options given (by flag name) that a resume may change; any other
+    option that differs from the saved one is an error naming it."""
     merged = from_saved(saved)
+    current = flat_view(merged)
     for key, value in given.items():
-        if key in EXTENDABLE or key in LOCAL:
-            merged[key] = value
+        key = LEGACY_KEYS.get(key, key)
+        rule = OPTIONS[key][1]["resume"] if key in OPTIONS else FIXED
+        if rule in (EXTEND, LOCAL):
+            merged = merge(merged, sectioned({key: value}))
             continue
-        if merged.get(key) == value:
+        if current.get(key) == value:
             continue
-        flag = "--" + key.replace("_", "-")
-        if key in SECURITY:
-            raise ConfigError(f"{flag} {value} conflicts with the resumed run's {key} {merged.get(key)!r}: a "
+        flag = flag_of(key)
+        if rule == SECURITY:
+            raise ConfigError(f"{flag} {value} conflicts with the resumed run's {key} {current.get(key)!r}: a "
                               "resumed run keeps its endpoint and encryption so that its workers reconnect")
-        raise ConfigError(f"{flag} cannot change on resume (the run has {key} = {merged.get(key)!r}): it would "
-                          f"change the search; only {', '.join('--' + k.replace('_', '-') for k in EXTENDABLE)} "
-                          "can extend a run")
-    return RunConfig(**{k: v for k, v in merged.items() if k in _FIELD_NAMES})
+        extendable = [flag_of(k) for k, (_, d) in OPTIONS.items() if d["resume"] == EXTEND]
+        raise ConfigError(f"{flag} cannot change on resume (the run has {key} = {current.get(key)!r}): it would "
+                          f"change the search; only {', '.join(extendable)} can extend a run")
+    return build(merged)
 
 
-_FIELD_NAMES = {f.name for f in fields(RunConfig)}
-
-
-def base_type(hint: Any) -> Any:
-    """The type inside an optional hint (int | None -> int); any other hint as it is."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return next(a for a in typing.get_args(hint) if a is not type(None))
-    return hint
-
-
-def _typed(name: str, value: Any, hint: Any) -> Any:
-    """value checked against the field's type hint; ints are accepted where floats are expected."""
-    if value is None:
-        if type(None) in typing.get_args(hint):
-            return None
-        raise ConfigError(f"{name} needs a value")
-    base = base_type(hint)
-    origin = typing.get_origin(base)
-    if origin is list:
-        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
-                or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{name} must be a list of strings, not {value!r}")
-        return list(value)
-    if base is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be true or false, not {value!r}")
-        return value
-    if base is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name} must be an integer, not {value!r}")
-        return value
-    if base is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} must be a number, not {value!r}")
-        return float(value)
-    if base is str and not isinstance(value, str):
-        raise ConfigError(f"{name} must be a string, not {value!r}")
-    return value
-
-
-# -- the command line -----------------------------------------------------------------------------
-WORKER_OPTIONS = ("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens")
-
-
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def default_of(name: str) -> Any:
-    f = _FIELDS[name]
-    return f.default_factory() if f.default_factory is not MISSING else f.default
-
-
-def shown_default(name: str) -> str:
-    """How --help shows a default: none, on/off, or the value."""
-    value = default_of(name)
-    if _FIELDS[name].metadata.get("shown"):
-        return _FIELDS[name].metadata["shown"]
-    if isinstance(value, list):
-        return ", ".join(value)
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
-
-
-def option_specs(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict]]:
-    """(name, type, metadata) of the options, in declaration order: what a CLI builds its flags from."""
-    hints = typing.get_type_hints(RunConfig)
-    return [(f.name, hints[f.name], dict(f.metadata)) for f in fields(RunConfig) if names is None or f.name in names]
-
-
-def as_args(cfg: RunConfig, names: tuple[str, ...]) -> list[str]:
-    """The command-line arguments that give another process these options of cfg (workers)."""
-    args: list[str] = []
-    for name in names:
-        value = getattr(cfg, name)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            args.append(flag(name) if value else "--no-" + flag(name)[2:])
-        elif isinstance(value, list):
-            for item in value:
-                args += [flag(name), str(item)]
-        else:
-            args += [flag(name), str(value)]
-    return args
-
-
-_FIELDS = {f.name: f for f in fields(RunConfig)}
+def flag_of(name: str) -> str:
+    declared = OPTIONS[name][1].get("flag") if name in OPTIONS else None
+    return declared or "--" + name.replace("_", "-")

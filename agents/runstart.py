@@ -30,7 +30,7 @@ def menu_of(target: Target, profile: IsaProfile, family: str | None = None) -> l
 def start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
     """The starting kernel: --kernel FILE or builtin:ROLE, else a problem file's own, else the profile's start,
     else the naive kernel."""
-    spec = cfg.kernel or f"builtin:{problem.start_role(profile)}"
+    spec = cfg.task.kernel or f"builtin:{problem.start_role(profile)}"
     if not spec.startswith("builtin:"):
         return read_kernel(spec)
     role = spec.split(":", 1)[1]
@@ -43,7 +43,7 @@ def start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
 def no_offline_moves(planners, problem: Problem) -> str:
     """Why a run whose every planner is the offline heuristic can do nothing beyond evaluating the starting
     kernel ("" when the heuristic has moves for the problem, or when a model plans)."""
-    if not planners or not all(s.offline for s in planners):
+    if not planners or not all(s.offline and s.model == "heuristic" for s in planners):
         return ""
     from autocomp_zmq.agents.heuristic import unsupported
     why = unsupported(problem)
@@ -76,11 +76,11 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
     """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
     seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
     evaluators are remote (this host may not have the target's hardware)."""
-    if cfg.evaluators == 0 or not cfg.check_start:
+    if cfg.local.evaluators == 0 or not cfg.local.check_start:
         return None
     from autocomp_zmq.agents.evaluator import TargetEvaluator
     job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
-    result = TargetEvaluator(cfg.target).handle("eval", request)
+    result = TargetEvaluator(cfg.task.target).handle("eval", request)
     if not result.correct:
         raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
                        f"{(result.error or '').strip()[:2000]}")
@@ -89,13 +89,13 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
 
 def reused_trace(cfg: RunConfig, problem: Problem) -> dict | None:
     """--reuse auto or RUN_DIR: the recorded trace whose plans the run's first iterations offer."""
-    if not cfg.reuse:
+    if not cfg.task.reuse:
         return None
     try:
-        if cfg.reuse == "auto":
-            return reuse.find(reuse.library_dir(cfg.schedule_library), problem.target, problem.isa, problem.family,
+        if cfg.task.reuse == "auto":
+            return reuse.find(reuse.library_dir(cfg.task.schedule_library), problem.target, problem.isa, problem.family,
                               problem.dims)
-        return reuse.from_run(Path(cfg.reuse), problem.target, problem.isa, problem.family, problem.dims)
+        return reuse.from_run(Path(cfg.task.reuse), problem.target, problem.isa, problem.family, problem.dims)
     except reuse.ReuseError as exc:
         raise RunError(str(exc)) from None
 

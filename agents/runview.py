@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from autocomp_zmq.agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
 from autocomp_zmq.agents.rundir import is_locked
+from autocomp_zmq.agents.runconfig import flat_view
 from autocomp_zmq.agents import runstore as store
 
 
@@ -121,12 +122,10 @@ class RunView:
         return self.baseline / self.best_cycles if self.baseline and self.best_cycles else None
 
     def models(self, role: str) -> list[str]:
-        """Configured models; older runs say models/code_models, newer ones model/code_model."""
-        keys = ("models", "model") if role == "plan" else ("code_models", "code_model")
-        for key in keys:
-            value = self.config.get(key)
-            if value:
-                return [value] if isinstance(value, str) else list(value)
+        """Configured models (flat_view gives every version's config the names model and code_model)."""
+        value = self.config.get("model" if role == "plan" else "code_model")
+        if value:
+            return [value] if isinstance(value, str) else list(value)
         return self.models("plan") if role == "code" else []
 
 
@@ -298,7 +297,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
     usage = usage_of(all_calls)
     calls = [(c.created, c.cost) for c in all_calls if c.created is not None]
     states = store.job_states(db)
-    return RunView(run_dir=run_dir, config=_meta(db, "config") or {}, summary=summary,
+    return RunView(run_dir=run_dir, config=flat_view(_meta(db, "config") or {}), summary=summary,
                    status=_status(run_dir, summary), unit=unit, started=_started(db, run_dir), baseline=base,
                    best_cycles=best_cycles, evaluations=_evaluations(db), cost=sum(u.cost for u in usage),
                    in_flight=states.get("leased", 0), queued=states.get("pending", 0),

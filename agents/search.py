@@ -17,11 +17,12 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from autocomp_zmq.agents.allocation import ALLOCATIONS, ModelAllocation
-from autocomp_zmq.agents.policy import (IsSeeded, Job, Kernel, SearchSummary, code_hash, content_id, eval_job, never_seeded,
-                           seed_of)
+from autocomp_zmq.agents.allocation import ModelAllocation
+from autocomp_zmq.agents.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash, content_id,
+                                        eval_job, never_seeded, seed_of)
+from autocomp_zmq.agents.runconfig import bounded, opt
 from autocomp_zmq.agents.runstore import RunStore
 from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
                             PlanResult, Problem, RepairRequest)
@@ -29,34 +30,17 @@ from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalRe
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
 
 
-@dataclass(frozen=True)
-class SearchConfig:
-    iterations: int = 8            # T
-    beam: int = 4                  # B
-    plans: int = 4                 # N plans per parent
-    codes: int = 2                 # K codes per plan
-    keep_prob: float = 0.3         # menu dropout: probability that an option is kept
-    seed: int = 0
-    plan_models: tuple[str, ...] = ("heuristic",)
-    code_models: tuple[str, ...] = ("heuristic",)
-    max_repairs: int = 1           # repair attempts per failed candidate
-    patience: int = 3              # stop after this many iterations without a new best
-    max_evals: int | None = None   # stop dispatching evaluations after this many
-    stop_roofline: float | None = None  # stop once the best reaches this fraction of roofline
-    eval_seed: int = 0
-    stage_barriers: bool = False   # emulate the original's stage-serial schedule (for benchmarks)
-    model_allocation: str = "even"  # even (models take turns) or bandit (agents/allocation.py)
-
-    def __post_init__(self) -> None:
-        for name in ("iterations", "beam", "plans", "codes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if not 0 < self.keep_prob <= 1:
-            raise ValueError("dropout keep-probability must be in (0, 1]")
-        if not self.plan_models or not self.code_models:
-            raise ValueError("at least one planning and one coding model are needed")
-        if self.model_allocation not in ALLOCATIONS:
-            raise ValueError(f"model allocation must be one of {', '.join(ALLOCATIONS)}, not {self.model_allocation!r}")
+class BeamConfig(SearchSettings, frozen=True, kw_only=True):
+    """Beam search's configuration: the settings every policy gets, and its own options (its section of the run
+    configuration, search.options; flags of `run`)."""
+    beam: Annotated[bounded(int, ge=1), opt("Beam width.", "-B", metavar="N")] = 4                 # B
+    plans: Annotated[bounded(int, ge=1), opt("Plans per beam candidate.", "-N", metavar="N")] = 4   # N
+    codes: Annotated[bounded(int, ge=1), opt("Code candidates per plan.", "-K", metavar="N")] = 2   # K
+    dropout: Annotated[bounded(float, ge=0, lt=1), opt(
+        "Menu dropout: the probability that a menu option is left out of a plan request (the paper: 0.7-0.8).",
+        metavar="P")] = 0.7
+    # emulate the original's stage-serial schedule (benchmarks; a TOML key, no flag)
+    stage_barriers: Annotated[bool, opt()] = False
 
 
 @dataclass(frozen=True)
@@ -102,7 +86,9 @@ class Candidate:
 class BeamSearch:
     """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs."""
 
-    def __init__(self, cfg: SearchConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
+    Config = BeamConfig
+
+    def __init__(self, cfg: BeamConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
                  store: RunStore | None = None, seeded: IsSeeded = never_seeded,
                  prior: PriorTrace | None = None) -> None:
         self.cfg = cfg
@@ -334,7 +320,7 @@ class BeamSearch:
     def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
         seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
         rng = random.Random(seed)
-        kept = [o for o in self.menu if rng.random() < self.cfg.keep_prob] or [rng.choice(self.menu)]
+        kept = [o for o in self.menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(self.menu)]
         rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
         prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
             else None

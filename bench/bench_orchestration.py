@@ -30,7 +30,7 @@ from autocomp_zmq.agents import logsetup  # noqa: E402
 from autocomp_zmq.agents.coordinator import Coordinator  # noqa: E402
 from autocomp_zmq.agents.llm.specs import answers_from_seed  # noqa: E402
 from autocomp_zmq.agents.runstore import RunStore  # noqa: E402
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig  # noqa: E402
+from autocomp_zmq.agents.search import BeamSearch, BeamConfig  # noqa: E402
 from autocomp_zmq.agents.synthetic import synthetic_latency  # noqa: E402
 from autocomp_zmq.bus.auth import create_secret  # noqa: E402
 from autocomp_zmq.bus.router import Router  # noqa: E402
@@ -78,7 +78,7 @@ class Agents:
                 p.kill()
 
 
-def search_run(cfg: SearchConfig, evaluators: int, lat: dict[str, tuple]) -> dict:
+def search_run(cfg: BeamConfig, evaluators: int, lat: dict[str, tuple]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         agents = Agents(Path(tmp))
         agents.spawn("planner", 1, lat["plan"], capacity=256)
@@ -174,14 +174,14 @@ def main() -> int:
     # 1. streaming vs bound vs stage-serial: the paper's search shape, LLM-like latencies with a long
     #    right tail (lognormal), simulator evaluations with little spread
     lat = {"plan": (0.6, 0.6, "lognormal"), "code": (0.6, 0.6, "lognormal"), "eval": (0.15, 0.2, "uniform")}
-    shape = dict(iterations=2 if q else 3, beam=6, plans=6, codes=2, keep_prob=1.0, plan_models=("synthetic",),
+    shape = dict(iterations=2 if q else 3, beam=6, plans=6, codes=2, dropout=0.0, plan_models=("synthetic",),
                  code_models=("synthetic",), patience=100)
     t = Table(title=f"Beam search with synthetic agents (T={shape['iterations']} B=6 N=6 K=2, 8 evaluators; plan and "
                     "code 0.6 s mean lognormal sigma 0.6; eval 0.15 s +-20%)")
     for col in ("schedule", "wall s", "critical-path bound s", "wall / bound", "evaluations", "coord CPU ms/cand"):
         t.add_column(col, justify="right" if col != "schedule" else "left")
-    stream = search_run(SearchConfig(**shape), 8, lat)
-    serial = search_run(SearchConfig(**shape, stage_barriers=True), 8, lat)
+    stream = search_run(BeamConfig(**shape), 8, lat)
+    serial = search_run(BeamConfig(**shape, stage_barriers=True), 8, lat)
     for name, r in (("streaming (this system)", stream), ("stage-serial (original)", serial)):
         t.add_row(name, f"{r['wall']:.2f}", f"{r['bound']:.2f}", f"{r['wall'] / r['bound']:.2f}", str(r["evals"]),
                   f"{r['overhead_ms']:.2f}")
@@ -191,7 +191,7 @@ def main() -> int:
 
     # 2. evaluator scaling: an evaluation-bound search with fixed latencies
     lat2 = {"plan": (0.01, 0.0, "uniform"), "code": (0.01, 0.0, "uniform"), "eval": (0.2, 0.0, "uniform")}
-    shape2 = dict(iterations=2, beam=8, plans=8, codes=4, keep_prob=1.0, plan_models=("synthetic",),
+    shape2 = dict(iterations=2, beam=8, plans=8, codes=4, dropout=0.0, plan_models=("synthetic",),
                   code_models=("synthetic",), patience=100)
     t2 = Table(title="Evaluator scaling (eval 0.2 s, plan/code 0.01 s, T=2 B=8 N=8 K=4: 289 evaluations). "
                      "Efficiency = speedup / evaluators; vs bound = the search's own critical-path bound / wall")
@@ -201,7 +201,7 @@ def main() -> int:
     base = None
     overheads = []
     for e in ((1, 4, 16) if q else (1, 2, 4, 8, 16)):
-        r = search_run(SearchConfig(**shape2), e, lat2)
+        r = search_run(BeamConfig(**shape2), e, lat2)
         base = base or r["wall"]
         overheads.append(r["overhead_ms"])
         t2.add_row(str(e), f"{r['wall']:.2f}", f"{base / r['wall']:.2f}x", f"{base / r['wall'] / e:.0%}",

@@ -54,7 +54,7 @@ BUDGETS = (25, 50, 100)
 def search(name: str, args, out: Path | None = None, **options) -> tuple[dict, float]:
     """One offline search of `name` at the budget of args (in `out`, else a temporary directory, gone when
     this returns); its summary and wall time."""
-    cfg = RunConfig(problem=name, iterations=1000, beam=4, plans=4, codes=2, dropout=0.3, seed=args.seed,
+    cfg = RunConfig.of(problem=name, iterations=1000, beam=4, plans=4, codes=2, dropout=0.7, seed=args.seed,
                     patience=1000, max_evals=args.evals, evaluators=args.evaluators, **options)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

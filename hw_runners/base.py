@@ -250,11 +250,24 @@ class Target(abc.ABC):
         from autocomp_zmq.hw_runners.problemfile import DefinitionError
         raise DefinitionError(f"{definition.path}: target: {self.name} does not take problem files")
 
+    def judge(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
+              time_limit_s: float | None = None) -> EvalResult:
+        """What evaluators run: the checks every target shares (the ISA profile's forbid list, on the source),
+        then the target's own evaluate()."""
+        from autocomp_zmq.hw_runners.isa_check import violation
+        info = self.info()
+        profile = info.isa_profile(problem.isa)
+        why = violation(code, profile.forbid, info.code_fence, profile.name, profile.description)
+        if why:
+            return EvalResult.failure("policy", why)
+        return self.evaluate(problem, code, seed=seed, trace_path=trace_path, time_limit_s=time_limit_s)
+
     @abc.abstractmethod
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:
         """Compile, run, check and measure `code` for `problem` in a sandbox; time_limit_s replaces the
-        target's own limit on the kernel's run time."""
+        target's own limit on the kernel's run time. A target whose profiles forbid operations also checks,
+        here, that the kernel executed none of them (judge() has checked the source)."""
 
 
 @functools.cache

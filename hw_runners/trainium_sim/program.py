@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,11 @@ OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matm
             "activation": "nisa.activation", "scan": "nisa.tensor_tensor_scan", "select": "nisa.affine_select",
             "iota": "nisa.iota", "memset": "nl.zeros/nisa.memset", "bn_stats": "nisa.bn_stats",
             "bn_aggr": "nisa.bn_aggr"}
+
+
+# the NKI functions behind each replayed instruction (nc_matmul, matmul; load, store; ...): an ISA profile's
+# `forbid` names functions, and an instruction is forbidden when one of its functions (or its own name) is
+API_NAMES = {op: frozenset(re.findall(r"\b(?:nisa|nl)\.(\w+)", text)) | {op} for op, text in OP_NAMES.items()}
 
 
 class StreamError(Exception):

@@ -24,11 +24,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from autocomp_zmq import sandbox
-from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.program import API_NAMES, where as site_of
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 from autocomp_zmq.hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, gc_paused, gib
@@ -133,7 +134,8 @@ class TrainiumSim(Target):
         code = code.replace("\r\n", "\n").replace("\r", "\n")
         if len(code.encode()) > MAX_SOURCE:
             return EvalResult.failure("policy", f"kernel source over {MAX_SOURCE // 1024} KiB")
-        result = self._evaluate_in(self.spec(problem), code, seed, limits, deadline)
+        profile = self.info().isa_profile(problem.isa)
+        result = self._evaluate_in(self.spec(problem), code, seed, limits, deadline, profile)
         result.wall_s = time.monotonic() - started
         return bounded(result)
 
@@ -196,7 +198,7 @@ class TrainiumSim(Target):
         return tracer.trace(spec, code, self.info().entry_point, self.options, limits, self._tracing_server())
 
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
-                     deadline: float) -> EvalResult:
+                     deadline: float, profile: IsaProfile = DEFAULT_ISA) -> EvalResult:
         heap.retain_freed_memory(self.options.retain_heap_bytes)
         traced, failure = self._trace(spec, code, limits)
         if failure is not None:
@@ -221,6 +223,14 @@ class TrainiumSim(Target):
                 lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
                 replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
                 steps = replay.decode(instrs, deadline=deadline)
+                if profile.forbid:
+                    # by what is replayed, however the source reached it (getattr, aliases, exec'd text)
+                    used = [st for st in steps if API_NAMES.get(st.op, {st.op}) & set(profile.forbid)]
+                    if used:
+                        return EvalResult.failure(
+                            "policy", f"kernel rejected: it executed {len(used):,} instruction(s) that --isa "
+                            f"{profile.name} does not allow, the first {site_of(used[0].op, {}, used[0].site)} "
+                            f"({profile.description})", **common)
                 small = sum(math.prod(t.shape) for t in spec.outputs) <= self.options.full_check_elements
                 check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids,
                                                 0 if small else self.options.check_regions,

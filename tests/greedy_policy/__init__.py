@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from typing import Annotated
 
-from autocomp_zmq.agents.policy import (Job, Kernel, RunRecord, SearchSummary, content_id, eval_job, never_seeded,
-                                        seed_of)
+from autocomp_zmq.agents.policy import (Job, Kernel, RunRecord, SearchSettings, SearchSummary, content_id, eval_job,
+                                        never_seeded, seed_of)
+from autocomp_zmq.agents.runconfig import bounded, opt
 from autocomp_zmq.protocols.jobs import CodeRequest, EvalReport, Parent, PlanRequest
 
 
+class GreedyConfig(SearchSettings, frozen=True, kw_only=True):
+    """The settings every policy gets, and this policy's own section of the run configuration (search.options:
+    `--search-option menu_size=3`, or [search.options] in a config file)."""
+    menu_size: Annotated[bounded(int, ge=1) | None, opt("Menu options offered per step (none: all).")] = None
+
+
 class GreedySearch:
+    Config = GreedyConfig
+
     def __init__(self, cfg, problem, initial_code, menu, store: RunRecord | None = None, seeded=never_seeded,
                  prior=None) -> None:
         self.cfg, self.problem, self.menu, self.store = cfg, problem, menu, store
@@ -103,6 +113,7 @@ class GreedySearch:
         seed = seed_of(self.cfg.seed, "greedy", self.step)
         menu = list(self.menu)
         random.Random(seed).shuffle(menu)
+        menu = menu[:self.cfg.menu_size]
         model = self.cfg.plan_models[self.step % len(self.cfg.plan_models)]
         request = PlanRequest(problem=self.problem, parent=self._parent(self.best), menu=menu, model=model,
                               iteration=self.step, iterations=self.cfg.iterations, seed=seed)

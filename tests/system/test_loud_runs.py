@@ -162,9 +162,9 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     a_file.write_text("x")
     _one_line_error(_run("--out", str(a_file))[1], "exists and is not a directory")
     _one_line_error(_run("--out", "/proc/autocomp/run")[1], "cannot create the run directory /proc/autocomp/run")
-    for args, fragment in ((["--evaluators", "-1"], "evaluators must be between 0 and"),
+    for args, fragment in ((["--evaluators", "-1"], "evaluators must be an integer >= 0, not -1"),
                            (["--evaluators", "100000"], "evaluators must be between 0 and"),
-                           (["--max-evals", "0"], "max_evals must be >= 1")):
+                           (["--max-evals", "0"], "max_evals must be an integer >= 1, not 0")):
         code, out = _run(*args, "--out", str(tmp_path / "never"))
         assert code == 2
         _one_line_error(out, fragment)

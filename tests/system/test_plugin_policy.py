@@ -31,15 +31,17 @@ def _launch(env, *args) -> subprocess.CompletedProcess:
 
 def test_a_plugin_policy_runs_and_its_run_shows_and_reports(plugin_env, tmp_path):
     run = tmp_path / "run"
-    proc = _launch(plugin_env, "run", "--search", "greedy", "--problem", "gemm-256x256x256", "-T", "5",
-                   "--evaluators", "1", "--out", str(run), "--no-live")
+    proc = _launch(plugin_env, "run", "--search", "greedy", "--search-option", "menu_size=6", "--problem",
+                   "gemm-256x256x256", "-T", "5", "--evaluators", "1", "--out", str(run), "--no-live")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     best = json.loads((run / "best.json").read_text())
     assert best["speedup"] > 1.5 and f"Speedup: {best['speedup']:.2f}x" in proc.stdout
-    assert json.loads((run / "config.json").read_text())["search"] == "greedy"
-    # the greedy climb's own shape: one plan per step, each on the best kernel so far
-    plans = query(run, "SELECT iteration, parent_id FROM plans ORDER BY iteration")
-    assert [it for it, _ in plans] == sorted({it for it, _ in plans}) and len(plans) >= 2
+    search = json.loads((run / "config.json").read_text())["search"]
+    assert search["policy"] == "greedy" and search["options"] == {"menu_size": 6}   # the policy's own section
+    # the greedy climb's own shape: one plan per step, each on the best kernel so far, from 6 menu options
+    plans = query(run, "SELECT iteration, parent_id, menu FROM plans ORDER BY iteration")
+    assert [it for it, _, _ in plans] == sorted({it for it, _, _ in plans}) and len(plans) >= 2
+    assert {len(json.loads(menu)) for _, _, menu in plans} == {6}
 
     shown = _launch(plugin_env, "show", str(run))
     assert shown.returncode == 0, shown.stderr
@@ -55,6 +57,16 @@ def test_a_plugin_policy_runs_and_its_run_shows_and_reports(plugin_env, tmp_path
     # the policy is part of what a run is: it cannot change on resume
     resumed = _launch(plugin_env, "run", "--resume", str(run), "--search", "beam")
     assert resumed.returncode != 0 and "--search cannot change on resume" in resumed.stderr
+
+
+def test_a_policy_refuses_options_it_does_not_declare(plugin_env, tmp_path):
+    proc = _launch(plugin_env, "run", "--search", "greedy", "--beam", "2", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2
+    assert "--beam: not an option of the search policy greedy (its options: menu_size)" in proc.stderr
+    proc = _launch(plugin_env, "run", "--search", "greedy", "--search-option", "menu_size=0", "--out",
+                   str(tmp_path / "run"))
+    assert proc.returncode == 2 and "menu_size must be an integer >= 1, not 0" in proc.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_an_unknown_policy_is_named_with_the_ones_there_are(tmp_path):

@@ -20,8 +20,10 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 @pytest.fixture
 def plugin_env(tmp_path):
     """An environment in which the tiny plug-in is installed."""
+    agent = "tests.tiny_target.agent:TinyAgent"
     return install_plugin(tmp_path, "tiny_target_plugin", "[autocomp_zmq.targets]\ntiny = tests.tiny_target\n\n"
-                          "[autocomp_zmq.agents]\nplanner.tiny = tests.tiny_target.heuristic:TinyHeuristic\n")
+                          f"[autocomp_zmq.agents]\nplanner.tiny = {agent}\ncoder.tiny = {agent}\n"
+                          f"repairer.tiny = {agent}\n")
 
 
 def _launch(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -37,7 +39,7 @@ def test_a_plugin_target_runs_a_search_without_product_changes(plugin_env, tmp_p
 
     run_dir = tmp_path / "run"
     proc = _launch(plugin_env, "run", "--target", "tiny", "--problem", "sum-4096", "--out", str(run_dir),
-                   "-T", "6", "-B", "2", "-N", "3", "-K", "1", "--dropout", "1.0", "--evaluators", "2",
+                   "-T", "6", "-B", "2", "-N", "3", "-K", "1", "--dropout", "0", "--evaluators", "2",
                    "--patience", "6", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     best = json.loads((run_dir / "best.json").read_text())
@@ -53,10 +55,30 @@ def test_a_plugin_target_runs_a_search_without_product_changes(plugin_env, tmp_p
     assert options <= {"bigger-tiles", "unroll", "vectorize"} and len(options) >= 2
 
 
+def test_run_starts_a_plugin_agent_implementation_named_as_the_model(plugin_env, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _launch(plugin_env, "run", "--target", "tiny", "--problem", "sum-4096", "--model", "tiny", "--out",
+                   str(run_dir), "-T", "4", "-B", "1", "-N", "2", "-K", "1", "--evaluators", "1", "--no-live",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((run_dir / "best.json").read_text())["speedup"] > 1.5
+    # every plan and code job was addressed to the model "tiny" and answered by the plug-in agent's processes,
+    # which the run started (the built-in heuristic would answer as "heuristic")
+    served = set(query(run_dir, "SELECT kind, json_extract(payload, '$.model'), json_extract(result, '$.model') "
+                                "FROM jobs WHERE kind != 'eval' AND ok = 1"))
+    assert {"plan", "code"} <= {kind for kind, _, _ in served}
+    assert {(asked, answered) for _, asked, answered in served} == {("tiny", "tiny")}
+    # a name no role implements is refused before anything starts
+    refused = _launch(plugin_env, "run", "--target", "tiny", "--problem", "sum-4096", "--model", "tinny", "--out",
+                      str(tmp_path / "refused"), cwd=tmp_path)
+    assert refused.returncode == 2 and "model 'tinny' is not provider:MODEL" in refused.stderr
+    assert "choose from" in refused.stderr and "tiny" in refused.stderr and not (tmp_path / "refused").exists()
+
+
 def test_a_plugin_agent_implementation_is_offered_by_the_worker(plugin_env):
     code = "from autocomp_zmq.agents.registry import implementations; print(implementations('planner')['tiny'])"
     out = subprocess.run([sys.executable, "-c", code], env=plugin_env, cwd=ROOT, capture_output=True, text=True)
-    assert out.stdout.strip() == "tests.tiny_target.heuristic:TinyHeuristic", out.stderr
+    assert out.stdout.strip() == "tests.tiny_target.agent:TinyAgent", out.stderr
     help_text = _launch(plugin_env, "worker", "--role", "planner", "--impl", "nope", "--connect", "tcp://127.0.0.1:9",
                         "--secret-file", "/nonexistent")
     assert help_text.returncode != 0 and "tiny" in help_text.stderr and "heuristic" in help_text.stderr

@@ -64,7 +64,7 @@ def finished(tmp_path_factory) -> Path:
     try:
         model = f"openai-compat@{fake.url}/v1:fake-coder"
         (base / "prices.toml").write_text(f'["{model}"]\ninput = 2.5\noutput = 10.0\n')
-        cfg = write_config(base / "run.toml", dropout=0.1, model=["heuristic"], code_model=["heuristic", model])
+        cfg = write_config(base / "run.toml", dropout=0.9, model=["heuristic"], code_model=["heuristic", model])
         run_dir = base / "runs" / "small"
         out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--no-live", "--out", str(run_dir),
                             env={"AUTOCOMP_PRICES": str(base / "prices.toml")}))

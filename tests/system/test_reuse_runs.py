@@ -34,7 +34,7 @@ def plan_jobs(store: RunStore, iteration: int) -> list[dict]:
 
 def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_path):
     lib = tmp_path / "library"
-    src = execute(RunConfig(problem="gemm-256x256x256", iterations=3, schedule_library=str(lib), **SMALL),
+    src = execute(RunConfig.of(problem="gemm-256x256x256", iterations=3, schedule_library=str(lib), **SMALL),
                   out=tmp_path / "src", live=False, progress=False)
     store = RunStore(tmp_path / "src" / "run.db")
     trace = store.meta("schedule_trace")
@@ -47,7 +47,7 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
     assert json.loads(Path(src["schedule_trace"]).read_text())["steps"] == steps
     store.close()
 
-    dst = execute(RunConfig(problem="gemm-512x512x512", reuse=str(tmp_path / "src"), iterations=len(steps) + 1,
+    dst = execute(RunConfig.of(problem="gemm-512x512x512", reuse=str(tmp_path / "src"), iterations=len(steps) + 1,
                             schedule_library=str(lib), **SMALL), out=tmp_path / "dst", live=False, progress=False)
     store = RunStore(tmp_path / "dst" / "run.db")
     assert store.meta("reused_trace")["steps"] == steps
@@ -89,14 +89,14 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
 
 def test_reuse_auto_without_a_recorded_workload_fails_before_starting(tmp_path):
     with pytest.raises(RunError, match="--reuse auto: the schedule library .* holds no trace of a gemm problem"):
-        execute(RunConfig(problem="gemm-512x512x512", reuse="auto", schedule_library=str(tmp_path / "empty"),
+        execute(RunConfig.of(problem="gemm-512x512x512", reuse="auto", schedule_library=str(tmp_path / "empty"),
                           **SMALL), out=tmp_path / "run", live=False, progress=False)
     assert not (tmp_path / "run").exists()
 
 
 def test_reuse_across_families_is_refused(tmp_path):
-    execute(RunConfig(problem="conv3x3-14-128", iterations=1, schedule_library=str(tmp_path / "lib"), **SMALL),
+    execute(RunConfig.of(problem="conv3x3-14-128", iterations=1, schedule_library=str(tmp_path / "lib"), **SMALL),
             out=tmp_path / "conv", live=False, progress=False)
     with pytest.raises(RunError, match="its trace is for conv3x3-14-128 on gemmini-sim .* needs a gemm problem"):
-        execute(RunConfig(problem="gemm-512x512x512", reuse=str(tmp_path / "conv"), **SMALL),
+        execute(RunConfig.of(problem="gemm-512x512x512", reuse=str(tmp_path / "conv"), **SMALL),
                 out=tmp_path / "run", live=False, progress=False)

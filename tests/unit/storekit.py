@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.agents.search import BeamSearch, BeamConfig
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
@@ -57,7 +57,7 @@ def build(run_dir: Path, iterations: int = 2, beam: int = 2, plans: int = 2, cod
     """A finished run in run_dir; the first code job's call is truncated and asked again (two calls)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
-    cfg = SearchConfig(iterations=iterations, beam=beam, plans=plans, codes=codes, seed=5, patience=100,
+    cfg = BeamConfig(iterations=iterations, beam=beam, plans=plans, codes=codes, seed=5, patience=100,
                        plan_models=(MODEL,), code_models=(MODEL,))
     search = BeamSearch(cfg, PROBLEM, NAIVE, MENU, store=store)
     role = {"plan": "planner", "code": "coder", "repair": "repairer"}

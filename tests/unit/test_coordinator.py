@@ -16,7 +16,7 @@ from autocomp_zmq.agents.coordinator import CostPolicy, Coordinator, LeasePolicy
 from autocomp_zmq.agents.llm.pricing import Price, PriceBook, cost_functions
 from autocomp_zmq.agents.llm.specs import answers_from_seed
 from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.agents.search import BeamSearch, BeamConfig
 from autocomp_zmq.bus.inproc import InProcTransport
 from autocomp_zmq.bus.router import Router
 from autocomp_zmq.bus.transport import Transport
@@ -27,7 +27,7 @@ from autocomp_zmq.protocols.jobs import (Answer, CodeResult, EvalReport, MenuOpt
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(6)]
-SMALL = SearchConfig(iterations=2, beam=2, plans=2, codes=1, seed=3, patience=10,
+SMALL = BeamConfig(iterations=2, beam=2, plans=2, codes=1, seed=3, patience=10,
                      plan_models=("synthetic",), code_models=("synthetic",))
 LLM = "openai:fake-model"          # not seeded: subject to the cost cap and to replay
 SHORT = LeasePolicy(lease_s={"plan": 5.0, "code": 5.0, "repair": 5.0, "eval": 5.0}, max_attempts=3)
@@ -124,7 +124,7 @@ def test_a_whole_search_runs_over_the_inproc_transport(tmp_path):
 
 
 def test_dispatch_respects_credit_role_model_and_target(tmp_path):
-    cfg = SearchConfig(iterations=1, beam=1, plans=5, codes=1, seed=1, plan_models=("synthetic",),
+    cfg = BeamConfig(iterations=1, beam=1, plans=5, codes=1, seed=1, plan_models=("synthetic",),
                        code_models=("synthetic",))
     rig = Rig(tmp_path, cfg=cfg)
     wrong_target = rig.t.join("evaluator", target="elsewhere", capacity=4)
@@ -279,7 +279,7 @@ def test_a_result_is_committed_before_it_is_acknowledged(tmp_path):
 def test_the_cost_cap_is_a_hard_ceiling_that_waits_for_calls_in_flight(tmp_path):
     # input free, output $10 per million tokens: a job's worst case is its two tries, 2000 + 4000 tokens: $0.06
     book = PriceBook({LLM: Price(input=0.0, output=10.0)})
-    cfg = SearchConfig(iterations=3, beam=1, plans=4, codes=1, seed=2, patience=10, plan_models=(LLM,),
+    cfg = BeamConfig(iterations=3, beam=1, plans=4, codes=1, seed=2, patience=10, plan_models=(LLM,),
                        code_models=(LLM,))
     rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(0.15, *cost_functions(book, max_tokens=4000)))
     ev = rig.t.join("evaluator", target="t", capacity=4)
@@ -313,7 +313,7 @@ def test_the_cost_cap_is_a_hard_ceiling_that_waits_for_calls_in_flight(tmp_path)
 
 
 def test_replay_answers_model_jobs_from_the_recorded_run(tmp_path):
-    cfg = SearchConfig(iterations=2, beam=2, plans=2, codes=1, seed=4, patience=10, plan_models=(LLM,),
+    cfg = BeamConfig(iterations=2, beam=2, plans=2, codes=1, seed=4, patience=10, plan_models=(LLM,),
                        code_models=(LLM,))
     first = Rig(tmp_path, cfg=cfg, name="first.db")
     first.serve(first.standard_agents(models=(LLM,)))
@@ -327,7 +327,7 @@ def test_replay_answers_model_jobs_from_the_recorded_run(tmp_path):
 
 
 def test_replay_without_a_recording_fails_the_job_clearly(tmp_path):
-    cfg = SearchConfig(iterations=1, beam=1, plans=1, codes=1, plan_models=(LLM,), code_models=(LLM,))
+    cfg = BeamConfig(iterations=1, beam=1, plans=1, codes=1, plan_models=(LLM,), code_models=(LLM,))
     empty = RunStore(tmp_path / "empty.db")
     rig = Rig(tmp_path, cfg=cfg, replay=empty)
     ev = rig.t.join("evaluator", target="t", capacity=1)
@@ -368,7 +368,7 @@ def test_a_failed_send_tries_another_agent(tmp_path):
 
 def test_no_agent_warning_only_after_jobs_lacked_one_for_the_whole_grace(tmp_path):
     from structlog.testing import capture_logs
-    cfg = SearchConfig(iterations=1, beam=1, plans=2, codes=1, seed=1, plan_models=(LLM,), code_models=(LLM,))
+    cfg = BeamConfig(iterations=1, beam=1, plans=2, codes=1, seed=1, plan_models=(LLM,), code_models=(LLM,))
     rig = Rig(tmp_path, cfg=cfg)
     ev = rig.t.join("evaluator", target="t", capacity=2)
     with capture_logs() as logs:

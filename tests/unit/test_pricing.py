@@ -46,7 +46,8 @@ def test_the_users_file_overrides_one_model_and_keeps_the_rest(tmp_path):
     ('["openai:gpt-5"]\ninput = 1.0\n', r"\['openai:gpt-5'\]: missing output"),
     ('["openai:gpt-5"]\ninput = 1.0\noutput = -2\n', "output must be a number of USD per million tokens >= 0"),
     ('["openai:gpt-5"]\ninput = 1.0\noutput = 2\nouput = 3\n', "unknown keys ouput"),
-    ('["gpt-5"]\ninput = 1.0\noutput = 2\n', "not a model spec"),
+    ('["gpt-5"]\ninput = 1.0\noutput = 2\n', "not a hosted model"),
+    ('["openai:"]\ninput = 1.0\noutput = 2\n', "not a model spec"),
     ('input = 1.0\n', "must be a table"),
     ("[[[", "cannot read the prices file"),
 ])

@@ -11,7 +11,7 @@ import pytest
 from autocomp_zmq.agents.heuristic import unsupported
 from autocomp_zmq.agents.policy import code_hash, content_id, eval_job
 from autocomp_zmq.agents.problemsource import wire
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.agents.search import BeamSearch, BeamConfig
 from autocomp_zmq.hw_runners.base import ProblemSizeError, UnknownProblemError, target_class
 from autocomp_zmq.hw_runners.problemfile import read
 from autocomp_zmq.protocols.envelope import decode, encode
@@ -135,7 +135,7 @@ def test_evaluation_ids_include_a_definition_and_keep_built_in_ids():
 
 
 def test_a_search_halted_before_it_starts_evaluates_only_the_starting_kernel():
-    search = BeamSearch(SearchConfig(iterations=3, beam=1, plans=1, codes=1), Problem(target="t", name="p",
+    search = BeamSearch(BeamConfig(iterations=3, beam=1, plans=1, codes=1), Problem(target="t", name="p",
                         family="own:p"), "start", [MenuOption(id="o", title="O")])
     search.halt("no offline moves for this problem; use --model (it is mine)")
     search.start()

@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from autocomp_zmq.agents.llm.specs import answers_from_seed
-from autocomp_zmq.agents.search import BeamSearch, SearchConfig
+from autocomp_zmq.agents.search import BeamSearch, BeamConfig
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
@@ -47,7 +47,7 @@ def drive(cfg, order="fifo", seed=0, duplicates=False):
     return search, seen
 
 
-CFG = SearchConfig(iterations=4, beam=3, plans=3, codes=2, keep_prob=0.3, seed=5, patience=10)
+CFG = BeamConfig(iterations=4, beam=3, plans=3, codes=2, dropout=0.7, seed=5, patience=10)
 
 
 def test_any_arrival_order_gives_the_same_beam():
@@ -72,7 +72,7 @@ def test_failed_candidates_get_one_repair_each():
 
 
 def test_dropout_keeps_the_configured_fraction_on_average():
-    cfg = SearchConfig(iterations=6, beam=4, plans=6, codes=1, keep_prob=0.3, seed=11, patience=10)
+    cfg = BeamConfig(iterations=6, beam=4, plans=6, codes=1, dropout=0.7, seed=11, patience=10)
     _, seen = drive(cfg)
     kept = [len(j.payload.menu) / len(MENU) for j in seen if j.kind == "plan"]
     assert len(kept) > 60
@@ -82,7 +82,7 @@ def test_dropout_keeps_the_configured_fraction_on_average():
 
 
 def test_samples_are_divided_over_all_models():
-    cfg = SearchConfig(iterations=3, beam=2, plans=1, codes=1, seed=3, patience=10,
+    cfg = BeamConfig(iterations=3, beam=2, plans=1, codes=1, seed=3, patience=10,
                        plan_models=("a", "b", "c"), code_models=("x", "y"))
     _, seen = drive(cfg)
     plans = [j.model for j in seen if j.kind == "plan"]
@@ -93,7 +93,7 @@ def test_samples_are_divided_over_all_models():
 
 
 def test_stage_barriers_hold_later_stages():
-    cfg = SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1, stage_barriers=True)
+    cfg = BeamConfig(iterations=1, beam=1, plans=4, codes=2, seed=1, stage_barriers=True)
     search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=answers_from_seed)
     search.start()
     base = search.next_jobs()
@@ -109,7 +109,7 @@ def test_stage_barriers_hold_later_stages():
 
 
 def test_streaming_releases_codes_as_soon_as_a_plan_exists():
-    search = BeamSearch(SearchConfig(iterations=1, beam=1, plans=4, codes=2, seed=1), PROBLEM, "naive", MENU,
+    search = BeamSearch(BeamConfig(iterations=1, beam=1, plans=4, codes=2, seed=1), PROBLEM, "naive", MENU,
                         seeded=answers_from_seed)
     search.start()
     base = search.next_jobs()[0]
@@ -119,11 +119,14 @@ def test_streaming_releases_codes_as_soon_as_a_plan_exists():
     assert [j.kind for j in search.next_jobs()] == ["code", "code"]
 
 
-def test_invalid_configuration_is_refused():
-    with pytest.raises(ValueError, match="beam"):
-        SearchConfig(beam=0)
-    with pytest.raises(ValueError, match="keep-probability"):
-        SearchConfig(keep_prob=0)
+def test_dropout_zero_offers_the_whole_menu_and_near_one_keeps_at_least_one_option():
+    for dropout, sizes in ((0.0, {len(MENU)}), (0.999, {1})):
+        cfg = BeamConfig(iterations=1, beam=1, plans=6, codes=1, dropout=dropout, seed=2)
+        search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=answers_from_seed)
+        search.start()
+        base = search.next_jobs()[0]
+        search.on_result(base.id, True, answer(base), None)
+        assert {len(j.payload.menu) for j in search.next_jobs()} == sizes
 
 
 # -- model allocation (--model-allocation) -------------------------------------------------------------
@@ -162,7 +165,7 @@ def answer_by_model(job):
 
 @pytest.mark.parametrize("policy", ["even", "bandit"])
 def test_bandit_search_gives_the_winning_code_model_more_samples(policy):
-    cfg = SearchConfig(iterations=6, beam=2, plans=4, codes=2, keep_prob=0.5, seed=2, patience=10,
+    cfg = BeamConfig(iterations=6, beam=2, plans=4, codes=2, dropout=0.5, seed=2, patience=10,
                        plan_models=("good", "bad"), code_models=("good", "bad"), model_allocation=policy)
     search = BeamSearch(cfg, PROBLEM, "naive", MENU, seeded=lambda m: True)
     search.start()
@@ -182,4 +185,4 @@ def test_bandit_search_gives_the_winning_code_model_more_samples(policy):
 
 def test_an_unknown_allocation_is_refused():
     with pytest.raises(ValueError, match="model allocation must be one of even, bandit, not 'greedy'"):
-        SearchConfig(model_allocation="greedy")
+        BeamSearch(BeamConfig(model_allocation="greedy"), PROBLEM, "naive", MENU)
