@@ -19,7 +19,7 @@ def first_use(code: str, forbid: tuple[str, ...], fence: str) -> tuple[int, str]
     names = set(forbid)
     if fence == "python":
         return _python(code, names)
-    text = _c_without_comments_and_literals(code.replace("\\\n", "")) if fence in ("c", "cpp", "cuda") else code
+    text = strip_c_comments(code.replace("\\\n", ""), blank_literals=True) if fence in ("c", "cpp", "cuda") else code
     for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", text):
         if m.group(0) in names:
             return text.count("\n", 0, m.start()) + 1, m.group(0)
@@ -36,8 +36,9 @@ def _python(code: str, names: set[str]) -> tuple[int, str] | None:
     return None
 
 
-def _c_without_comments_and_literals(src: str) -> str:
-    """C source with comments and string/character literals blanked, line structure kept."""
+def strip_c_comments(src: str, blank_literals: bool = False) -> str:
+    """C source with comments removed (line structure kept), and string/character literals blanked too if
+    asked (a name inside one is not a use of it); gemmini-sim's #include check keeps the literals."""
     out, i, n = [], 0, len(src)
     while i < n:
         c = src[i]
@@ -45,7 +46,7 @@ def _c_without_comments_and_literals(src: str) -> str:
             j = i + 1
             while j < n and src[j] != c and src[j] != "\n":
                 j += 2 if src[j] == "\\" else 1
-            out.append('""')
+            out.append('""' if blank_literals else src[i:j + 1])
             i = j + 1
         elif src.startswith("//", i):
             j = src.find("\n", i)

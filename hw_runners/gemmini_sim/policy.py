@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from autocomp_zmq.hw_runners.isa_check import strip_c_comments
+
 MAX_SOURCE_BYTES = 256 * 1024
 
 ALLOWED_HEADERS = frozenset({
@@ -34,31 +36,6 @@ class PolicyError(ValueError):
     pass
 
 
-def _strip_comments(src: str) -> str:
-    """Remove comments, keep string and character literals and line structure."""
-    out, i, n = [], 0, len(src)
-    while i < n:
-        c = src[i]
-        if c in "\"'":
-            j = i + 1
-            while j < n and src[j] != c and src[j] != "\n":
-                j += 2 if src[j] == "\\" else 1
-            out.append(src[i:j + 1])
-            i = j + 1
-        elif src.startswith("//", i):
-            j = src.find("\n", i)
-            i = n if j < 0 else j
-        elif src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            block = src[i:n if j < 0 else j + 2]
-            out.append(" " + "\n" * block.count("\n"))
-            i = n if j < 0 else j + 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
 def check_source(code: str) -> None:
     """Raise PolicyError with a clear reason if the kernel source is not acceptable."""
     if len(code.encode()) > MAX_SOURCE_BYTES:
@@ -67,7 +44,7 @@ def check_source(code: str) -> None:
         raise PolicyError("kernel source contains NUL bytes")
     if "void solution" not in code.replace("\n", " "):
         raise PolicyError("kernel defines no `void solution(...)` entry point")
-    text = _strip_comments(code.replace("\\\n", "")).replace("%:", "#").replace("??=", "#")
+    text = strip_c_comments(code.replace("\\\n", "")).replace("%:", "#").replace("??=", "#")
     for lineno, line in enumerate(text.splitlines(), 1):
         m = re.match(r"\s*#\s*(\w+)\s*(.*)", line)
         if not m or m.group(1) not in ("include", "include_next", "import", "embed"):
