@@ -9,6 +9,8 @@ contraction tiles side by side on the free axis) and is loaded dk k-tiles per DM
 """
 from __future__ import annotations
 
+import textwrap
+
 from dataclasses import dataclass, replace
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, step_choices
@@ -204,24 +206,28 @@ def _blocked(s: Schedule) -> str:
     code += load(inner if s.level == 2 else "nb", "            ")
     if s.bufs == 2:
         code += "            out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n"
+    return code + _block(s, "            ")
+
+
+def _block(s: Schedule, indent: str) -> str:
+    """The matmuls of one (mb, nb) block from its panels lhs_p and rhs_p, evicted into out_b and stored row by
+    row, at `indent`; then the kernel's return."""
     loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
-    code += f"""            for i in {loop_j}(BM):
-                for j in {loop_j}(BN):
-                    acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(KT):
-                        acc += nisa.nc_matmul(lhs_p[:, k, i * TM:(i + 1) * TM], rhs_p[:, k, j * TN:(j + 1) * TN])
-                    out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
-                nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
-    return result
+    body = f"""for i in {loop_j}(BM):
+    for j in {loop_j}(BN):
+        acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(KT):
+            acc += nisa.nc_matmul(lhs_p[:, k, i * TM:(i + 1) * TM], rhs_p[:, k, j * TN:(j + 1) * TN])
+        out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
+    nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
 """
-    return code
+    return textwrap.indent(body, indent) + "    return result\n"
 
 
 def _pipelined(s: Schedule) -> str:
     """Levels 1 and 2 with prefetching: the blocks are listed at trace time and the panels of block i + 1
     are loaded before block i is computed (DMAs run in program order, so a store that waits for block i's
     matmuls would otherwise hold back every later load)."""
-    loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
     if s.order == "mn":
         order = "[(mb, nb) for mb in range(M // WM) for nb in range(N // WN)]"
         keep = "prev[0], rhs_panel(nb), mb"
@@ -254,12 +260,4 @@ def _pipelined(s: Schedule) -> str:
             nxt = panels(steps[step + 1][0], steps[step + 1][1], cur)
         lhs_p, rhs_p = cur[0], cur[1]
         out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)
-        for i in {loop_j}(BM):
-            for j in {loop_j}(BN):
-                acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
-                for k in nl.affine_range(KT):
-                    acc += nisa.nc_matmul(lhs_p[:, k, i * TM:(i + 1) * TM], rhs_p[:, k, j * TN:(j + 1) * TN])
-                out_b[i, :, j * TN:(j + 1) * TN] = {evict(s.evict, "acc", "result.dtype", "i + j")}
-            nl.store(result[(mb * BM + i) * TM:(mb * BM + i + 1) * TM, nb * WN:(nb + 1) * WN], value=out_b[i])
-    return result
-"""
+""" + _block(s, "        ")
