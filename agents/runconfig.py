@@ -215,10 +215,11 @@ def policy_options(policy: str = "beam") -> dict[str, tuple[Any, dict]]:
     """A policy's own options (name -> (type, declaration)): the fields its Config adds to SearchSettings."""
     from autocomp_zmq.agents.policy import SearchSettings, config_class, policy_class
     shared = set(SearchSettings.__struct_fields__)
-    return {name: spec for name, spec in declared_options(config_class(policy_class(policy))).items() if name not in shared}
+    declared = declared_options(config_class(policy_class(policy)))
+    return {name: spec for name, spec in declared.items() if name not in shared}
 
 
-def sectioned(flat: dict, where: str = "") -> dict:
+def sectioned(flat: dict) -> dict:
     """Options by flag name (a command line, a flat TOML file, a run of an earlier version) as sections; a name
     no section and no built-in policy declares goes to search.options, for the chosen policy to accept or refuse.
     Tables that are sections are taken as they are."""
