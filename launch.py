@@ -192,7 +192,7 @@ def with_config_options(names: tuple[str, ...] | None = None):
 @app.command()
 @with_config_options()
 def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options, by section "
-                                                       "([budget] max_cost = 5) or by name (underscores for "
+                                                       "(\\[budget] max_cost = 5) or by name (underscores for "
                                                        "dashes); flags override it.", metavar="FILE",
                                                        show_default="none")] = None,
         resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory (-T, --max-evals, "
