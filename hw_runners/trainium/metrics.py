@@ -33,8 +33,12 @@ class Peak:
 # (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/neuron-core-v3.html);
 # a Trainium2 chip is 8 of them with 181 FP32 TFLOPS and 2.9 TB/s of HBM in all
 # (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/arch/trainium2_arch.html); the runtime's
-# logical core groups NEURON_LOGICAL_NC_CONFIG (default 2) physical ones, which the caller multiplies in.
-PEAKS = {"trn1": Peak(92e12, 23e12, 410e9), "trn2": Peak(79e12, 181e12 / 8, 2.9e12 / 8)}
+# logical core groups NEURON_LOGICAL_NC_CONFIG physical ones, which the caller multiplies in.
+# trn3: a Trainium3 chip is 8 NeuronCore-v4 with 671 BF16 and 183 FP32 TFLOPS and 4.9 TB/s of HBM in all
+# (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/about-neuron/arch/neuron-hardware/trainium3.html;
+# the NKI architecture guide says 4.7 TB/s: the lower figure would raise memory-bound fractions by 4%).
+PEAKS = {"trn1": Peak(92e12, 23e12, 410e9), "trn2": Peak(79e12, 181e12 / 8, 2.9e12 / 8),
+         "trn3": Peak(671e12 / 8, 183e12 / 8, 4.9e12 / 8)}
 
 
 def scaled(peak: Peak, cores: int) -> Peak:

@@ -214,17 +214,32 @@ def claim_core(cores: Sequence[int], lock_dir: Path = DEFAULT_LOCK_DIR,
     return None
 
 
+# NEURON_PLATFORM_TARGET_OVERRIDE's documented values (nki.jit's docstring: "trn1|inf2|gen2, trn2|gen3,
+# trn3|gen4"): NeuronCore-v2 (trn1, inf2), v3 (trn2), v4 (trn3)
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.jit.html
+PLATFORM_OVERRIDES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+                      "trn3": "trn3", "gen4": "trn3"}
+DEVICE_NAMES = (("trainium3", "trn3"), ("trainium2", "trn2"))   # the driver's device_name, newest first
+
+
+class PlatformError(ValueError):
+    """NEURON_PLATFORM_TARGET_OVERRIDE names no platform the SDK documents."""
+
+
 def platform_name(sysfs: Path = Path("/sys/devices/virtual/neuron_device"),
                   environ: Mapping[str, str] | None = None) -> str:
-    """"trn2" on Trainium2 hosts, else "trn1": from NEURON_PLATFORM_TARGET_OVERRIDE, else the driver's
-    device name in sysfs (neuron0/info/architecture/device_name, e.g. "Trainium1")."""
+    """trn1, trn2 or trn3: from NEURON_PLATFORM_TARGET_OVERRIDE (PlatformError for a value the SDK does not
+    document), else the driver's device name in sysfs (neuron0/info/architecture/device_name, e.g.
+    "Trainium2"), else trn1."""
     environ = os.environ if environ is None else environ
-    override = environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").lower()
+    override = environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
     if override:
-        return "trn2" if override in ("trn2", "gen3") else "trn1"
+        if override not in PLATFORM_OVERRIDES:
+            raise PlatformError(f"NEURON_PLATFORM_TARGET_OVERRIDE={override!r} is not a platform the Neuron SDK "
+                                f"documents (trn1|inf2|gen2, trn2|gen3, trn3|gen4)")
+        return PLATFORM_OVERRIDES[override]
     try:
-        name = (sysfs / "neuron0" / "info" / "architecture" / "device_name").read_text()
+        name = (sysfs / "neuron0" / "info" / "architecture" / "device_name").read_text().lower()
     except OSError:
         return "trn1"
-    return "trn2" if "trainium2" in name.lower() else "trn1"
-
+    return next((platform for device, platform in DEVICE_NAMES if device in name), "trn1")

@@ -32,9 +32,9 @@ from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, r
 from autocomp_zmq.hw_runners.trainium import harness
 from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PROFILE_LIMIT, RESULT_LIMIT, feedback_text, latencies, max_errors,
                                          mismatch, performance, profile_metrics, read_json, round_bf16, scaled)
-from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES, CoreClaim,
-                                        claim_core, find_python, host_cores, missing_sdk, parse_core_list,
-                                        platform_name, tool)
+from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES,
+                                                     CoreClaim, PlatformError, claim_core, find_python, host_cores,
+                                                     missing_sdk, parse_core_list, platform_name, tool)
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
@@ -69,11 +69,15 @@ class Options:
     iters: int = 100
     profile: bool = True                # neuron-profile summary for engine utilisation
     limits: sandbox.Limits = field(default_factory=_default_limits)
-    pass_env: tuple[str, ...] = ("LD_LIBRARY_PATH", "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_LOGICAL_NC_CONFIG",
-                                 "NEURON_CC_FLAGS", "NEURON_RT_LOG_LEVEL")   # site settings the SDK may need
+    pass_env: tuple[str, ...] = ("LD_LIBRARY_PATH", "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_CC_FLAGS",
+                                 "NEURON_RT_LOG_LEVEL")   # site settings the SDK may need
     input_seed: int | None = None       # None: fresh inputs every evaluation (a seed from the OS)
     problems_dir: Path | None = None    # None: the descriptor's (hw_runners/trainium_sim/problems)
-    platform: str | None = None         # "trn1" or "trn2" for the peak rates; None: detected
+    platform: str | None = None         # "trn1", "trn2" or "trn3" for the peak rates; None: detected
+    # Logical NeuronCore config on trn2/trn3: kernels are launched as kernel(...), which is LNC=1, and the
+    # runtime's NEURON_LOGICAL_NC_CONFIG must match (AWS: "Mismatching the two will cause a runtime error"), so
+    # the harness sets it, and utilisation is against this many physical cores
+    lnc: int = 1
     work_root: Path | None = None
     keep_workdir: bool = False
 
@@ -83,6 +87,10 @@ class Options:
             self.problems_dir = Path(self.problems_dir).resolve()
         if not (isinstance(self.warmup, int) and self.warmup >= 0 and isinstance(self.iters, int) and self.iters >= 1):
             raise ValueError("warmup must be an integer >= 0 and iters an integer >= 1")
+        if self.lnc not in (1, 2):
+            raise ValueError(f"lnc (logical NeuronCore config) must be 1 or 2, not {self.lnc!r}")
+        if self.platform not in (None, "trn1", "trn2", "trn3"):
+            raise ValueError(f"platform must be trn1, trn2 or trn3, not {self.platform!r}")
 
 
 _CLAIMS: dict[Path, CoreClaim] = {}     # this process's core, per lock directory: held until the process exits
@@ -108,7 +116,13 @@ class Trainium(Target):
     def unmet_requirements(self) -> list[str]:
         """What this host lacks to run evaluations (empty when it has everything)."""
         python, tried = self._python()
-        return missing_sdk(python, tried, host_cores(), os.environ.get(VISIBLE_CORES), tool("neuron-bench"))
+        missing = missing_sdk(python, tried, host_cores(), os.environ.get(VISIBLE_CORES), tool("neuron-bench"))
+        if self.options.platform is None:
+            try:
+                platform_name()
+            except PlatformError as exc:
+                missing.append(f"a known platform: {exc}")
+        return missing
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:
@@ -203,7 +217,7 @@ class Trainium(Target):
             return EvalResult.failure("crash", "nki.benchmark reported no usable P50/P99 latency", **common)
         opts = self.options
         platform = opts.platform or platform_name()
-        lnc = int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2")) if platform == "trn2" else 1
+        lnc = opts.lnc if platform != "trn1" else 1
         floats = [t.dtype for t in spec.inputs if t.dtype != "int32"]
         fp32 = bool(floats) and all(d == "float32" for d in floats)
         perf = performance(lat["p50"], spec.flops, sum(spec.compulsory_bytes), fp32, scaled(PEAKS[platform], lnc))
@@ -251,6 +265,7 @@ class Trainium(Target):
         env = {"PATH": ":".join(path), VISIBLE_CORES: claim.cores, "HOME": str(work), "TMPDIR": str(work / "tmp"),
                "PYTHONDONTWRITEBYTECODE": "1"}
         env.update({k: os.environ[k] for k in self.options.pass_env if k in os.environ})
+        env["NEURON_LOGICAL_NC_CONFIG"] = str(self.options.lnc)   # what the kernel is launched with (trn1 ignores it)
         return env
 
 

@@ -219,6 +219,40 @@ def test_without_neuron_ls_cores_are_device_files_times_cores_per_device(tmp_pat
     assert neuron.discover_cores(None, tmp_path / "nodev", sysfs) == []
 
 
+@pytest.mark.parametrize("override, platform", [("trn1", "trn1"), ("inf2", "trn1"), ("gen2", "trn1"),
+                                                ("trn2", "trn2"), ("GEN3", "trn2"), ("trn3", "trn3"),
+                                                ("gen4", "trn3")])
+def test_the_platform_override_takes_every_documented_value(tmp_path, override, platform):
+    """trn3/gen4 used to read as trn1 (NeuronCore-v2's peak rates for a NeuronCore-v4)."""
+    environ = {"NEURON_PLATFORM_TARGET_OVERRIDE": override}
+    assert neuron.platform_name(tmp_path, environ) == platform
+
+
+def test_an_undocumented_platform_override_is_a_setup_error_and_the_device_name_decides_otherwise(tmp_path):
+    with pytest.raises(neuron.PlatformError, match="NEURON_PLATFORM_TARGET_OVERRIDE='trn9' is not a platform"):
+        neuron.platform_name(tmp_path, {"NEURON_PLATFORM_TARGET_OVERRIDE": "trn9"})
+    arch = tmp_path / "neuron0" / "info" / "architecture"
+    arch.mkdir(parents=True)
+    for device, platform in (("Trainium1", "trn1"), ("Trainium2", "trn2"), ("Trainium3", "trn3")):
+        (arch / "device_name").write_text(device + "\n")
+        assert neuron.platform_name(tmp_path, {}) == platform
+    assert set(metrics.PEAKS) == {"trn1", "trn2", "trn3"}
+
+
+def test_the_kernel_runs_at_the_logical_core_config_it_is_launched_with(tmp_path, monkeypatch):
+    """Kernels are called as kernel(...), which is LNC=1 on trn2/trn3; a site's NEURON_LOGICAL_NC_CONFIG=2 used to
+    reach the runtime (a mismatch, a runtime error per AWS) and halve the utilisation of a one-core kernel."""
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
+    monkeypatch.setattr(trn_target.Trainium, "_python", lambda self: (sys.executable, (sys.executable,)))
+    target = get_target("trainium", platform="trn2")
+    env = target._env(tmp_path, neuron.CoreClaim("0", "environment"))
+    assert env["NEURON_LOGICAL_NC_CONFIG"] == "1"
+    with pytest.raises(ValueError, match="lnc .* must be 1 or 2"):
+        get_target("trainium", lnc=4)
+    with pytest.raises(ValueError, match="platform must be trn1, trn2 or trn3"):
+        get_target("trainium", platform="trn4")
+
+
 def test_core_claims_take_different_cores_and_a_released_core_is_claimable(tmp_path):
     first = neuron.claim_core([0, 1], tmp_path, environ={})
     second = neuron.claim_core([0, 1], tmp_path, environ={})
