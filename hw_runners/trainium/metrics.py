@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,23 @@ def scaled(peak: Peak, cores: int) -> Peak:
     return Peak(peak.bf16_flops * cores, peak.fp32_flops * cores, peak.hbm_bytes_s * cores)
 
 
-def read_json(path: Path, limit: int) -> Any:
-    """A JSON file written by an untrusted or external program; None when missing, too big or not JSON."""
+def read_json(path: Path, limit: int, after_log_lines: bool = False) -> Any:
+    """A JSON file written by an untrusted or external program; None when missing, too big or not JSON.
+    after_log_lines: a tool's captured output, whose JSON document may follow lines it logged first (the
+    first line that starts a JSON object or array, to the end of that document)."""
     try:
         if path.stat().st_size > limit:
             return None
-        return json.loads(path.read_bytes())
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if not after_log_lines:
+            return json.loads(text)
+        decoder = json.JSONDecoder()
+        for m in re.finditer(r"^[ \t]*[\[{]", text, flags=re.M):
+            try:
+                return decoder.raw_decode(text, m.end() - 1)[0]
+            except ValueError:
+                continue
+        return None
     except (OSError, ValueError):
         return None
 

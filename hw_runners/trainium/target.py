@@ -221,7 +221,8 @@ class Trainium(Target):
         floats = [t.dtype for t in spec.inputs if t.dtype != "int32"]
         fp32 = bool(floats) and all(d == "float32" for d in floats)
         perf = performance(lat["p50"], spec.flops, sum(spec.compulsory_bytes), fp32, scaled(PEAKS[platform], lnc))
-        prof = profile_metrics(read_json(work / "profile.json", PROFILE_LIMIT)) if opts.profile else {}
+        prof = profile_metrics(read_json(work / "profile.json", PROFILE_LIMIT, after_log_lines=True)) \
+            if opts.profile else {}
         errors = [max_errors(g.astype(np.float64), w) for g, w in zip(got, want) if g.shape == w.shape]
         m = {**perf, "p50_us": lat["p50"], "p99_us": lat["p99"], "latency_us": lat, "core": claim.cores,
              "warmup": opts.warmup, "iters": opts.iters, "input_seed": input_seed, "platform": platform,

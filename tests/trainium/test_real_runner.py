@@ -161,6 +161,18 @@ def test_an_odd_profile_gives_no_metrics_and_no_exception(doc):
     assert metrics.profile_metrics(doc) == {}
 
 
+def test_a_profile_after_the_tools_log_lines_is_still_read(tmp_path):
+    """neuron-profile's stdout is the profile file; a log line before the JSON used to lose the whole profile."""
+    path = tmp_path / "profile.json"
+    path.write_text("2026-Nov-24 10:00:01 INFO  [neuron-profile] loading kernel.neff {cache}\n"
+                    "[warn] ntff has 1 dropped event\n" + json.dumps(PROFILE_SAMPLE, indent=1) + "\ndone\n")
+    assert metrics.read_json(path, metrics.PROFILE_LIMIT) is None          # strict JSON: not a document
+    prof = metrics.profile_metrics(metrics.read_json(path, metrics.PROFILE_LIMIT, after_log_lines=True))
+    assert prof["engine_busy"]["tensor"] == pytest.approx(0.75)
+    path.write_text("only log lines\n[not json\n")
+    assert metrics.read_json(path, metrics.PROFILE_LIMIT, after_log_lines=True) is None
+
+
 def test_unreadable_result_files_read_as_none(tmp_path):
     (tmp_path / "a.json").write_text("{not json")
     (tmp_path / "big.json").write_text(json.dumps({"pad": "x" * 2000}))
