@@ -74,12 +74,18 @@ def _positive(value: Any) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+# nki.benchmark's percentiles ("Available percentiles: [0, 1, 10, 25, 50, 90, 99, 100]",
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.benchmark.html)
+PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
+PERCENTILE_KEYS = tuple(f"p{p}" for p in PERCENTILES)
+
+
 def latencies(result: dict) -> dict[str, float]:
     """The benchmark's latency percentiles in us ({"p50": ..., "p99": ...}); {} if P50/P99 are not sane."""
     raw = result.get("latency_us") if isinstance(result, dict) else None
     if not isinstance(raw, dict):
         return {}
-    out = {k: v for k, v in ((k, _positive(raw.get(k))) for k in ("p0", "p50", "p90", "p99", "p100")) if v}
+    out = {k: v for k, v in ((k, _positive(raw.get(k))) for k in PERCENTILE_KEYS) if v}
     return out if "p50" in out and "p99" in out else {}
 
 
@@ -200,11 +206,11 @@ def max_errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
 
 # -- performance --------------------------------------------------------------------------------------
 
-def performance(p50_us: float, flops: int, compulsory_bytes: int, fp32: bool, peak: Peak) -> dict[str, Any]:
-    """Model utilisation and roofline position of a kernel that takes p50_us: the problem's useful FLOPs
+def performance(latency_us: float, flops: int, compulsory_bytes: int, fp32: bool, peak: Peak) -> dict[str, Any]:
+    """Model utilisation and roofline position of a kernel that takes latency_us: the problem's useful FLOPs
     over the core's peak (FP32 when every float input is float32: the TensorE rate is a quarter),
     and the ideal time max(FLOPs / peak, compulsory HBM bytes / bandwidth) over the measured time."""
-    seconds = p50_us * 1e-6
+    seconds = latency_us * 1e-6
     flop_peak = peak.fp32_flops if fp32 else peak.bf16_flops
     compute_s, memory_s = flops / flop_peak, compulsory_bytes / peak.hbm_bytes_s
     return {"tflops": flops / seconds / 1e12, "utilization": min(flops / seconds / flop_peak, 1.0),
@@ -216,8 +222,10 @@ def performance(p50_us: float, flops: int, compulsory_bytes: int, fp32: bool, pe
 
 def feedback_text(m: dict[str, Any]) -> str:
     """The lines an agent reads about one correct evaluation."""
-    lines = [f"latency P50 {m['p50_us']:.1f} us, P99 {m['p99_us']:.1f} us (neuron-bench: {m['iters']} runs after "
-             f"{m['warmup']} warm-up runs, on NeuronCore {m['core']}; includes launch overhead)",
+    reported = m.get("percentile", 50)
+    lines = [f"latency P{reported} {m['latency_us'][f'p{reported}']:.1f} us (P50 {m['p50_us']:.1f} us, P99 "
+             f"{m['p99_us']:.1f} us; neuron-bench: {m['iters']} runs after {m['warmup']} warm-up runs, on NeuronCore "
+             f"{m['core']}; each time includes moving the inputs and outputs between host and device)",
              f"{m['tflops']:.2f} useful TFLOP/s = {m['utilization']:.1%} of one NeuronCore's {m['peak_tflops']:g} "
              f"TFLOP/s {m['peak_dtype']} peak; {m['roofline_fraction']:.1%} of roofline ({m['bound']}-bound at "
              f"{m['hbm_gbs']:.0f} GB/s HBM)"]

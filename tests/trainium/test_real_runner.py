@@ -5,6 +5,7 @@ numpy and whose benchmark reports fixed latencies), which checks everything arou
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import stat
@@ -402,6 +403,24 @@ def test_a_correct_kernel_gets_p50_latency_in_us_profile_utilisation_and_feedbac
     assert "P50 15.0 us, P99 19.9 us" in r.feedback_text and "TensorE 75%" in r.feedback_text
     assert trace.read_text() == "0" and trace.with_suffix(".neff").exists()
     assert set(r.feedback["seconds"]) >= {"import", "run", "benchmark"} and r.stdout == ""
+
+
+@pytest.mark.system     # runs the harness in a sandboxed process
+def test_the_reported_percentile_is_chosen_and_the_feedback_says_what_the_time_includes(standin):
+    """The paper reported P99 (of 10 runs after 2 warm-ups); the runner reported P50 only and called the
+    host-device transfer that neuron-bench times "launch overhead"."""
+    paper = dataclasses.replace(standin.options, latency_percentile=99, warmup=2, iters=10)
+    target = type(standin)()
+    target.options = paper
+    r = target.evaluate(target.problem("scaled-add"), GOOD_KERNEL)
+    assert r.correct, r.error
+    assert r.latency == 19.9 and r.feedback["p50_us"] == 15.0 and r.feedback["percentile"] == 99
+    assert set(r.feedback["latency_us"]) == {f"p{p}" for p in metrics.PERCENTILES}
+    first = r.feedback_text.splitlines()[0]
+    assert first.startswith("latency P99 19.9 us (P50 15.0 us, P99 19.9 us; neuron-bench: 10 runs after 2 warm-up")
+    assert "between host and device" in first and "launch overhead" not in first
+    with pytest.raises(ValueError, match="latency_percentile must be one of"):
+        get_target("trainium", latency_percentile=95)
 
 
 @pytest.mark.system     # runs the harness in a sandboxed process
