@@ -351,6 +351,9 @@ class _Bench:
     def __init__(self, kernel, kw):
         self.kernel, self.kw = kernel, kw
     def __call__(self, *args, **kwargs):
+        # AWS documents that a trace name needs the NEFF name unset or exactly 'file.neff'
+        if self.kw.get("save_trace_name") and self.kw.get("save_neff_name") not in (None, "file.neff"):
+            raise ValueError("save_trace_name requires save_neff_name unspecified or 'file.neff'")
         for key in ("save_neff_name", "save_trace_name"):
             with open(self.kw[key], "w") as fh:
                 fh.write(os.environ["NEURON_RT_VISIBLE_CORES"])
