@@ -106,18 +106,28 @@ def discover_cores(neuron_ls_text: str | None, dev: Path = Path("/dev"),
     return list(range(len(nodes) * cores_per_device(sysfs)))
 
 
+# Neuron 2.34 drops `--json-output` for `--output-format json` (a new layout with instance-level fields on top:
+# announce-intent-eos-neuron-ls-json.html); both are asked, the older first
+NEURON_LS_JSON_FLAGS = (("--json-output",), ("--output-format", "json"))
+
+
+def neuron_ls_json(ls: str) -> str | None:
+    """neuron-ls's JSON device list, through whichever of its two JSON flags this version takes; None if neither."""
+    for flags in NEURON_LS_JSON_FLAGS:
+        try:
+            out = subprocess.run([ls, *flags], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout
+    return None
+
+
 @functools.cache
 def host_cores() -> tuple[int, ...]:
     """This host's NeuronCores (cached: the hardware does not change under a running process)."""
-    text = None
     ls = tool("neuron-ls")
-    if ls:
-        try:
-            out = subprocess.run([ls, "--json-output"], capture_output=True, text=True, timeout=30)
-            text = out.stdout if out.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            text = None
-    return tuple(discover_cores(text))
+    return tuple(discover_cores(neuron_ls_json(ls) if ls else None))
 
 
 # -- the Python that runs kernels ---------------------------------------------------------------------

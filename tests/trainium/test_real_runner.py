@@ -219,6 +219,20 @@ def test_cores_come_from_neuron_ls_json():
             neuron.parse_neuron_ls(bad)
 
 
+@pytest.mark.system     # runs a stand-in neuron-ls
+@pytest.mark.parametrize("accepted", ["--json-output", "--output-format json"])
+def test_neuron_ls_is_asked_with_the_json_flag_its_version_takes(tmp_path, accepted):
+    """Neuron 2.34 drops --json-output for --output-format json: asking only the old flag lost the core list."""
+    ls = tmp_path / "neuron-ls"
+    layout = NEURON_LS if accepted == "--json-output" else \
+        json.dumps({"instance_type": "trn2.48xlarge", "neuron_devices": json.loads(NEURON_LS)})
+    ls.write_text(f"#!/bin/sh\nif [ \"$*\" = \"{accepted}\" ]; then cat <<'EOF'\n{layout}\nEOF\n"
+                  "else echo \"unknown flag $*\" >&2; exit 2; fi\n")
+    ls.chmod(0o755)
+    assert neuron.parse_neuron_ls(neuron.neuron_ls_json(str(ls))) == [0, 1, 2, 3]
+    assert neuron.neuron_ls_json(str(tmp_path / "missing")) is None
+
+
 def test_without_neuron_ls_cores_are_device_files_times_cores_per_device(tmp_path):
     dev, sysfs = tmp_path / "dev", tmp_path / "sys"
     dev.mkdir()
