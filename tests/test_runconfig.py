@@ -192,3 +192,12 @@ def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
                                        r"format 3\); show and report still read it"):
         execute(None, resume=tmp_path, given={})
     assert not (tmp_path / "best.json").exists()
+
+
+def test_search_option_pairs_read_their_values_as_toml():
+    from autocomp_zmq.agents.runflags import policy_values
+    assert policy_values(["menu_size=3", "ratio=0.5", "strict=true", "label=greedy", 'name="x y"']) == \
+        {"menu_size": 3, "ratio": 0.5, "strict": True, "label": "greedy", "name": "x y"}
+    for bad in ("menu_size", "=3"):
+        with pytest.raises(ConfigError, match="write NAME=VALUE"):
+            policy_values([bad])
