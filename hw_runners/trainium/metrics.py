@@ -225,7 +225,8 @@ def feedback_text(m: dict[str, Any]) -> str:
     reported = m.get("percentile", 50)
     lines = [f"latency P{reported} {m['latency_us'][f'p{reported}']:.1f} us (P50 {m['p50_us']:.1f} us, P99 "
              f"{m['p99_us']:.1f} us; neuron-bench: {m['iters']} runs after {m['warmup']} warm-up runs, on NeuronCore "
-             f"{m['core']}; each time includes moving the inputs and outputs between host and device)",
+             f"{m['core']}{', ' + m['timing'] if m.get('timing') else ''}; each time includes moving the inputs "
+             f"and outputs between host and device)",
              f"{m['tflops']:.2f} useful TFLOP/s = {m['utilization']:.1%} of one NeuronCore's {m['peak_tflops']:g} "
              f"TFLOP/s {m['peak_dtype']} peak; {m['roofline_fraction']:.1%} of roofline ({m['bound']}-bound at "
              f"{m['hbm_gbs']:.0f} GB/s HBM)"]

@@ -371,6 +371,17 @@ class _Bench:
         for key in ("save_neff_name", "save_trace_name"):
             with open(self.kw[key], "w") as fh:
                 fh.write(os.environ["NEURON_RT_VISIBLE_CORES"])
+        import __main__, fcntl   # is the chip's timing lock held while the kernel is timed?
+        lock = getattr(__main__, "CHIP_LOCK", None)
+        if lock:
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                __main__.RESULT["standin_chip_lock"] = "free"
+            except OSError:
+                __main__.RESULT["standin_chip_lock"] = "held"
+            finally:
+                os.close(fd)
         out = self.kernel(*args, **kwargs)
         self.benchmark_result = _Result()
         return out
@@ -438,6 +449,26 @@ def test_the_reported_percentile_is_chosen_and_the_feedback_says_what_the_time_i
     assert "between host and device" in first and "launch overhead" not in first
     with pytest.raises(ValueError, match="latency_percentile must be one of"):
         get_target("trainium", latency_percentile=95)
+
+
+@pytest.mark.system     # runs the harness in a sandboxed process
+def test_a_kernel_is_timed_alone_on_its_chip_unless_told_otherwise(standin, tmp_path, monkeypatch):
+    """The cores of a chip share its HBM; every core used to be timed at once."""
+    monkeypatch.setattr(trn_target, "cores_per_device", lambda: 2)
+    work_root = tmp_path / "work"
+    work_root.mkdir()
+    for exclusive, lock_state, timing in ((True, "held", "alone on chip 0"), (False, None, "beside the chip")):
+        target = type(standin)()
+        target.options = dataclasses.replace(standin.options, exclusive_timing=exclusive, keep_workdir=True,
+                                             work_root=work_root)
+        r = target.evaluate(target.problem("scaled-add"), GOOD_KERNEL)
+        assert r.correct, r.error
+        assert r.feedback["timing"].startswith(timing) and timing in r.feedback_text.splitlines()[0]
+        newest = max(work_root.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        result = json.loads((newest / "result.json").read_text())
+        assert result.get("standin_chip_lock") == lock_state
+        assert ("chip_wait" in result["seconds"]) == exclusive
+    assert (standin.options.lock_dir / "chip-0.lock").exists()
 
 
 @pytest.mark.system     # runs the harness in a sandboxed process
