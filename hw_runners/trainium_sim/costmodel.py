@@ -1,4 +1,4 @@
-"""NeuronCore-v2 timing of a replayed NKI instruction stream.
+"""NeuronCore timing of a replayed NKI instruction stream (NeuronCore-v2 figures by default; platforms.py has v3/v4).
 
 The engines work in parallel, each executing its own instructions in program order: Tensor (PE),
 Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. An instruction starts when its engine
@@ -17,28 +17,21 @@ published trn1 measurements is tests/trainium_sim/calibration (bench_trainium_si
 """
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
 import time
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
+from autocomp_zmq.hw_runners.trainium_sim.platforms import PLATFORMS, params  # noqa: F401  (the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
-
-
-@functools.cache
-def params(path: Path = Path(__file__).with_name("params.toml")) -> dict[str, float]:
-    return {k: v["value"] for k, v in tomllib.loads(path.read_text()).items()}
 
 
 COMPUTE = ("pe", "dve", "act", "pool")
@@ -82,6 +75,34 @@ def _strided(step: Step, p: dict) -> bool:
                for a in step.reads + step.writes)
 
 
+_HALF = ("bfloat16", "float16")
+
+
+def perf_mode_factor(step: Step, p: dict) -> float:
+    """The BF16/FP16 performance modes of NeuronCore-v3/v4 (1 on NeuronCore-v2, whose params say so): VectorE
+    tensor_copy / tensor_scalar 4x with SBUF operands of contiguous inner elements, 2x when strided or one side
+    is in PSUM; tensor_tensor 2x with SBUF inputs; ScalarE tensor_copy / tensor_scalar on NeuronCore-v4."""
+    if p["vector_perf_copy_factor"] == p["vector_perf_half_factor"] == p["scalar_perf_copy_factor"] == 1:
+        return 1.0                          # NeuronCore-v2: nothing to look at
+    copy_like = (step.op == "ew" and step.fn == "copy" and len(step.reads) == 1) or \
+        (step.op == "tensor_scalar" and not step.extra.get("tensor1") and not step.extra.get("reduce"))
+    # the data tile and the result (tensor_scalar's per-partition operands are not streamed)
+    accs = step.reads[:1] + step.writes[:1] if copy_like else step.reads + step.writes
+    if not accs or any(a.tensor.dtype not in _HALF for a in accs):
+        return 1.0
+    if step.engine == "act" and copy_like:
+        return p["scalar_perf_copy_factor"]
+    if step.engine != "dve":
+        return 1.0
+    in_sbuf = all(a.tensor.buffer == "sbuf" for a in accs)
+    if copy_like:
+        contiguous = all(inner_stride_bytes(a) <= a.tensor.itemsize for a in accs)
+        return p["vector_perf_copy_factor"] if in_sbuf and contiguous else p["vector_perf_half_factor"]
+    if step.op == "ew" and len(step.reads) == 2 and all(r.tensor.buffer == "sbuf" for r in step.reads):
+        return p["vector_perf_half_factor"]
+    return 1.0
+
+
 def cycles(step: Step, p: dict) -> float:
     """Engine cycles one compute instruction occupies its engine (its initiation interval, the NKI ISA
     'estimated instruction cost'), with the architecture guide's strided-access penalty and, for small tiles
@@ -122,6 +143,7 @@ def cycles(step: Step, p: dict) -> float:
     elif step.op == "memset":
         half = step.extra.get("fill") == 0.0 and step.writes[0].tensor.dtype in ("bfloat16", "float16")
         k = 0.5 if half else 1.0
+    k /= perf_mode_factor(step, p)
     body = max(min_ii, k * n * stream)
     if step.extra.get("reduce"):
         # activation's reduction is read out by an ActReadAccumulator; tensor_scalar_reduce adds MIN_II

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from autocomp_zmq.hw_runners.trainium_sim.costmodel import ENGINE_NAMES, Layout, Timeline
 
-CYCLE_GHZ = 1.4     # cycles are reported at the NeuronCore-v2 Scalar/GpSimd clock (params.toml)
+CYCLE_GHZ = 1.4     # cycles are reported at the Scalar clock (1.4 GHz on NeuronCore-v2; params' scalar_clock_ghz)
 
 
 def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[int, int]) -> dict:
@@ -20,7 +20,8 @@ def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[in
                    key=lambda s: -s[2])[:6]
     return {
         "latency_us": round(total_us, 3),
-        "cycles": int(round(tl.total_ns * CYCLE_GHZ)),
+        "cycles": int(round(tl.total_ns * p.get("scalar_clock_ghz", CYCLE_GHZ))),
+        "cycle_ghz": p.get("scalar_clock_ghz", CYCLE_GHZ),
         "engine_busy": {k: round(v, 4) for k, v in busy.items()},
         "binding_engine": binding,
         "instructions": {ENGINE_NAMES[e]: n for e, n in tl.counts.items()},
@@ -42,7 +43,7 @@ def metrics(tl: Timeline, lay: Layout, p: dict, flops: int, compulsory: tuple[in
 
 def text(m: dict) -> str:
     busy = ", ".join(f"{k} {v:.0%}" for k, v in sorted(m["engine_busy"].items(), key=lambda kv: -kv[1]))
-    lines = [f"latency {m['latency_us']:,.2f} us ({m['cycles']:,} cycles at 1.4 GHz); "
+    lines = [f"latency {m['latency_us']:,.2f} us ({m['cycles']:,} cycles at {m.get('cycle_ghz', CYCLE_GHZ):g} GHz); "
              f"{m['roofline_fraction']:.1%} of the roofline bound {m['bound_us']:,.2f} us",
              f"engine busy: {busy}; binding engine: {m['binding_engine']}",
              "instructions: " + ", ".join(f"{k} {v:,}" for k, v in m["instructions"].items()),

@@ -86,7 +86,10 @@ class TensorDecl:
         return math.prod(self.shape[self.pdim + 1:]) * self.itemsize
 
 
-def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> list[TensorDecl]:
+def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000,
+                   sbuf_partition_bytes: int = SBUF_PARTITION_BYTES) -> list[TensorDecl]:
+    """sbuf_partition_bytes: the simulated NeuronCore's SBUF per partition (NeuronCore-v2's by default; the
+    platform's params say it: 224 KiB on NeuronCore-v3, 256 KiB on v4)."""
     if not isinstance(raw, list):
         raise StreamError("malformed instruction stream: no tensor table")
     if len(raw) > max_tensors:
@@ -127,10 +130,10 @@ def decode_tensors(raw, hbm_budget_bytes: int, max_tensors: int = 1_000_000) -> 
             if decl.buffer == "psum" and tile_bytes > PSUM_BANK_BYTES:
                 raise StreamError(f"a PSUM tile of shape {shape} (kernel.py line {decl.site}) holds {tile_bytes} bytes "
                                   f"per partition; a PSUM tile fits one 2 KiB bank (512 fp32 values)")
-            if decl.block_bytes > SBUF_PARTITION_BYTES:
+            if decl.block_bytes > sbuf_partition_bytes:
                 raise StreamError(f"an {decl.buffer.upper()} tile of shape {shape} (kernel.py line {decl.site}) "
                                   f"needs {decl.block_bytes:,} bytes per partition; SBUF has "
-                                  f"{SBUF_PARTITION_BYTES:,}")
+                                  f"{sbuf_partition_bytes:,}")
             if key is not None and decl.alias == -1:
                 tiles[key] = decl
         elif decl.buffer == "hbm":

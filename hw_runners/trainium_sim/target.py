@@ -73,6 +73,10 @@ class Options:
     # small problems keep the full guarantee)
     full_check_elements: int = 1 << 20
     work_root: Path | None = None
+    # the simulated NeuronCore, named as the real runner (hw_runners/trainium) names platforms: trn1
+    # (NeuronCore-v2), trn2 (v3) or trn3 (v4); None: trn1 for NKI v1 kernels (neuronxcc.nki), trn2 for NKI v2
+    # (`import nki`, the dialect of trn2/trn3 users), decided per kernel from its imports
+    platform: str | None = None
     # trace in children forked from one sandboxed server per evaluator (forkserver.py), not in a freshly
     # launched interpreter per kernel (~0.1 s less per evaluation; the same sandbox either way)
     fork_server: bool = True
@@ -93,6 +97,8 @@ class Options:
             raise ValueError("retain_heap_bytes must be an integer >= 0")
         if not self.time_s > 0:
             raise ValueError("time_s must be > 0")
+        if self.platform is not None and self.platform not in costmodel.PLATFORMS:
+            raise ValueError(f"platform must be one of {', '.join(costmodel.PLATFORMS)}, got {self.platform!r}")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
 
 
@@ -194,24 +200,38 @@ class TrainiumSim(Target):
         if server is not None:
             server.close()
 
-    def _trace(self, spec: ProblemSpec, code: str, limits: sandbox.Limits):
-        return tracer.trace(spec, code, self.info().entry_point, self.options, limits, self._tracing_server())
+    def platform_of(self, code: str) -> str:
+        """The NeuronCore this kernel runs on: the `platform` option, else by its dialect (trn1 for NKI v1,
+        trn2 for NKI v2)."""
+        if self.options.platform is not None:
+            return self.options.platform
+        return "trn2" if tracer.dialect_of(code) == "v2" else "trn1"
+
+    def _trace(self, spec: ProblemSpec, code: str, limits: sandbox.Limits, platform: str = "trn1"):
+        return tracer.trace(spec, code, self.info().entry_point, self.options, limits, self._tracing_server(),
+                            platform, costmodel.params(platform))
 
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
                      deadline: float, profile: IsaProfile = DEFAULT_ISA) -> EvalResult:
         heap.retain_freed_memory(self.options.retain_heap_bytes)
-        traced, failure = self._trace(spec, code, limits)
+        if tracer.dialect_of(code) == "mixed":
+            return EvalResult.failure("compile", "NKI error: this kernel imports both NKI v1 (neuronxcc.nki) and "
+                                      "NKI v2 (nki); a kernel is written in one dialect (NKI 0.4.0 rejects "
+                                      "neuronxcc.nki inside nki kernels)")
+        platform = self.platform_of(code)
+        traced, failure = self._trace(spec, code, limits, platform)
         if failure is not None:
             return failure
         trace, common = traced
-        p = costmodel.params()
+        p = costmodel.params(platform)
         # the decoded stream is a heap of small objects kept to the end and freed by reference counting: the
         # cyclic collector would rescan it again and again (decoding gemm's 99k tiles: 0.2 s paused, 0.8 s not);
         # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
         try:
             with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes), gc_paused():
                 hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
-                tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles)
+                tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles,
+                                         int(p["sbuf_partition_bytes"]))
                 in_tids, out_tids = _io_tensors(trace, tensors, spec)
                 stacked, expected = self._prepared(spec, seed)
                 inputs = {tid: stacked[t.name] for tid, t in zip(in_tids, spec.inputs)}
@@ -257,6 +277,7 @@ class TrainiumSim(Target):
                 f"support, or a simulator bug worth reporting", **common)
         m = feedback.metrics(tl, lay, p, spec.flops, spec.compulsory_bytes)
         m["value_check"] = check.describe()
+        m["platform"] = platform
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
                             feedback_text=feedback.text(m), **common)

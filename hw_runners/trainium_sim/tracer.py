@@ -7,6 +7,7 @@ decoded and its decoding is memory-bounded: the stream is untrusted.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import shutil
@@ -59,11 +60,36 @@ def _arg(item, names: list[str]):
     return {"v": item}
 
 
+DIALECT_ROOTS = {"neuronxcc": "v1", "nki": "v2"}
+
+
+def dialect_of(code: str) -> str:
+    """'v1' (neuronxcc.nki) or 'v2' (nki, Neuron SDK 2.27+) by the modules the kernel's source imports; 'mixed'
+    when it imports both, 'v1' when it imports neither or does not parse (the child reports syntax errors). Only
+    the default platform follows from it: the child refuses a mix however the imports are written."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return "v1"
+    found = set()
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        found |= {DIALECT_ROOTS[n.split(".")[0]] for n in names if n.split(".")[0] in DIALECT_ROOTS}
+    return "mixed" if len(found) > 1 else (found.pop() if found else "v1")
+
+
+TILE_SIZES = ("pmax", "psum_bank_bytes", "psum_banks", "stationary_fmax", "moving_fmax", "bn_stats_fmax",
+              "sbuf_partition_bytes", "sbuf_usable_partition_bytes")
+
+
 def trace(spec: ProblemSpec, code: str, entry_point: str, options, limits: sandbox.Limits,
-          server: ForkServer | None):
-    """Run the kernel in the sandbox; (trace dict, common result fields) and None, or None and the failure."""
+          server: ForkServer | None, platform: str = "trn1", p: dict | None = None):
+    """Run the kernel in the sandbox; (trace dict, common result fields) and None, or None and the failure.
+    platform / p: the simulated NeuronCore and its params (the front end's tile sizes come from them)."""
     names = [t.name for t in spec.inputs]
     job = {"source": code, "entry_point": entry_point, "max_instructions": options.max_instructions,
+           "platform": platform, "tile_sizes": {k: p[k] for k in TILE_SIZES} if p else None,
            "inputs": [[t.name, list(t.shape), t.dtype] for t in spec.inputs],
            "call": [_arg(c, names) for c in spec.call], "kwargs": {k: _arg(v, names) for k, v in spec.kwargs.items()}}
     work = server.job_dir() if server is not None else Path(tempfile.mkdtemp(prefix="trainium-sim-",

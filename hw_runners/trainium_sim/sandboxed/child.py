@@ -1,5 +1,8 @@
 """The sandboxed half of a trainium-sim evaluation: trace one candidate kernel.
 
+The kernel may be written in NKI v1 (`neuronxcc.nki`) or NKI v2 (`nki`): both front ends are imported here and
+record into one stream; a kernel importing both is refused.
+
 Run by the evaluator through the sandbox launcher (empty environment, rlimits, private filesystem view,
 no network, unprivileged) as `python -I child.py FRONTEND_DIR`. It reads the job from descriptor 3,
 imports everything a kernel may use, then installs a seccomp allowlist (no files, sockets or processes
@@ -36,10 +39,13 @@ import neuronxcc.nki as nki  # noqa: E402,F401
 import neuronxcc.nki.isa  # noqa: E402,F401
 import neuronxcc.nki.language as nl  # noqa: E402
 from neuronxcc.nki import _trace  # noqa: E402
+import nki as nki_v2  # noqa: E402  (NKI v2, `import nki`: the same recorder, see frontend/nki/_v2.py)
+import nki.isa  # noqa: E402,F401
+import nki.language as nl_v2  # noqa: E402
 
 import seccomp  # noqa: E402
 
-ALLOWED_IMPORTS = ("neuronxcc", "numpy", "math", "__future__", "typing", "functools", "itertools", "operator")
+ALLOWED_IMPORTS = ("neuronxcc", "nki", "numpy", "math", "__future__", "typing", "functools", "itertools", "operator")
 real_import = builtins.__import__
 
 
@@ -86,10 +92,21 @@ class _HostClass:
                               f"traced by trainium-sim")
 
 
+DIALECTS = ("neuronxcc", "nki")      # NKI v1, NKI v2 (Neuron SDK 2.27+)
+imported_dialects: set = set()
+
+
 def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
     root = name.split(".")[0]
     if level != 0:
         raise ImportError(f"relative import of {name!r} in a kernel: the kernel is one file")
+    if root in DIALECTS:
+        # one kernel, one dialect: the two front ends share a recorder but differ in their APIs' meaning (NKI
+        # 0.4.0 makes neuronxcc.nki inside an nki kernel a compilation error)
+        imported_dialects.add(root)
+        if len(imported_dialects) > 1:
+            raise _trace.NKIError("this kernel imports both NKI v1 (neuronxcc.nki) and NKI v2 (nki); a kernel is "
+                                  "written in one dialect (NKI 0.4.0 rejects neuronxcc.nki inside nki kernels)")
     if root not in ALLOWED_IMPORTS:
         return Unavailable(name if fromlist else root)
     return real_import(name, globals, locals, fromlist, level)
@@ -122,6 +139,13 @@ def main() -> int:
     with os.fdopen(3, "rb") as fh:
         job = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
     _trace.MAX_INSTRUCTIONS = int(job["max_instructions"])
+    platform, sizes = job.get("platform"), job.get("tile_sizes")
+    if platform and sizes:      # the NeuronCore the evaluator simulates: its tile sizes, nisa.get_nc_version()
+        nl_v2.set_platform(platform, sizes)
+        if platform != "trn1":  # v1's constants are NeuronCore-v2's already
+            vars(nl.tile_size).update(sbuf_partition_bytes=int(sizes["sbuf_partition_bytes"]),
+                                      total_available_sbuf_size=int(sizes["sbuf_usable_partition_bytes"]))
+            neuronxcc.nki.isa.get_nc_version = lambda: nki_v2.isa.get_nc_version().value
     out = os.fdopen(4, "wb")
     result = {"error": None}
     note = seccomp.install()
