@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import re
 import sqlite3
 import sys
 import types
@@ -46,6 +47,9 @@ def _target(name: str, **options):
         return get_target(name, **options)
     except UnknownTargetError as exc:
         _fail(exc.args[0])
+    except (TypeError, ValueError) as exc:    # an option the target does not have, or a value it refuses
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+        _fail(f"{name} has no option {unknown.group(1)!r}" if unknown else f"{name}: {exc}")
 
 
 ProblemFileOpt = Annotated[Optional[Path], typer.Option(help="A problem file (TOML) defining the problem; sets "
@@ -117,10 +121,16 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
                                                         "full, or fine: no loop FSMs or library calls, the "
                                                         "hardware loop as the upper bound).", metavar="PROFILE",
                                                         show_default="the target's default")] = None,
+             target_option: Annotated[Optional[list[str]], typer.Option(
+                 help="A target option, NAME=VALUE with VALUE in TOML (trainium: platform=\"trn2\", lnc=2, "
+                      "latency_percentile=99, nrtpy_python=\"/path/python\"; a dotted NAME sets one field, as in "
+                      "limits.wall_s=900); repeatable.", metavar="NAME=VALUE", show_default=False)] = None,
              ) -> None:
     """Evaluate one kernel: compile, check against the reference, measure.
     Exit status: 0 correct, 1 incorrect or failed, 2 usage error."""
     from autocomp_zmq.agents.problemsource import ProblemSourceError, load, read_definition, settle
+    from autocomp_zmq.agents.runconfig import ConfigError
+    from autocomp_zmq.agents.runflags import option_values
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be > 0 seconds, not {timeout}")
     if problem is None and problem_file is None:
@@ -129,9 +139,9 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
         definition = read_definition(problem_file, problems_dir, problem)
         chosen = {"problem": problem, "target": target or "gemmini-sim"}
         settle(chosen, {"problem": problem, "target": target}, definition)
-        tgt = _target(chosen["target"])
+        tgt = _target(chosen["target"], **option_values(target_option or [], "--target-option"))
         prob = load(tgt, chosen["problem"], isa, definition)
-    except ProblemSourceError as exc:
+    except (ProblemSourceError, ConfigError) as exc:
         _fail(str(exc))
     if kernel.startswith("builtin:"):
         role = kernel.split(":", 1)[1]
@@ -209,11 +219,11 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
     given = {k: v for k, v in options.items() if v is not None}
     from autocomp_zmq.agents.run import RunError, execute
     from autocomp_zmq.agents.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
-    from autocomp_zmq.agents.runflags import policy_values
+    from autocomp_zmq.agents.runflags import option_values
     logsetup.configure()
     try:
         options = merge(from_toml(config) if config else {}, sectioned(given))
-        options = merge(options, {"search": {"options": policy_values(search_option or [])}})
+        options = merge(options, {"search": {"options": option_values(search_option or [])}})
         if resume and "out" in options.get("task", {}):
             raise ConfigError("give either --out (a new run) or --resume (an existing one), not both")
         cfg = None if resume else build(options)

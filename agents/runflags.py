@@ -75,16 +75,24 @@ def as_args(cfg: RunConfig, names: tuple[str, ...]) -> list[str]:
     return args
 
 
-def policy_values(pairs: list[str]) -> dict:
-    """--search-option NAME=VALUE pairs as the policy's options; VALUE is read as TOML (3, 0.5, true, "x"),
-    else taken as a string."""
-    out = {}
+def option_values(pairs: list[str], flag: str = "--search-option") -> dict:
+    """NAME=VALUE pairs (--search-option, --target-option) as options; VALUE is read as TOML (3, 0.5, true, "x"),
+    else taken as a string; a dotted NAME (limits.wall_s=60) sets one field of a nested option."""
+    out: dict = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--search-option {pair!r}: write NAME=VALUE")
+        keys = [k.strip() for k in name.split(".")]
+        if not sep or not all(keys):
+            raise ConfigError(f"{flag} {pair!r}: write NAME=VALUE")
         try:
-            out[name.strip()] = tomllib.loads(f"v = {text}")["v"]
+            value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
-            out[name.strip()] = text
+            value = text
+        into = out
+        for key in keys[:-1]:
+            into = into.setdefault(key, {})
+            if not isinstance(into, dict):
+                raise ConfigError(f"{flag} {pair!r}: {key} is set to a value and to fields")
+        into[keys[-1]] = value
     return out
+

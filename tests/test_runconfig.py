@@ -195,9 +195,13 @@ def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
 
 
 def test_search_option_pairs_read_their_values_as_toml():
-    from autocomp_zmq.agents.runflags import policy_values
-    assert policy_values(["menu_size=3", "ratio=0.5", "strict=true", "label=greedy", 'name="x y"']) == \
+    from autocomp_zmq.agents.runflags import option_values
+    assert option_values(["menu_size=3", "ratio=0.5", "strict=true", "label=greedy", 'name="x y"']) == \
         {"menu_size": 3, "ratio": 0.5, "strict": True, "label": "greedy", "name": "x y"}
-    for bad in ("menu_size", "=3"):
+    for bad in ("menu_size", "=3", "limits.=3"):
         with pytest.raises(ConfigError, match="write NAME=VALUE"):
-            policy_values([bad])
+            option_values([bad])
+    assert option_values(["limits.wall_s=60", "limits.drop_root=false", "lnc=2"], "--target-option") == \
+        {"limits": {"wall_s": 60, "drop_root": False}, "lnc": 2}
+    with pytest.raises(ConfigError, match="--target-option 'lnc.x=1': lnc is set to a value and to fields"):
+        option_values(["lnc=2", "lnc.x=1"], "--target-option")

@@ -1,4 +1,4 @@
-"""Reading what an evaluation on Trainium produced: the harness's result.json, the neuron-profile
+"""Reading what an evaluation on Trainium produced: the harness's result.json, the profiler's
 summary, the outputs against the reference, and the numbers and words fed back to the agents.
 
 Everything here is pure (files in, data out) and parses defensively: a missing or odd profile
@@ -89,8 +89,9 @@ def latencies(result: dict) -> dict[str, float]:
     return out if "p50" in out and "p99" in out else {}
 
 
-# -- neuron-profile summary ---------------------------------------------------------------------------
-# `neuron-profile view --output-format summary-json` prints one object keyed by the profiled graph, whose
+# -- the profiler's summary ---------------------------------------------------------------------------
+# `neuron-explorer view --output-format summary-json` (neuron-profile before SDK 2.30, same arguments and summary:
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/tools/neuron-explorer/migration-faq.html) prints one object keyed by the profiled graph, whose
 # value holds the summary metrics: total_time (seconds on the device), <engine>_active_time (seconds) and
 # <engine>_active_time_percent for tensor/vector/scalar/gpsimd engines, dma_active_time, hbm_read_bytes,
 # hbm_write_bytes, mfu_estimated_percent, spill_save_bytes, ... The tool is documented at
@@ -123,8 +124,10 @@ def profile_summary(doc: Any, depth: int = 0) -> dict | None:
 
 
 def _fraction(value: Any) -> float | None:
-    """A *_percent metric as a fraction. neuron-profile writes these as fractions of 1 (0.827 for 82.7%,
-    as scripts that multiply them by 100 show); a value above 1 can only be a percentage."""
+    """A *_percent metric as a fraction. The profilers write these as fractions of 1: public summary-json output has
+    tensor_engine_active_time_percent 0.1806 where the active time over the total is 0.5657 / 3.132 = 0.1806, and
+    scripts multiply them by 100 to print a percentage (AWS's docs give no range); a value above 1 can only be a
+    percentage."""
     v = _positive(value)
     if v is None:
         return 0.0 if value == 0 else None
@@ -223,10 +226,12 @@ def performance(latency_us: float, flops: int, compulsory_bytes: int, fp32: bool
 def feedback_text(m: dict[str, Any]) -> str:
     """The lines an agent reads about one correct evaluation."""
     reported = m.get("percentile", 50)
+    # neuron-bench (NKI v1's nki.benchmark) times each run end to end; nrtpy's device mode times it on the device
+    timer, includes = (("nrtpy device timing", "each time is the device's alone") if m.get("timer") == "nrtpy" else
+                       ("neuron-bench", "each time includes moving the inputs and outputs between host and device"))
     lines = [f"latency P{reported} {m['latency_us'][f'p{reported}']:.1f} us (P50 {m['p50_us']:.1f} us, P99 "
-             f"{m['p99_us']:.1f} us; neuron-bench: {m['iters']} runs after {m['warmup']} warm-up runs, on NeuronCore "
-             f"{m['core']}{', ' + m['timing'] if m.get('timing') else ''}; each time includes moving the inputs "
-             f"and outputs between host and device)",
+             f"{m['p99_us']:.1f} us; {timer}: {m['iters']} runs after {m['warmup']} warm-up runs, on NeuronCore "
+             f"{m['core']}{', ' + m['timing'] if m.get('timing') else ''}; {includes})",
              f"{m['tflops']:.2f} useful TFLOP/s = {m['utilization']:.1%} of one NeuronCore's {m['peak_tflops']:g} "
              f"TFLOP/s {m['peak_dtype']} peak; {m['roofline_fraction']:.1%} of roofline ({m['bound']}-bound at "
              f"{m['hbm_gbs']:.0f} GB/s HBM)"]
@@ -249,6 +254,6 @@ def feedback_text(m: dict[str, Any]) -> str:
         if extra:
             lines.append("; ".join(extra))
     else:
-        lines.append(f"no engine profile ({m.get('profile_error') or 'neuron-profile gave no summary'})")
+        lines.append(f"no engine profile ({m.get('profile_error') or 'the profiler gave no summary'})")
     lines.append(f"largest error {m['max_abs_err']:.3g} ({m['max_rel_err']:.2%} of the largest expected value)")
     return "\n".join(lines)

@@ -1,5 +1,5 @@
-"""What this host has of the Neuron SDK: NeuronCores, the Python that can import the NKI compiler,
-the command-line tools, and which NeuronCore this evaluator process owns.
+"""What this host has of the Neuron SDK: NeuronCores, the Pythons that compile (neuronx-cc, nki) and run
+(nrtpy) kernels, the command-line tools, and which NeuronCore this evaluator process owns.
 
 Nothing here needs Trainium hardware to be tested: discovery takes the `neuron-ls` text and the
 /dev and /sys roots as arguments, and core claiming takes the lock directory and the environment.
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from autocomp_zmq.hw_runners.trainium.dialect import Sdk
+
 NEURON_BIN = Path("/opt/aws/neuron/bin")   # where the aws-neuronx-tools packages install neuron-ls and friends
 DEFAULT_LOCK_DIR = Path("/tmp/autocomp-neuron-cores")
 VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"   # the runtime uses only the NeuronCores this names
@@ -31,7 +33,8 @@ INSTALL_HINT = (
     "(apt/dnf packages aws-neuronx-dkms, aws-neuronx-runtime-lib, aws-neuronx-tools from "
     "https://apt.repos.neuron.amazonaws.com) and the compiler in a Python environment "
     "(`pip install neuronx-cc --extra-index-url=https://pip.repos.neuron.amazonaws.com`); then point "
-    "AUTOCOMP_NEURON_PYTHON at that environment's python. Setup guide: "
+    "AUTOCOMP_NEURON_PYTHON at that environment's python (SDK 2.27 and later: also `pip install nki` for NKI v2). "
+    "Setup guide: "
     "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/setup/index.html")
 
 
@@ -130,39 +133,66 @@ def host_cores() -> tuple[int, ...]:
     return tuple(discover_cores(neuron_ls_json(ls) if ls else None))
 
 
-# -- the Python that runs kernels ---------------------------------------------------------------------
+# -- the Pythons that compile and run kernels -----------------------------------------------------------
 
-def _has_neuronxcc(python: str) -> bool:
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        return importlib.util.find_spec("neuronxcc") is not None
-    try:   # find_spec only: importing neuronxcc itself can take a minute the first time
-        probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('neuronxcc') else 3)"
-        return subprocess.run([python, "-c", probe], capture_output=True, timeout=120).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+PROBE = Path(__file__).with_name("sdk_side") / "probe.py"
 
 
 @functools.cache
-def find_python(configured: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """(the first Python that can import neuronxcc or None, every Python tried). A configured one
-    (option or AUTOCOMP_NEURON_PYTHON) is the only candidate; otherwise ours, then the DLAMI's."""
-    tried = (configured,) if configured else (sys.executable, *sorted(glob.glob(DLAMI_PYTHONS)))
-    return next((p for p in tried if _has_neuronxcc(p)), None), tried
+def probe(python: str) -> Sdk | None:
+    """What Neuron packages `python` has (sdk_side/probe.py, run in it); None when it cannot run."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):   # ours: asked in process
+        spec = importlib.util.spec_from_file_location("autocomp_neuron_probe", PROBE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return Sdk.from_probe({**module.facts(), "python": python})
+    try:
+        out = subprocess.run([python, str(PROBE)], capture_output=True, text=True, timeout=120)
+        doc = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    # the Python as we run it (a wrapper script or a venv's link), not the interpreter it resolves to
+    return Sdk.from_probe({**doc, "python": python}) if isinstance(doc, dict) else None
 
 
-def missing_sdk(python: str | None, tried: Sequence[str], cores: Sequence[int],
-                visible_cores: str | None, bench: str | None) -> list[str]:
-    """What stops evaluations on this host, one phrase each (empty: nothing)."""
+def _candidates(configured: str | None) -> tuple[str, ...]:
+    """A configured Python is the only candidate; otherwise ours, then the DLAMI's environments."""
+    return (configured,) if configured else (sys.executable, *sorted(glob.glob(DLAMI_PYTHONS)))
+
+
+@functools.cache
+def find_sdk(configured: str | None) -> tuple[Sdk | None, tuple[str, ...]]:
+    """(the first Python's SDK that provides an NKI dialect or None, every Python tried)."""
+    tried = _candidates(configured)
+    found = (probe(p) for p in tried)
+    return next((sdk for sdk in found if sdk is not None and sdk.dialects()), None), tried
+
+
+@functools.cache
+def find_nrtpy(configured: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the first Python that has nrtpy, every Python tried): nrtpy runs NKI v2's NEFFs, and cannot share an
+    environment with the nki wheel, so it is looked for on its own (AUTOCOMP_NRTPY_PYTHON or option nrtpy_python)."""
+    tried = _candidates(configured)
+    return next((p for p in tried if (sdk := probe(p)) is not None and sdk.nrtpy), None), tried
+
+
+def missing_sdk(sdk: Sdk | None, tried: Sequence[str], cores: Sequence[int], visible_cores: str | None) -> list[str]:
+    """What stops every evaluation on this host, one phrase each (empty: nothing)."""
     missing = []
-    if python is None:
-        missing.append("the Neuron compiler: no neuronxcc package importable by " + ", ".join(tried))
+    if sdk is None:
+        missing.append("the Neuron compiler: no Python among " + ", ".join(tried) + " has NKI (the neuronx-cc "
+                       "package's neuronxcc.nki, or the nki package)")
     if not cores and not visible_cores:
         missing.append("Neuron devices: no /dev/neuron* and `neuron-ls` lists none (the driver "
-                       "aws-neuronx-dkms, on a trn1/trn2 instance)")
-    if bench is None:
-        missing.append("the Neuron tools: no neuron-bench on PATH or in /opt/aws/neuron/bin "
-                       "(package aws-neuronx-tools; nki.benchmark runs it)")
+                       "aws-neuronx-dkms, on a trn1/trn2/trn3 instance)")
     return missing
+
+
+NRTPY_HINT = ("NKI v2 kernels are run and timed through nrtpy (Neuron SDK 2.32 and later), which cannot be installed "
+              "beside the nki package: create a separate Python 3.11+ environment, `pip install nrtpy "
+              "--extra-index-url=https://pip.repos.neuron.amazonaws.com`, and point AUTOCOMP_NRTPY_PYTHON (or the "
+              "trainium option nrtpy_python) at its python "
+              "(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/nrtpy/index.html)")
 
 
 # -- which NeuronCore this evaluator owns ------------------------------------------------------------

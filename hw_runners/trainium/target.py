@@ -1,14 +1,15 @@
-"""trainium: evaluate NKI kernels on real Trainium (trn1/trn2 hosts with the Neuron SDK).
+"""trainium: evaluate NKI kernels on real Trainium (trn1/trn2/trn3 hosts with the Neuron SDK).
 
-One evaluation: fresh random inputs (a new seed every time; bf16/fp16 inputs rounded first, so the
-reference sees what the kernel sees) -> a private directory holding kernel.py, the inputs and a
-harness generated from the problem's spec (harness.py) -> the harness runs as a sandboxed child of
-the Neuron SDK's Python on the one NeuronCore this evaluator owns (nki.baremetal for the outputs,
-nki.benchmark for P50/P99 latency, neuron-profile for engine utilisation) while the reference is
-computed here -> outputs compared with the problem's tolerance -> feedback.
+One evaluation: the kernel's NKI dialect (from its imports) against what the host's SDK compiles (a mismatch is a
+setup error naming both) -> fresh random inputs (a new seed every time; bf16/fp16 inputs rounded first, so the
+reference sees what the kernel sees) -> a private directory with kernel.py, the job and the sdk_side/ scripts ->
+sandboxed children of the SDK's Pythons on the one NeuronCore this evaluator owns (runs.py: NKI v1 through
+nki.baremetal and nki.benchmark; NKI v2 compiled once to a NEFF, then run and timed by nrtpy in a process with no
+candidate code) while the reference is computed here -> outputs compared with the problem's tolerance -> feedback.
 
-Trust: the kernel's Python runs in the same process as NKI's tooling, so its result file is only as
-honest as the kernel; correctness is judged here, on inputs it could not have seen before this run.
+Trust: an NKI v1 kernel's Python runs in the same process as NKI's tooling, so its result file is only as
+honest as the kernel; an NKI v2 kernel's Python only compiles, and the device's outputs and times are read by a
+process that runs none of it. Correctness is judged here, on inputs the kernel could not have seen before.
 On a host without the SDK every evaluation is a "setup" failure that says what to install.
 """
 from __future__ import annotations
@@ -30,13 +31,15 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium import harness
-from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PERCENTILES, PROFILE_LIMIT, RESULT_LIMIT, feedback_text,
+from autocomp_zmq.hw_runners.trainium.dialect import NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect
+from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PERCENTILES, PROFILE_LIMIT, feedback_text,
                                                       latencies, max_errors, mismatch, performance, profile_metrics,
                                                       read_json, round_bf16, scaled)
-from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, VISIBLE_CORES,
-                                                     CoreClaim, PlatformError, claim_core, cores_per_device,
-                                                     find_python, host_cores, missing_sdk, parse_core_list,
-                                                     platform_name, tool)
+from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, NRTPY_HINT,
+                                                     VISIBLE_CORES, CoreClaim, PlatformError, claim_core,
+                                                     cores_per_device, find_nrtpy, find_sdk, host_cores, missing_sdk,
+                                                     parse_core_list, platform_name, tool)
+from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, run_v1, run_v2
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
@@ -44,10 +47,14 @@ CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a ba
 STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
           "inputs": ("setup", "the harness could not load the inputs"),
           "import": ("compile", "kernel.py failed to import"),
-          # nki.baremetal traces, compiles and runs in one call; most failures are tracing/compiling ones
-          "run": ("compile", "compiling or running the kernel (nki.baremetal) failed"),
+          # nki.baremetal (v1) and calling the @nki.jit kernel (v2) trace, compile and run in one call; most failures
+          # are tracing/compiling ones
+          "run": ("compile", "compiling or running the kernel failed"),
           "outputs": ("wrong_result", "solution's return value is not the declared output array(s)"),
-          "benchmark": ("crash", "the kernel ran once, but benchmarking it (nki.benchmark) failed")}
+          "device_setup": ("crash", "loading the compiled kernel (its NEFF) into the Neuron runtime failed"),
+          "device_run": ("crash", "the compiled kernel failed on the device"),
+          "benchmark": ("crash", "the kernel ran once, but timing it failed")}
+DEFAULT_NEFF_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autocomp-zmq" / "trainium-neff"
 
 
 def _default_limits() -> sandbox.Limits:
@@ -66,6 +73,8 @@ def _default_limits() -> sandbox.Limits:
 @dataclass
 class Options:
     python: str | None = None           # the SDK's Python; None: $AUTOCOMP_NEURON_PYTHON, ours, the DLAMI's venvs
+    nrtpy_python: str | None = None     # nrtpy's Python (NKI v2); None: $AUTOCOMP_NRTPY_PYTHON, ours, the DLAMI's
+    compile_cache: Path | None = DEFAULT_NEFF_CACHE   # NKI v2 NEFFs by source, call, SDK and platform; None: off
     lock_dir: Path = DEFAULT_LOCK_DIR   # per-core lock files: one evaluator process per NeuronCore
     warmup: int = 10                    # nki.benchmark warm-up runs, then measured runs
     iters: int = 100
@@ -75,7 +84,7 @@ class Options:
     # the cores of one chip share its HBM: by default one evaluator at a time times its kernel on a chip (the
     # others wait, holding the chip's lock file); False times them all at once, disturbing memory-bound ones
     exclusive_timing: bool = True
-    profile: bool = True                # neuron-profile summary for engine utilisation
+    profile: bool = True                # the profiler's summary (neuron-explorer, or neuron-profile) for utilisation
     limits: sandbox.Limits = field(default_factory=_default_limits)
     pass_env: tuple[str, ...] = ("LD_LIBRARY_PATH", "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_CC_FLAGS",
                                  "NEURON_RT_LOG_LEVEL")   # site settings the SDK may need
@@ -91,6 +100,7 @@ class Options:
 
     def __post_init__(self) -> None:
         self.lock_dir = Path(self.lock_dir)
+        self.compile_cache = Path(self.compile_cache) if self.compile_cache else None
         if self.problems_dir is not None:
             self.problems_dir = Path(self.problems_dir).resolve()
         if not (isinstance(self.warmup, int) and self.warmup >= 0 and isinstance(self.iters, int) and self.iters >= 1):
@@ -112,8 +122,8 @@ class Trainium(Target):
     """Real Trainium through the Neuron SDK: one evaluator per NeuronCore."""
 
     def __init__(self, **options) -> None:
-        if isinstance(options.get("limits"), dict):
-            options["limits"] = sandbox.Limits(**options["limits"])
+        if isinstance(options.get("limits"), dict):   # the fields given, over this target's defaults
+            options["limits"] = dataclasses.replace(_default_limits(), **options["limits"])
         self.options = Options(**options)
 
     def problems(self) -> list[Problem]:
@@ -126,8 +136,8 @@ class Trainium(Target):
 
     def unmet_requirements(self) -> list[str]:
         """What this host lacks to run evaluations (empty when it has everything)."""
-        python, tried = self._python()
-        missing = missing_sdk(python, tried, host_cores(), os.environ.get(VISIBLE_CORES), tool("neuron-bench"))
+        sdk, tried = self._sdk()
+        missing = missing_sdk(sdk, tried, host_cores(), os.environ.get(VISIBLE_CORES))
         if self.options.platform is None:
             try:
                 platform_name()
@@ -167,21 +177,38 @@ class Trainium(Target):
     def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, claim: CoreClaim,
                      trace_path: Path | None) -> EvalResult:
         opts = self.options
+        sdk, nrtpy = self._sdk()[0], self._nrtpy()
+        try:
+            written = kernel_dialect(code)
+            if written is None:    # no NKI import (a broken file): the dialect this host runs completely
+                written = V2 if V2 in sdk.dialects() and nrtpy else V1 if V1 in sdk.dialects() else None
+            dialect = check(written, sdk)
+        except DialectError as exc:
+            return EvalResult.failure("setup", str(exc), latency_unit="us")
+        if dialect == V1 and tool("neuron-bench") is None:
+            return EvalResult.failure("setup", f"{NAMES[V1]} kernels are timed by nki.benchmark, which runs neuron-bench: "
+                                      "not on PATH or in /opt/aws/neuron/bin (package aws-neuronx-tools)",
+                                      latency_unit="us")
+        if dialect != V1 and nrtpy is None:
+            return EvalResult.failure("setup", f"{sdk.describe()} compiles this kernel, but no Python among "
+                                      f"{', '.join(find_nrtpy(self._configured('nrtpy'))[1])} has nrtpy. " + NRTPY_HINT,
+                                      latency_unit="us")
         input_seed = opts.input_seed if opts.input_seed is not None else secrets.randbits(63)
         try:
             inputs = _device_view(spec, spec.make_inputs(input_seed))
-            script = harness.render(spec, opts.warmup, opts.iters, opts.profile, self._chip_lock(self._chip(claim)))
+            job = harness.job(spec, opts.warmup, opts.iters, opts.profile, self._chip_lock(self._chip(claim)))
         except Exception as exc:   # a broken problem (its make_inputs, or a call we cannot write), not a kernel
             return EvalResult.failure("setup", f"problem {spec.name}: {type(exc).__name__}: {exc}", latency_unit="us")
         (work / "kernel.py").write_text(code)
-        (work / "harness.py").write_text(script)
-        for i, t in enumerate(spec.inputs):
-            np.save(work / f"in_{i}.npy", inputs[t.name])
-        (work / "tmp").mkdir()
-        sandbox.prepare_workdir(work, opts.limits)
+        env = self._env(work, claim, sdk.python)
         with ThreadPoolExecutor(1) as pool:   # the reference (numpy, GIL released) overlaps the device run
             expected = pool.submit(spec.reference, inputs)
-            run = sandbox.run([self._python()[0], "harness.py"], work, opts.limits, env=self._env(work, claim))
+            if dialect == V1:
+                run = run_v1(work, job, inputs, sdk.python, env, opts.limits)
+            else:
+                run_env = {**self._env(work, claim, nrtpy), "LD_LIBRARY_PATH": _with_neuron_lib(env)}
+                run = run_v2(work, code, job, inputs, sdk, nrtpy, env, run_env, opts.limits,
+                             NeffCache(opts.compile_cache))
             try:
                 want = expected.result()
             except Exception as exc:   # a broken problem, not a broken kernel
@@ -190,28 +217,25 @@ class Trainium(Target):
         if len(want) != len(spec.outputs):
             return EvalResult.failure("setup", f"problem {spec.name}: its reference returns {len(want)} arrays for "
                                       f"{len(spec.outputs)} declared outputs", latency_unit="us")
-        strip = str(work) + "/"
-        common = dict(stdout=sandbox.read_tail(work / "stdout.txt").replace(strip, ""),
-                      stderr=sandbox.read_tail(work / "stderr.txt", 6000).replace(strip, ""),
-                      sandbox=run.notes, latency_unit="us")
-        res = read_json(work / "result.json", RESULT_LIMIT)
-        if not isinstance(res, dict):
-            return _no_result(run, opts.limits, common)
+        strip = str(run.dir) + "/"
+        common = dict(stdout=sandbox.read_tail(run.dir / "stdout.txt").replace(strip, ""),
+                      stderr=sandbox.read_tail(run.dir / "stderr.txt", 6000).replace(strip, ""),
+                      sandbox=run.outcome.notes, latency_unit="us")
+        res = run.result()
+        if res is None:
+            return _no_result(run.outcome, opts.limits, common)
         if not res.get("ok"):
-            kind, what = STAGES.get(str(res.get("stage")), ("crash", "the harness failed"))
-            detail = str(res.get("error") or "")
-            if kind == "setup" and res.get("stage") == "setup":
-                detail += ". " + INSTALL_HINT
-            trace = str(res.get("traceback") or "").replace(strip, "")
-            return EvalResult.failure(kind, f"{what}: {detail}" + (f"\n{trace}" if trace else ""), **common)
-        if trace_path is not None and (work / "kernel.ntff").exists():
-            shutil.copy(work / "kernel.ntff", trace_path)   # the device trace; neuron-profile needs the NEFF too
-            if (work / "kernel.neff").exists():
-                shutil.copy(work / "kernel.neff", Path(trace_path).with_suffix(".neff"))
-        return self._verdict(work, spec, res, want, input_seed, claim, common)
+            return _stage_failure(res, strip, common)
+        if trace_path is not None and (run.dir / "kernel.ntff").exists():
+            shutil.copy(run.dir / "kernel.ntff", trace_path)   # the device trace; the profiler needs the NEFF too
+            if (run.dir / "kernel.neff").exists():
+                shutil.copy(run.dir / "kernel.neff", Path(trace_path).with_suffix(".neff"))
+        return self._verdict(run, spec, res, want, input_seed, claim, common, dialect, sdk)
 
-    def _verdict(self, work: Path, spec: ProblemSpec, res: dict, want: tuple[np.ndarray, ...], input_seed: int,
-                 claim: CoreClaim, common: dict) -> EvalResult:
+    def _verdict(self, run: Run, spec: ProblemSpec, res: dict, want: tuple[np.ndarray, ...], input_seed: int,
+                 claim: CoreClaim, common: dict, dialect: str, sdk: Sdk) -> EvalResult:
+        work = run.dir
+        timer = "neuron-bench" if dialect == V1 else "nrtpy"
         outputs = res.get("outputs") if isinstance(res.get("outputs"), list) else []
         chip = self._chip(claim)
         if len(outputs) != len(spec.outputs):
@@ -226,7 +250,7 @@ class Trainium(Target):
                 return EvalResult.failure("crash", f"output {i} could not be read back: {exc}", **common)
         lat = latencies(res)
         if not lat:
-            return EvalResult.failure("crash", "nki.benchmark reported no usable P50/P99 latency", **common)
+            return EvalResult.failure("crash", f"{timer} reported no usable P50/P99 latency", **common)
         opts = self.options
         platform = opts.platform or platform_name()
         lnc = opts.lnc if platform != "trn1" else 1
@@ -234,8 +258,7 @@ class Trainium(Target):
         fp32 = bool(floats) and all(d == "float32" for d in floats)
         key = f"p{opts.latency_percentile}"
         if key not in lat:
-            return EvalResult.failure("crash", f"nki.benchmark reported no P{opts.latency_percentile} latency",
-                                      **common)
+            return EvalResult.failure("crash", f"{timer} reported no P{opts.latency_percentile} latency", **common)
         perf = performance(lat[key], spec.flops, sum(spec.compulsory_bytes), fp32, scaled(PEAKS[platform], lnc))
         prof = profile_metrics(read_json(work / "profile.json", PROFILE_LIMIT, after_log_lines=True)) \
             if opts.profile else {}
@@ -244,12 +267,13 @@ class Trainium(Target):
              "percentile": opts.latency_percentile, "core": claim.cores,
              "timing": f"alone on chip {chip}" if chip is not None else "beside the chip's other cores",
              "warmup": opts.warmup, "iters": opts.iters, "input_seed": input_seed, "platform": platform,
-             "profile": prof, "seconds": _stage_seconds(res.get("seconds")),
+             "profile": prof, "seconds": _stage_seconds(res.get("seconds"), run.compile_seconds),
+             "timer": timer, "dialect": dialect, "sdk": sdk.describe(), "neff": "cached" if run.cached else "compiled",
              "output_dtypes": [str(o.get("dtype"))[:40] if isinstance(o, dict) else "?" for o in outputs],
              "max_abs_err": max((e[0] for e in errors), default=0.0),
              "max_rel_err": max((e[1] for e in errors), default=0.0)}
         if opts.profile and not prof:
-            m["profile_error"] = str(res.get("profile_error") or "neuron-profile's summary had no engine metrics")[:600]
+            m["profile_error"] = str(res.get("profile_error") or "the profiler's summary had no engine metrics")[:600]
         result = EvalResult(correct=True, latency=lat[key], utilization=perf["utilization"],
                             roofline_fraction=perf["roofline_fraction"], bound=perf["bound"], feedback=m,
                             feedback_text=feedback_text(m), **common)
@@ -265,8 +289,16 @@ class Trainium(Target):
     def _problems_dir(self) -> Path:
         return self.options.problems_dir or self.info().problems
 
-    def _python(self) -> tuple[str | None, tuple[str, ...]]:
-        return find_python(self.options.python or os.environ.get("AUTOCOMP_NEURON_PYTHON") or None)
+    def _configured(self, which: str) -> str | None:
+        """The Python the options or the environment name for the SDK ("neuron") or for nrtpy ("nrtpy")."""
+        option = self.options.python if which == "neuron" else self.options.nrtpy_python
+        return option or os.environ.get(f"AUTOCOMP_{which.upper()}_PYTHON") or None
+
+    def _sdk(self) -> tuple[Sdk | None, tuple[str, ...]]:
+        return find_sdk(self._configured("neuron"))
+
+    def _nrtpy(self) -> str | None:
+        return find_nrtpy(self._configured("nrtpy"))[0]
 
     def _chip(self, claim: CoreClaim) -> int | None:
         """The chip whose timing lock this core's timed runs hold; None: timing is not exclusive, or the claim
@@ -299,14 +331,15 @@ class Trainium(Target):
             _CLAIMS[key] = claim
         return _CLAIMS[key]
 
-    def _env(self, work: Path, claim: CoreClaim) -> dict[str, str]:
+    def _env(self, work: Path, claim: CoreClaim, python: str) -> dict[str, str]:
         """Only what the SDK needs: its Python's and tools' directories on PATH, the core, a private HOME."""
-        python = self._python()[0]
         path = dict.fromkeys([os.path.dirname(python), str(NEURON_BIN), "/usr/local/bin", "/usr/bin", "/bin"])
         env = {"PATH": ":".join(path), VISIBLE_CORES: claim.cores, "HOME": str(work), "TMPDIR": str(work / "tmp"),
                "PYTHONDONTWRITEBYTECODE": "1"}
         env.update({k: os.environ[k] for k in self.options.pass_env if k in os.environ})
         env["NEURON_LOGICAL_NC_CONFIG"] = str(self.options.lnc)   # what the kernel is launched with (trn1 ignores it)
+        if self.options.platform:   # the compiler targets the platform the options name, not the host's
+            env["NEURON_PLATFORM_TARGET_OVERRIDE"] = self.options.platform
         return env
 
 
@@ -321,12 +354,36 @@ def _device_view(spec: ProblemSpec, inputs: dict[str, np.ndarray]) -> dict[str, 
     return out
 
 
-def _stage_seconds(raw: object) -> dict[str, float]:
-    """How long each harness stage took (compiling is most of it), from the untrusted result file."""
-    if not isinstance(raw, dict):
-        return {}
-    return {k: float(v) for k, v in raw.items() if k in ("inputs", "import", "run", "outputs", "benchmark", "profile")
-            and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+STAGE_NAMES = ("inputs", "import", "run", "outputs", "device_setup", "device_run", "benchmark", "chip_wait", "profile")
+
+
+def _stage_seconds(raw: object, compiled: object = None) -> dict[str, float]:
+    """How long each harness stage took (compiling is most of it), from the untrusted result files; NKI v2's
+    compile step's stages are prefixed compile_."""
+    out = {}
+    for prefix, doc in (("compile_", compiled), ("", raw)):
+        if isinstance(doc, dict):
+            out.update({prefix + k: float(v) for k, v in doc.items() if k in STAGE_NAMES and isinstance(v, (int, float))
+                        and not isinstance(v, bool) and math.isfinite(v)})
+    return out
+
+
+def _with_neuron_lib(env: dict[str, str]) -> str:
+    """LD_LIBRARY_PATH with the runtime library's directory, as nrtpy's setup asks (/opt/aws/neuron/lib)."""
+    parts = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    return ":".join(dict.fromkeys(["/opt/aws/neuron/lib", *parts]))
+
+
+def _stage_failure(res: dict, strip: str, common: dict) -> EvalResult:
+    """A harness stage that failed, as the error kind and sentence the repair prompt reads."""
+    stage, detail = str(res.get("stage")), str(res.get("error") or "")
+    kind, what = STAGES.get(stage, ("crash", "the harness failed"))
+    if stage == "device_setup" and detail.startswith(("ImportError", "ModuleNotFoundError")):
+        kind, detail = "setup", detail + ". " + NRTPY_HINT      # nrtpy's environment, not the kernel
+    elif kind == "setup" and stage == "setup":
+        detail += ". " + INSTALL_HINT
+    trace = str(res.get("traceback") or "").replace(strip, "")
+    return EvalResult.failure(kind, f"{what}: {detail}" + (f"\n{trace}" if trace else ""), **common)
 
 
 def _no_result(run: sandbox.Outcome, limits: sandbox.Limits, common: dict) -> EvalResult:

@@ -1,0 +1,1 @@
+"""Stand-in nki.isa: the kernels of these tests compute with numpy."""
