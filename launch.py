@@ -214,6 +214,11 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
             help="An option of the search policy, NAME=VALUE (a TOML value; repeatable): what [search.options] "
                  "of a config file holds, for a plug-in policy's own options.", metavar="NAME=VALUE",
             show_default="none", rich_help_panel="Options: search")] = None,
+        target_option: Annotated[Optional[list[str]], typer.Option(
+            help="An option of the target, NAME=VALUE (a TOML value; repeatable; [task.target_options] of a config "
+                 "file): trainium-sim and trainium: platform=\"trn2\"; trainium: lnc=2, latency_percentile=99, "
+                 "nrtpy_python=\"/path/python\". Every evaluator of the run, local or started with `worker`, takes "
+                 "them.", metavar="NAME=VALUE", show_default="none", rich_help_panel="Options: task")] = None,
         **options) -> None:
     """Optimize a kernel: beam search over plans and code from the agents."""
     given = {k: v for k, v in options.items() if v is not None}
@@ -224,6 +229,8 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
     try:
         options = merge(from_toml(config) if config else {}, sectioned(given))
         options = merge(options, {"search": {"options": option_values(search_option or [])}})
+        if target_option:
+            options = merge(options, {"task": {"target_options": option_values(target_option, "--target-option")}})
         if resume and "out" in options.get("task", {}):
             raise ConfigError("give either --out (a new run) or --resume (an existing one), not both")
         cfg = None if resume else build(options)
@@ -289,6 +296,9 @@ def worker(
                                                         metavar="NAME", show_default="uniform")] = None,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model spec an llm worker serves (repeatable).",
                                                        metavar="SPEC", show_default="none")] = None,
+    target_option: Annotated[Optional[list[str]], typer.Option(
+        help="An option of the evaluator's target, NAME=VALUE (as `run --target-option`; repeatable).",
+        metavar="NAME=VALUE", show_default="none")] = None,
     **options,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
@@ -305,7 +315,9 @@ def worker(
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
         from autocomp_zmq.agents.llm.specs import CallOptions
-        offered = {"target": target, "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
+        from autocomp_zmq.agents.runflags import option_values
+        offered = {"target": target, "target_options": option_values(target_option or [], "--target-option"),
+                   "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
                    "latency_dist": latency_dist or "uniform",
                    "call_options": CallOptions(timeout_s=cfg.models.call_timeout_s, max_retries=cfg.models.call_retries,
                                                temperature=cfg.models.temperature,
@@ -313,11 +325,13 @@ def worker(
                                                max_tokens=cfg.models.max_tokens)}
         # set on the command line but not taken by this implementation: an error, never silently dropped
         flags = (("models", "--model", model), ("latency_s", "--latency", latency), ("jitter", "--jitter", jitter),
-                 ("latency_dist", "--latency-dist", latency_dist))
+                 ("latency_dist", "--latency-dist", latency_dist), ("target_options", "--target-option", target_option))
         given = {option: flag for option, flag, value in flags if value is not None}
         implementation = registry.construct(implementation_class, offered, given)
     except (ConfigError, SecretError, OSError, ValueError, UnknownTargetError) as exc:
         _fail(str(exc))
+    except TypeError as exc:    # an option the target does not have
+        _fail(f"{target}: {exc}")
     raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
                            target=target if role == "evaluator" else None,
                            timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s), curve_server_key=server_key,

@@ -13,9 +13,9 @@ from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest
 class TargetEvaluator:
     """Evaluates on the target named at start-up; rejects jobs for any other."""
 
-    def __init__(self, target: str = "gemmini-sim") -> None:
+    def __init__(self, target: str = "gemmini-sim", target_options: dict | None = None) -> None:
         self.target_name = target
-        self.target = get_target(target)
+        self.target = get_target(target, **(target_options or {}))
         self.name = target
         self.models: list[str] = []
 

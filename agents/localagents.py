@@ -11,7 +11,7 @@ from pathlib import Path
 
 from autocomp_zmq.agents.llm.specs import ModelSpec
 from autocomp_zmq.agents.runconfig import RunConfig
-from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args
+from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args, option_pairs
 from autocomp_zmq.hw_runners import get_target
 
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -37,6 +37,8 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
     cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else ("heartbeat_s",))
     if role == "evaluator":
         cmd += ["--target", cfg.task.target]
+        for pair in option_pairs(cfg.task.target_options):
+            cmd += ["--target-option", pair]
     if cfg.bus.curve:
         cmd += ["--curve-server-key", str(run_dir / "curve" / "server.key")]
     return cmd
@@ -48,7 +50,7 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
     (an agent implementation named like `heuristic`), `--planners/--coders/--repairers` processes of that
     implementation; and one LLM agent per role serving that role's hosted models (many calls at once: they
     mostly wait)."""
-    target = get_target(cfg.task.target)
+    target = get_target(cfg.task.target, **cfg.task.target_options)
     local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
     # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
     full_env = dict(os.environ)

@@ -185,7 +185,12 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     specs = _model_specs(cfg)
     cfg.models.model, cfg.models.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
-        target = get_target(cfg.task.target)
+        target = get_target(cfg.task.target, **cfg.task.target_options)
+    except (UnknownTargetError, DescriptorError) as exc:
+        raise RunError(exc.args[0]) from None
+    except (TypeError, ValueError) as exc:    # --target-option: an option the target lacks, or a bad value
+        raise RunError(f"--target-option: {cfg.task.target}: {exc}") from None
+    try:
         info = target.info()
         profile = info.isa_profile(cfg.task.isa)
         problem = problemsource.load(target, cfg.task.problem, profile.name, definition)

@@ -75,6 +75,9 @@ class Task(_Section):
         "Directory of recorded optimization traces (written at the end of every run, read by --reuse auto).",
         metavar="DIR", shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory", resume=LOCAL)] = None
     out: Annotated[str | None, opt("Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")] = None
+    # the target's own options (trainium: platform, lnc, latency_percentile, ...): --target-option NAME=VALUE or
+    # [task.target_options]; every evaluator of the run is built with them, and a resumed run keeps them
+    target_options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Search(_Section):
@@ -233,7 +236,9 @@ def sectioned(flat: dict) -> dict:
                 section.setdefault("options", {}).update(extra)
             continue
         key = LEGACY_KEYS.get(key, key)
-        if key in OPTIONS:
+        if key == "target_options":
+            out.setdefault("task", {})[key] = value
+        elif key in OPTIONS:
             out.setdefault(OPTIONS[key][0], {})[key] = value
         else:
             out.setdefault("search", {}).setdefault("options", {})[key] = value
@@ -330,7 +335,7 @@ def merge(base: dict, over: dict) -> dict:
     for section, values in over.items():
         target = out.setdefault(section, {})
         for key, value in values.items():
-            target[key] = {**target.get(key, {}), **value} if key == "options" else value
+            target[key] = {**target.get(key, {}), **value} if key in ("options", "target_options") else value
     return out
 
 
@@ -385,5 +390,5 @@ def resume_config(saved: dict, given: dict) -> RunConfig:
 
 
 def flag_of(name: str) -> str:
-    declared = OPTIONS[name][1].get("flag") if name in OPTIONS else None
+    declared = OPTIONS[name][1].get("flag") if name in OPTIONS else {"target_options": "--target-option"}.get(name)
     return declared or "--" + name.replace("_", "-")

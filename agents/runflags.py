@@ -3,6 +3,8 @@ agents/runconfig.py, one help panel per section), the arguments that pass option
 --search-option pairs."""
 from __future__ import annotations
 
+import json
+
 import tomllib
 import types
 import typing
@@ -73,6 +75,18 @@ def as_args(cfg: RunConfig, names: tuple[str, ...]) -> list[str]:
         else:
             args += [flag_of(name), str(value)]
     return args
+
+
+def option_pairs(options: dict, prefix: str = "") -> list[str]:
+    """The NAME=VALUE pairs option_values reads back as `options` (nested dicts as dotted names; JSON values,
+    which TOML reads the same for strings, numbers, booleans and lists)."""
+    pairs = []
+    for name, value in options.items():
+        if isinstance(value, dict):
+            pairs += option_pairs(value, f"{prefix}{name}.")
+        else:
+            pairs.append(f"{prefix}{name}={json.dumps(value)}")
+    return pairs
 
 
 def option_values(pairs: list[str], flag: str = "--search-option") -> dict:

@@ -80,7 +80,7 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
         return None
     from autocomp_zmq.agents.evaluator import TargetEvaluator
     job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
-    result = TargetEvaluator(cfg.task.target).handle("eval", request)
+    result = TargetEvaluator(cfg.task.target, cfg.task.target_options).handle("eval", request)
     if not result.correct:
         raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
                        f"{(result.error or '').strip()[:2000]}")

@@ -205,3 +205,25 @@ def test_search_option_pairs_read_their_values_as_toml():
         {"limits": {"wall_s": 60, "drop_root": False}, "lnc": 2}
     with pytest.raises(ConfigError, match="--target-option 'lnc.x=1': lnc is set to a value and to fields"):
         option_values(["lnc=2", "lnc.x=1"], "--target-option")
+
+
+def test_target_options_come_from_the_file_and_the_flags_and_reach_every_evaluator(tmp_path):
+    """Target options (trainium's platform, lnc, ...) had no way in from `run`: only `eval` could set them."""
+    from pathlib import Path
+
+    from autocomp_zmq.agents.localagents import agent_command
+    from autocomp_zmq.agents.runflags import option_values
+    path = tmp_path / "c.toml"
+    path.write_text('[task]\ntarget = "trainium"\n[task.target_options]\nplatform = "trn2"\nlnc = 1\n')
+    cfg = build(merge(from_toml(path), {"task": {"target_options": option_values(["lnc=2", "limits.wall_s=900"])}}))
+    assert cfg.task.target_options == {"platform": "trn2", "lnc": 2, "limits": {"wall_s": 900}}
+    cmd = agent_command("evaluator", "tcp://127.0.0.1:1", Path("/run"), cfg, 1)
+    pairs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--target-option"]
+    assert pairs == ['platform="trn2"', "lnc=2", "limits.wall_s=900"]
+    assert option_values(pairs, "--target-option") == cfg.task.target_options       # read back as written
+    assert "--target-option" not in agent_command("planner", "tcp://127.0.0.1:1", Path("/run"), cfg, 1, "heuristic")
+    saved = cfg.to_dict()
+    assert resume_config(saved, {}).task.target_options == cfg.task.target_options   # a resumed run keeps them
+    assert flat_view(saved)["target_options"] == cfg.task.target_options
+    with pytest.raises(ConfigError, match="--target-option cannot change on resume"):
+        resume_config(saved, {"target_options": {"platform": "trn3"}})

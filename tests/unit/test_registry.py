@@ -38,3 +38,11 @@ def test_construct_passes_only_what_the_class_takes_and_refuses_given_options_it
     registry.construct(heuristic, offered)                  # offered but not given: simply not passed
     with pytest.raises(RegistryError, match="--latency is not an option of heuristic"):
         registry.construct(heuristic, offered, {"latency_s": "--latency"})
+
+
+def test_an_evaluator_is_built_with_the_target_options_and_other_roles_refuse_them():
+    offered = {"target": "trainium", "target_options": {"platform": "trn2", "lnc": 2}, "models": []}
+    evaluator = registry.construct(registry.load("evaluator", "target"), offered, {"target_options": "--target-option"})
+    assert (evaluator.target.options.platform, evaluator.target.options.lnc) == ("trn2", 2)
+    with pytest.raises(RegistryError, match="--target-option is not an option of heuristic"):
+        registry.construct(registry.load("planner", "heuristic"), offered, {"target_options": "--target-option"})
