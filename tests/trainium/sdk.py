@@ -55,6 +55,7 @@ def make_host(root: Path, release: str, nrtpy: bool = True) -> Host:
     site, bin_dir = root / "site", root / "bin"
     shutil.copytree(STANDIN / v1 / "neuronxcc", site / "neuronxcc")
     shutil.copytree(STANDIN / "v2" / "nki", site / "nki")
+    shutil.copy(STANDIN / "standin_chiplock.py", site)
     _dist_info(site, "neuronx-cc", compiler)
     _dist_info(site, "nki", nki_version)
     bin_dir.mkdir()
@@ -70,6 +71,7 @@ def make_host(root: Path, release: str, nrtpy: bool = True) -> Host:
     if nrtpy:
         rt_site, rt_bin = root / "rt", root / "rt-bin"
         shutil.copytree(STANDIN / "rt", rt_site)
+        shutil.copy(STANDIN / "standin_chiplock.py", rt_site)
         _dist_info(rt_site, "nrtpy", "2.34.10")
         rt_bin.mkdir()
         nrtpy_python = _wrapper(rt_bin / "python", rt_site)

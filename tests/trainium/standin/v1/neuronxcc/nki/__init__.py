@@ -1,7 +1,8 @@
 """Stand-in neuronxcc.nki of Neuron SDK 2.29 (NKI v1): kernels run with numpy; the API is held to AWS's docs
 (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/api/generated/nki.benchmark.html, nki.baremetal.html)."""
 import os
-import sys
+
+from standin_chiplock import record_chip_lock
 
 COMPILE_LOG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "compiles.log")
@@ -60,18 +61,7 @@ class _Bench:
             if self.kw.get(key, default):
                 with open(self.kw.get(key, default), "w") as fh:
                     fh.write(os.environ["NEURON_RT_VISIBLE_CORES"])
-        common = sys.modules.get("harness_common")      # is the chip's timing lock held while the kernel is timed?
-        lock = common.JOB.get("chip_lock") if common is not None else None
-        if lock:
-            import fcntl
-            fd = os.open(lock, os.O_RDWR)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                common.RESULT["standin_chip_lock"] = "free"
-            except OSError:
-                common.RESULT["standin_chip_lock"] = "held"
-            finally:
-                os.close(fd)
+        record_chip_lock()
         out = self.kernel(*args, **kwargs)
         self.benchmark_result = _Result()
         return out
