@@ -40,7 +40,7 @@ INSTALL_HINT = (
 
 # -- NeuronCores of this host ------------------------------------------------------------------------
 
-def parse_neuron_ls(text: str) -> list[int]:
+def parse_neuron_ls(text: str, lnc: int | None = None) -> list[int]:
     """NeuronCore ids from `neuron-ls --json-output`.
 
     The output is a JSON list with one object per Neuron device, e.g. on a trn1.2xlarge
@@ -49,6 +49,11 @@ def parse_neuron_ls(text: str) -> list[int]:
     the flag; the field names are from captured output). Neuron 2.34 announces a new JSON layout with
     instance-level fields on top, so a top-level object holding the device list (under "neuron_devices"
     or "devices") is read too. Devices without core ids count nc_count cores after the previous device's.
+    lnc: the logical core config our kernels run at. neuron-ls lists each device's cores at the config it reports
+    (logical_neuroncore_config; trn2's default is 2: 4 of a chip's 8 physical cores), but under
+    NEURON_LOGICAL_NC_CONFIG=1 the runtime numbers them one per physical core (a trn2.48xlarge has 64 at LNC=2
+    and 128 at LNC=1, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/
+    logical-neuroncore-config.html), so a device listed at another config is renumbered at ours.
     Raises ValueError on anything else: the caller then falls back to /dev."""
     doc = json.loads(text)
     if isinstance(doc, dict):
@@ -60,7 +65,11 @@ def parse_neuron_ls(text: str) -> list[int]:
         if not isinstance(dev, dict):
             raise ValueError("neuron-ls JSON device entry is not an object")
         ids = dev.get("neuroncore_ids")
-        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        listed_at = dev.get("logical_neuroncore_config")
+        if lnc and isinstance(listed_at, int) and listed_at != lnc and isinstance(dev.get("nc_count"), int):
+            start = max(cores) + 1 if cores else 0
+            cores += range(start, start + dev["nc_count"] * listed_at // lnc)
+        elif isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             cores += ids
         elif isinstance(dev.get("nc_count"), int):
             start = max(cores) + 1 if cores else 0
@@ -98,11 +107,11 @@ def tool(name: str) -> str | None:
 
 
 def discover_cores(neuron_ls_text: str | None, dev: Path = Path("/dev"),
-                   sysfs: Path = Path("/sys/devices/virtual/neuron_device")) -> list[int]:
+                   sysfs: Path = Path("/sys/devices/virtual/neuron_device"), lnc: int | None = None) -> list[int]:
     """NeuronCore ids: neuron-ls's answer when there is one, else device files x cores per device."""
     if neuron_ls_text:
         try:
-            return parse_neuron_ls(neuron_ls_text)
+            return parse_neuron_ls(neuron_ls_text, lnc)
         except (ValueError, TypeError):
             pass
     nodes = device_nodes(dev)
@@ -127,10 +136,11 @@ def neuron_ls_json(ls: str) -> str | None:
 
 
 @functools.cache
-def host_cores() -> tuple[int, ...]:
-    """This host's NeuronCores (cached: the hardware does not change under a running process)."""
+def host_cores(lnc: int | None = None) -> tuple[int, ...]:
+    """This host's NeuronCores at logical core config `lnc` (cached: the hardware does not change under a running
+    process)."""
     ls = tool("neuron-ls")
-    return tuple(discover_cores(neuron_ls_json(ls) if ls else None))
+    return tuple(discover_cores(neuron_ls_json(ls) if ls else None, lnc=lnc))
 
 
 # -- the Pythons that compile and run kernels -----------------------------------------------------------

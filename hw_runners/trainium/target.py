@@ -132,12 +132,12 @@ class Trainium(Target):
     def devices(self) -> list[str]:
         """The host's NeuronCores, or those NEURON_RT_VISIBLE_CORES names when it names several."""
         named = parse_core_list(os.environ.get(VISIBLE_CORES, "")) if os.environ.get(VISIBLE_CORES) else None
-        return [f"nc{core}" for core in (named if named and len(named) > 1 else host_cores())]
+        return [f"nc{core}" for core in (named if named and len(named) > 1 else host_cores(self.options.lnc))]
 
     def unmet_requirements(self) -> list[str]:
         """What this host lacks to run evaluations (empty when it has everything)."""
         sdk, tried = self._sdk()
-        missing = missing_sdk(sdk, tried, host_cores(), os.environ.get(VISIBLE_CORES))
+        missing = missing_sdk(sdk, tried, host_cores(self.options.lnc), os.environ.get(VISIBLE_CORES))
         if self.options.platform is None:
             try:
                 platform_name()
@@ -160,7 +160,7 @@ class Trainium(Target):
                                       + " Without Trainium hardware, use --target trainium-sim.", latency_unit="us")
         claim = self._claim()
         if claim is None:
-            return EvalResult.failure("setup", f"every NeuronCore of this host ({len(host_cores())}) is claimed by "
+            return EvalResult.failure("setup", f"every NeuronCore of this host ({len(host_cores(self.options.lnc))}) is claimed by "
                                       f"another evaluator (lock files in {self.options.lock_dir}); run at most one "
                                       "evaluator per NeuronCore, or set NEURON_RT_VISIBLE_CORES", latency_unit="us")
         spec = load_specs(self._problems_dir())[problem.name]
@@ -325,7 +325,7 @@ class Trainium(Target):
     def _claim(self) -> CoreClaim | None:
         key = self.options.lock_dir.resolve()
         if key not in _CLAIMS:
-            claim = claim_core(host_cores(), self.options.lock_dir)
+            claim = claim_core(host_cores(self.options.lnc), self.options.lock_dir)
             if claim is None:
                 return None
             _CLAIMS[key] = claim

@@ -218,6 +218,16 @@ NEURON_LS = json.dumps([
      "neuroncore_ids": [2, 3], "neuron_processes": [{"pid": 7, "command": "python"}]}])
 
 
+def test_cores_are_numbered_at_the_logical_core_config_kernels_run_at():
+    """neuron-ls lists a trn2 device's cores at the runtime's default LNC=2 (4 per chip); kernels run at LNC=1,
+    where the runtime numbers 8 per chip: only half of a trn2.48xlarge's cores were used."""
+    trn2 = json.dumps([{"neuron_device": d, "nc_count": 4, "logical_neuroncore_config": 2,
+                        "neuroncore_ids": list(range(4 * d, 4 * d + 4))} for d in range(16)])
+    assert neuron.parse_neuron_ls(trn2) == list(range(64))
+    assert neuron.parse_neuron_ls(trn2, lnc=2) == list(range(64))
+    assert neuron.parse_neuron_ls(trn2, lnc=1) == list(range(128))
+
+
 def test_cores_come_from_neuron_ls_json():
     assert neuron.parse_neuron_ls(NEURON_LS) == [0, 1, 2, 3]
     assert neuron.parse_neuron_ls(json.dumps({"instance_type": "trn1.2xlarge",

@@ -57,7 +57,7 @@ def write_problems(root: Path) -> Path:
 
 def trainium(host: Host, problems: Path, monkeypatch, **options):
     """A trainium target on the stand-in host, with NeuronCores 0 and 1."""
-    monkeypatch.setattr(trn_target, "host_cores", lambda: (0, 1))
+    monkeypatch.setattr(trn_target, "host_cores", lambda lnc=None: (0, 1))
     monkeypatch.setattr(trn_target, "tool", lambda name: str(host.bin / name) if (host.bin / name).exists() else None)
     monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
     monkeypatch.setattr(trn_target, "_CLAIMS", {})
