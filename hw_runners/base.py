@@ -69,6 +69,12 @@ class IsaProfile:
     bound: str | None = None            # problem kernel role whose latency is the upper bound
     bound_name: str = ""                # how feedback names that bound ("the hardware loop")
     examples: tuple[Path, ...] | None = None   # the pack's examples under this profile (None: all)
+    # what the target itself reads of the profile (`settings = {...}`), e.g. trainium-sim's NKI dialect and
+    # the platform it simulates; the product passes them through without interpreting them
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        return dict(self.settings).get(name, default)
 
 
 DEFAULT_ISA = IsaProfile("full", "everything the target offers")
@@ -145,13 +151,14 @@ def _isa_profiles(pack_dir: Path, tables: dict) -> tuple[IsaProfile, ...]:
         return (DEFAULT_ISA,)
     profiles = []
     for name, t in tables.items():
-        unknown = set(t) - {"description", "forbid", "start", "bound", "bound_name", "examples"}
+        unknown = set(t) - {"description", "forbid", "start", "bound", "bound_name", "examples", "settings"}
         if unknown:
             raise ValueError(f"[isa.{name}] has unknown keys {sorted(unknown)}")
         examples = t.get("examples")
         profiles.append(IsaProfile(name, t.get("description", ""), tuple(t.get("forbid", ())), t.get("start"),
                                    t.get("bound"), t.get("bound_name", t.get("bound") or ""),
-                                   None if examples is None else tuple(pack_dir / e for e in examples)))
+                                   None if examples is None else tuple(pack_dir / e for e in examples),
+                                   tuple(sorted(dict(t.get("settings", {})).items()))))
     return tuple(profiles)
 
 

@@ -200,12 +200,28 @@ class TrainiumSim(Target):
         if server is not None:
             server.close()
 
-    def platform_of(self, code: str) -> str:
-        """The NeuronCore this kernel runs on: the `platform` option, else by its dialect (trn1 for NKI v1,
-        trn2 for NKI v2)."""
+    def judge(self, problem: Problem, code: str, **kw) -> EvalResult:
+        """A kernel in the other NKI dialect than the problem's ISA profile names (its `dialect` setting) is
+        refused before anything runs, with what to do; then the checks of every target and evaluate()."""
+        profile = self.info().isa_profile(problem.isa)
+        want, found = profile.setting("dialect"), tracer.dialects_imported(code)
+        if want and found and want not in found:
+            other = next((p.name for p in self.info().isa_profiles if p.setting("dialect") in found), None)
+            return EvalResult.failure(
+                "policy", f"kernel rejected before compiling: it is written in NKI {found.pop()} but --isa "
+                f"{profile.name} judges NKI {want} kernels ({profile.description}); write it in NKI {want}"
+                + (f" or judge it with --isa {other}" if other else ""))
+        return super().judge(problem, code, **kw)
+
+    def platform_of(self, code: str, profile: IsaProfile = DEFAULT_ISA) -> str:
+        """The NeuronCore this kernel runs on: the `platform` option, else the ISA profile's platform for a
+        kernel in the profile's dialect, else by its dialect (trn1 for NKI v1, trn2 for NKI v2)."""
         if self.options.platform is not None:
             return self.options.platform
-        return "trn2" if tracer.dialect_of(code) == "v2" else "trn1"
+        dialect = tracer.dialect_of(code)
+        if profile.setting("platform") and profile.setting("dialect") in (None, dialect):
+            return profile.setting("platform")
+        return "trn2" if dialect == "v2" else "trn1"
 
     def _trace(self, spec: ProblemSpec, code: str, limits: sandbox.Limits, platform: str = "trn1"):
         return tracer.trace(spec, code, self.info().entry_point, self.options, limits, self._tracing_server(),
@@ -218,7 +234,7 @@ class TrainiumSim(Target):
             return EvalResult.failure("compile", "NKI error: this kernel imports both NKI v1 (neuronxcc.nki) and "
                                       "NKI v2 (nki); a kernel is written in one dialect (NKI 0.4.0 rejects "
                                       "neuronxcc.nki inside nki kernels)")
-        platform = self.platform_of(code)
+        platform = self.platform_of(code, profile)
         traced, failure = self._trace(spec, code, limits, platform)
         if failure is not None:
             return failure

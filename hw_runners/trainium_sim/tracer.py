@@ -63,19 +63,26 @@ def _arg(item, names: list[str]):
 DIALECT_ROOTS = {"neuronxcc": "v1", "nki": "v2"}
 
 
-def dialect_of(code: str) -> str:
-    """'v1' (neuronxcc.nki) or 'v2' (nki, Neuron SDK 2.27+) by the modules the kernel's source imports; 'mixed'
-    when it imports both, 'v1' when it imports neither or does not parse (the child reports syntax errors). Only
-    the default platform follows from it: the child refuses a mix however the imports are written."""
+def dialects_imported(code: str) -> set[str]:
+    """The NKI dialects whose modules the kernel's source imports: 'v1' (neuronxcc.nki), 'v2' (nki, Neuron SDK
+    2.27+); empty when it imports neither or does not parse (the child reports syntax errors)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return "v1"
+        return set()
     found = set()
     for node in ast.walk(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
         found |= {DIALECT_ROOTS[n.split(".")[0]] for n in names if n.split(".")[0] in DIALECT_ROOTS}
+    return found
+
+
+def dialect_of(code: str) -> str:
+    """'v1' or 'v2' by the modules the kernel's source imports; 'mixed' when it imports both, 'v1' when it
+    imports neither or does not parse. Only the default platform follows from it: the child refuses a mix
+    however the imports are written."""
+    found = dialects_imported(code)
     return "mixed" if len(found) > 1 else (found.pop() if found else "v1")
 
 

@@ -2,7 +2,8 @@
 
 Each problem is a directory hw_runners/trainium_sim/problems/<name>/ holding problem.toml (signature, input and output
 tensors, literal arguments, tolerance), reference.py (trusted numpy: input maker and reference outputs)
-and its starting (naive.py) and hand-tuned (tuned.py) NKI kernels. The directory is data: adding a
+and its starting (naive.py) and hand-tuned (tuned.py) NKI kernels, and their NKI v2 versions
+(naive_nki2.py, tuned_nki2.py) where written. The directory is data: adding a
 problem touches no Python of the product. A sibling at another size declares `like = "NAME"` and uses
 that problem's reference and kernels; a reference whose make_inputs takes `shapes` gets the declared
 input shapes (name -> shape), so one reference serves every size.
@@ -26,6 +27,11 @@ from autocomp_zmq.hw_runners.base import Problem, ProblemSizeError
 from autocomp_zmq.hw_runners.problemfile import TensorDecl, draw, formula
 from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE, round_to
 
+
+
+# the kernels a problem directory may hold, by role (file ROLE.py): the NKI v1 starting and hand-tuned kernels,
+# and their NKI v2 counterparts (the nki2 ISA profile starts from naive_nki2; target.toml)
+KERNEL_ROLES = ("naive", "tuned", "naive_nki2", "tuned_nki2")
 
 
 class ProblemSpecError(ValueError):
@@ -166,7 +172,7 @@ def load_specs(directory: Path) -> dict[str, ProblemSpec]:
 
 
 def _problem(target: str, spec: ProblemSpec, meta: dict, dims: dict[str, int], family: str, tags=(),
-             kernel_roles=("naive", "tuned"), semantics: ProblemSpec | None = None) -> Problem:
+             kernel_roles=KERNEL_ROLES, semantics: ProblemSpec | None = None) -> Problem:
     kernels = {role: spec.directory / f"{role}.py" for role in kernel_roles
                if (spec.directory / f"{role}.py").exists()}
     shapes = "; ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in spec.inputs)
@@ -220,7 +226,7 @@ def parametric_problem(target: str, directory: Path, name: str) -> Problem | Non
         if unmet:
             raise ProblemSizeError(f"{name}: {target}'s {pattern.split('-')[0]} kernels need {unmet}")
         meta = _meta(home)
-        roles = [role for role in ("naive", "tuned") if role not in table or not _unmet(table[role], dims, 0)]
+        roles = [role for role in KERNEL_ROLES if role not in table or not _unmet(table[role], dims, 0)]
         return _problem(target, spec, meta, dims, meta.get("family", meta["name"]), (), roles, semantics=spec)
     return None
 

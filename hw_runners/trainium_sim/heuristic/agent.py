@@ -6,7 +6,8 @@ the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls)
 that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
 differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
 kernel; the repairer falls back to a safer schedule. Families: every paper problem of trainium-sim
-(codegen.FAMILIES); anything else needs an LLM.
+(codegen.FAMILIES); anything else needs an LLM. Kernels are written in the NKI dialect of the problem's ISA
+profile (its `dialect` setting in target.toml): NKI v2 for the families of codegen.BODIES_V2 only.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from dataclasses import asdict, replace
 
 from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
@@ -90,10 +92,22 @@ class TrainiumHeuristic:
             return str(exc).split("; use an LLM")[0]
         return None
 
+    @staticmethod
+    def _dialect(problem: Problem) -> str:
+        """The NKI dialect the problem's ISA profile judges kernels in (v1 where the profile says none)."""
+        try:
+            return target_info(problem.target).isa_profile(problem.isa).setting("dialect") or "v1"
+        except (UnknownTargetError, DescriptorError, UnknownIsaError) as exc:
+            raise HeuristicError(f"the heuristic cannot read the ISA profile of {problem.name}: {exc}") from None
+
     def _family(self, problem: Problem):
         fam = FAMILIES.get(problem.family)
         if fam is None:
             raise _unsupported(problem)
+        if self._dialect(problem) == "v2" and problem.family not in BODIES_V2:
+            raise HeuristicError(f"the heuristic writes family {problem.family!r} in NKI v1 only, and --isa "
+                                 f"{problem.isa} judges NKI v2 kernels (it writes NKI v2 for "
+                                 f"{', '.join(sorted(BODIES_V2))}); use an LLM model (--model ...) or --isa nki1")
         missing = [k for k in fam.DIMS if not isinstance(problem.dims.get(k), int)]
         if missing:
             raise HeuristicError(f"problem {problem.name} does not declare the dims {', '.join(missing)} that the "
@@ -202,7 +216,7 @@ class TrainiumHeuristic:
             schedule = random.Random(req.seed).choice(cands)
         if schedule.family != problem.family or not fam.fits(schedule, problem.dims):
             raise HeuristicError(f"schedule {fam.describe(schedule)} does not fit problem {problem.name}")
-        return render(schedule, problem.dims)
+        return render(schedule, problem.dims, self._dialect(problem))
 
     def repair(self, req: RepairRequest) -> str:
         problem = req.problem
@@ -214,8 +228,8 @@ class TrainiumHeuristic:
         for reset in fam.SAFER:          # undo the riskiest features first, one at a time
             safer = replace(schedule, **reset)
             if safer != schedule and fam.fits(safer, problem.dims):
-                return render(safer, problem.dims)
+                return render(safer, problem.dims, self._dialect(problem))
         start = self._start(fam, problem)
         if start != schedule:
-            return render(start, problem.dims)
+            return render(start, problem.dims, self._dialect(problem))
         raise HeuristicError(f"no safer variant of {fam.describe(schedule)} is left to try")

@@ -1,0 +1,87 @@
+"""The nki2 ISA profile of trainium-sim: NKI v2 problems' kernels, the dialect check, the platform a profile
+implies, and the offline heuristic writing NKI v2 (or saying plainly which families it cannot)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
+from autocomp_zmq.protocols.jobs import Problem as WireProblem
+from tests.system.runkit import finish, launch
+from tests.trainium_sim.simkit import explain
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+# small sizes of the four families with v2 kernels: tuned must beat naive on trn2
+SIZES = ["gemm-512x1024x1024", "rmsnorm-256x2048", "layernorm-512x1024", "transpose-4x256x384"]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    target = get_target("trainium-sim")
+    yield target
+    target.close()
+
+
+def test_the_profiles_of_both_trainium_targets():
+    for name in ("trainium-sim", "trainium"):
+        info = target_info(name)
+        assert [p.name for p in info.isa_profiles] == ["nki1", "nki2"]    # nki1 stays the default
+        v1, v2 = info.isa_profiles
+        assert v1.setting("dialect") == "v1" and v1.start is None and not v1.forbid
+        assert v2.setting("dialect") == "v2" and v2.start == "naive_nki2" and "neuronxcc" in v2.forbid
+    assert target_info("trainium-sim").isa_profile("nki2").setting("platform") == "trn2"
+
+
+@pytest.mark.parametrize("name", SIZES)
+def test_v2_kernels_are_correct_on_trn2_and_tuned_beats_naive(sim, name):
+    problem = sim.problem(name, "nki2")
+    assert {"naive_nki2", "tuned_nki2"} <= set(problem.kernels)
+    naive, tuned = (sim.judge(problem, problem.kernel_source(r)) for r in ("naive_nki2", "tuned_nki2"))
+    assert naive.correct, explain(naive)
+    assert tuned.correct, explain(tuned)
+    assert naive.feedback["platform"] == tuned.feedback["platform"] == "trn2"
+    assert tuned.latency < naive.latency, (tuned.latency, naive.latency)
+
+
+def test_a_kernel_in_the_other_dialect_is_refused_with_what_to_do(sim):
+    v1, v2 = sim.problem("gemm-1024"), sim.problem("gemm-1024", "nki2")
+    r = sim.judge(v2, v1.kernel_source("naive"))
+    assert r.error_kind == "policy" and "written in NKI v1 but --isa nki2" in r.error and "--isa nki1" in r.error
+    r = sim.judge(v1, v1.kernel_source("naive_nki2"))
+    assert r.error_kind == "policy" and "written in NKI v2 but --isa nki1" in r.error and "--isa nki2" in r.error
+    # the real trainium target has only the shared source check: the v1 import is not available under nki2
+    assert "neuronxcc is not available under --isa nki2" in get_target("trainium").judge(
+        v2, v1.kernel_source("naive")).error
+
+
+def test_the_platform_option_wins_over_the_profile(tmp_path):
+    trn3 = get_target("trainium-sim", platform="trn3")
+    problem = trn3.problem("gemm-1024", "nki2")
+    r = trn3.judge(problem, problem.kernel_source("naive_nki2"))
+    assert r.correct and r.feedback["platform"] == "trn3", explain(r)
+
+
+def test_the_heuristic_names_the_families_it_cannot_write_in_v2():
+    def wire(name, isa):
+        p = get_target("trainium-sim").problem(name, isa)
+        return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
+    agent = TrainiumHeuristic()
+    assert agent.supports(wire("rmsnorm", "nki2")) is None and agent.supports(wire("gemm-1024", "nki2")) is None
+    why = agent.supports(wire("layernorm", "nki2"))
+    assert "family 'layernorm' in NKI v1 only" in why and "--isa nki2" in why
+    assert agent.supports(wire("layernorm", "")) is None
+
+
+@pytest.mark.parametrize("problem", ["rmsnorm-256x2048", "gemm-512x1024x1024"])
+def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem):
+    run = tmp_path / "run"
+    out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),
+                        "-T", "3", "--evaluators", "2"))
+    speedup = float(re.search(r"Speedup: ([0-9.]+)x", out).group(1))
+    assert speedup > 1.05, out
+    best = (run / "best.py").read_text()
+    assert "import nki.isa as nisa" in best and "neuronxcc" not in best
