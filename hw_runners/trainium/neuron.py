@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from autocomp_zmq.hw_runners.trainium.dialect import Sdk
+from autocomp_zmq.hw_runners.trainium_sim.dialect import Sdk
 
 NEURON_BIN = Path("/opt/aws/neuron/bin")   # where the aws-neuronx-tools packages install neuron-ls and friends
 DEFAULT_LOCK_DIR = Path("/tmp/autocomp-neuron-cores")

@@ -25,7 +25,7 @@ import numpy as np
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.trainium import harness
-from autocomp_zmq.hw_runners.trainium.dialect import Sdk
+from autocomp_zmq.hw_runners.trainium_sim.dialect import Sdk
 from autocomp_zmq.hw_runners.trainium.metrics import RESULT_LIMIT, read_json
 
 

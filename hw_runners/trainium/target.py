@@ -31,7 +31,6 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium import harness
-from autocomp_zmq.hw_runners.trainium.dialect import NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect
 from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PERCENTILES, PROFILE_LIMIT, feedback_text,
                                                       latencies, max_errors, mismatch, performance, profile_metrics,
                                                       read_json, round_bf16, scaled)
@@ -40,6 +39,8 @@ from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_H
                                                      cores_per_device, find_nrtpy, find_sdk, host_cores, missing_sdk,
                                                      parse_core_list, platform_name, tool)
 from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, run_v1, run_v2
+from autocomp_zmq.hw_runners.trainium_sim.dialect import (NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect,
+                                                         profile_mismatch)
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
@@ -144,6 +145,14 @@ class Trainium(Target):
             except PlatformError as exc:
                 missing.append(f"a known platform: {exc}")
         return missing
+
+    def judge(self, problem: Problem, code: str, **kw) -> EvalResult:
+        """A kernel in the other NKI dialect than the problem's ISA profile (nki1, nki2) is refused before anything
+        runs, as trainium-sim refuses it; then the checks of every target and evaluate()."""
+        wrong = profile_mismatch(code, self.info().isa_profile(problem.isa), self.info().isa_profiles)
+        if wrong:
+            return EvalResult.failure("policy", wrong, latency_unit="us")
+        return super().judge(problem, code, **kw)
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:

@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
+from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
@@ -203,14 +204,9 @@ class TrainiumSim(Target):
     def judge(self, problem: Problem, code: str, **kw) -> EvalResult:
         """A kernel in the other NKI dialect than the problem's ISA profile names (its `dialect` setting) is
         refused before anything runs, with what to do; then the checks of every target and evaluate()."""
-        profile = self.info().isa_profile(problem.isa)
-        want, found = profile.setting("dialect"), tracer.dialects_imported(code)
-        if want and found and want not in found:
-            other = next((p.name for p in self.info().isa_profiles if p.setting("dialect") in found), None)
-            return EvalResult.failure(
-                "policy", f"kernel rejected before compiling: it is written in NKI {found.pop()} but --isa "
-                f"{profile.name} judges NKI {want} kernels ({profile.description}); write it in NKI {want}"
-                + (f" or judge it with --isa {other}" if other else ""))
+        wrong = profile_mismatch(code, self.info().isa_profile(problem.isa), self.info().isa_profiles)
+        if wrong:
+            return EvalResult.failure("policy", wrong, latency_unit="us")
         return super().judge(problem, code, **kw)
 
     def platform_of(self, code: str, profile: IsaProfile = DEFAULT_ISA) -> str:

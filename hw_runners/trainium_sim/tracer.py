@@ -7,7 +7,6 @@ decoded and its decoding is memory-bounded: the stream is untrusted.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import shutil
@@ -19,6 +18,7 @@ import msgpack
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult
+from autocomp_zmq.hw_runners.trainium_sim.dialect import imported_dialects
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec
 
@@ -60,29 +60,11 @@ def _arg(item, names: list[str]):
     return {"v": item}
 
 
-DIALECT_ROOTS = {"neuronxcc": "v1", "nki": "v2"}
-
-
-def dialects_imported(code: str) -> set[str]:
-    """The NKI dialects whose modules the kernel's source imports: 'v1' (neuronxcc.nki), 'v2' (nki, Neuron SDK
-    2.27+); empty when it imports neither or does not parse (the child reports syntax errors)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return set()
-    found = set()
-    for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
-        found |= {DIALECT_ROOTS[n.split(".")[0]] for n in names if n.split(".")[0] in DIALECT_ROOTS}
-    return found
-
-
 def dialect_of(code: str) -> str:
     """'v1' or 'v2' by the modules the kernel's source imports; 'mixed' when it imports both, 'v1' when it
     imports neither or does not parse. Only the default platform follows from it: the child refuses a mix
     however the imports are written."""
-    found = dialects_imported(code)
+    found = imported_dialects(code)
     return "mixed" if len(found) > 1 else (found.pop() if found else "v1")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autocomp_zmq.hw_runners.trainium.dialect import V1, V2, DialectError, Sdk, check, kernel_dialect, version_tuple
+from autocomp_zmq.hw_runners.trainium_sim.dialect import V1, V2, DialectError, Sdk, check, kernel_dialect, version_tuple
 
 
 @pytest.mark.parametrize("source, dialect", [

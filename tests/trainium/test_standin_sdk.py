@@ -89,7 +89,7 @@ def test_v1_on_sdk_229_gets_p50_latency_in_us_profile_utilisation_and_feedback(s
     assert r.correct, r.error
     assert (r.latency, r.latency_unit, r.feedback["p99_us"], r.feedback["core"]) == (15.0, "us", 19.9, "0")
     assert (r.feedback["dialect"], r.feedback["timer"], r.feedback["sdk"]) == \
-        ("nki1", "neuron-bench", "Neuron SDK 2.29 (neuronx-cc 2.24.8799.0, nki 0.3.0)")
+        ("v1", "neuron-bench", "Neuron SDK 2.29 (neuronx-cc 2.24.8799.0, nki 0.3.0)")
     assert r.feedback["profile"]["engine_busy"]["tensor"] == pytest.approx(0.75)
     assert 0 < r.utilization < 1 and 0 < r.roofline_fraction <= 1 and r.bound == "memory"
     assert "P50 15.0 us, P99 19.9 us; neuron-bench" in r.feedback_text and "TensorE 75%" in r.feedback_text
@@ -180,7 +180,7 @@ def test_v2_on_sdk_232_is_compiled_then_run_and_timed_by_nrtpy(sdk232, tmp_path)
     assert r.correct, r.error
     # nrtpy's device run times 10.0, 10.1, ... 10.4 us: percentiles are computed from them
     assert (r.latency, r.feedback["p99_us"]) == (pytest.approx(10.2), pytest.approx(10.396))
-    assert (r.feedback["dialect"], r.feedback["timer"], r.feedback["neff"]) == ("nki2", "nrtpy", "compiled")
+    assert (r.feedback["dialect"], r.feedback["timer"], r.feedback["neff"]) == ("v2", "nrtpy", "compiled")
     assert r.feedback["sdk"] == "Neuron SDK 2.32 (neuronx-cc 2.27.5334.0, nki 0.6.0)"
     first = r.feedback_text.splitlines()[0]
     assert "nrtpy device timing: 5 runs after 2 warm-up runs" in first and "the device's alone" in first
@@ -304,9 +304,18 @@ def test_launch_eval_runs_on_each_sdk_layout(world_readable_tmp, release, import
     env = {**os.environ, "PATH": f"{host.bin}:{os.environ['PATH']}", "AUTOCOMP_NEURON_PYTHON": str(host.python),
            "AUTOCOMP_NRTPY_PYTHON": str(host.nrtpy), "XDG_CACHE_HOME": str(world_readable_tmp / "cache")}
     env.pop("NEURON_RT_VISIBLE_CORES", None)
-    out = subprocess.run([sys.executable, "launch.py", "eval", "--target", "trainium", "--problem", "rmsnorm",
+    isa = ["--isa", "nki2"] if imports == "import nki" else []
+    out = subprocess.run([sys.executable, "launch.py", "eval", "--target", "trainium", "--problem", "rmsnorm", *isa,
                           "--target-option", "limits.drop_root=false", "--json", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
     assert report["correct"] and report["feedback"]["sdk"].startswith(f"Neuron SDK {release}")
     assert report["feedback"]["timer"] == ("neuron-bench" if release == "2.29" else "nrtpy")
+
+
+def test_the_isa_profile_names_the_dialect_on_hardware_as_on_the_simulator(sdk232):
+    """--isa nki2 judges NKI v2 kernels and the default nki1 NKI v1 ones, on both trainium targets."""
+    host, target = sdk232
+    r = target.judge(target.problem("scaled-add-f32"), V2_F32)       # the default profile: NKI v1
+    assert (r.correct, r.error_kind) == (False, "policy") and "--isa nki2" in r.error
+    assert host.compiles() == []

@@ -10,8 +10,9 @@ to SDK table; https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/migrat
 the Beta 1 -> Beta 2 -> 0.3.0 path.)
 
 A kernel's dialect is read from its imports (the source is parsed, never run), so nothing has to be said on
-the command line; an installed SDK's from its package versions (sdk_facts), so a mismatch is a setup error that
-names both, never a kernel failure reported to the planner.
+the command line. Both trainium targets judge it against the problem's ISA profile (nki1, nki2: the profile's
+`dialect` setting); the real runner also against the installed SDK's (from its package versions), where a
+mismatch is a setup error that names both, never a kernel failure reported to the planner.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-V1, V2 = "nki1", "nki2"
+V1, V2 = "v1", "v2"           # the values of an ISA profile's `dialect` setting (target.toml)
 NAMES = {V1: "NKI v1 (neuronxcc.nki)", V2: "NKI v2 (import nki)"}
 # the first SDK whose compiler refuses neuronxcc.nki inside a kernel, and the first that ships `import nki`
 V1_LAST_SDK, V2_FIRST_SDK = (2, 29), (2, 27)
@@ -29,13 +30,13 @@ class DialectError(ValueError):
     """A kernel that imports both dialects, or an SDK that cannot compile the kernel's dialect."""
 
 
-def kernel_dialect(source: str) -> str | None:
-    """V1 or V2 from the kernel's imports; None when it imports neither (or does not parse: the compile step
-    reports that). DialectError when it imports both: the compiler would reject one of them mid-trace."""
+def imported_dialects(source: str) -> set[str]:
+    """The dialects whose modules the kernel's source imports (V1, V2); empty when it imports neither or does not
+    parse (the compile step reports syntax errors)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return None
+        return set()
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -50,6 +51,13 @@ def kernel_dialect(source: str) -> str | None:
                 found.add(V2)
             elif module == "neuronxcc.nki" or module.startswith("neuronxcc.nki."):
                 found.add(V1)
+    return found
+
+
+def kernel_dialect(source: str) -> str | None:
+    """V1 or V2 from the kernel's imports; None when it imports neither. DialectError when it imports both: the
+    compiler would reject one of them mid-trace."""
+    found = imported_dialects(source)
     if len(found) > 1:
         raise DialectError("kernel.py imports both NKI v1 (neuronxcc.nki) and NKI v2 (nki): a kernel is written in "
                            "one of them (the Neuron compiler rejects the mix)")
@@ -146,3 +154,15 @@ def check(kernel: str | None, sdk: Sdk) -> str:
     raise DialectError(f"kernel.py is written in {NAMES[V2]}, which {sdk.describe()} does not provide (the nki "
                        "package arrives with Neuron SDK 2.27): use an SDK 2.30 or newer environment, or write the "
                        "kernel in NKI v1 (neuronxcc.nki)")
+
+
+def profile_mismatch(source: str, profile, profiles) -> str | None:
+    """Why a kernel does not belong under ISA profile `profile` (its `dialect` setting) of a target whose profiles
+    are `profiles`, naming the profile it does belong to; None when it does (or the profile names no dialect)."""
+    want, found = profile.setting("dialect"), imported_dialects(source)
+    if not want or not found or want in found:
+        return None
+    other = next((p.name for p in profiles if p.setting("dialect") in found), None)
+    return (f"kernel rejected before compiling: it is written in {NAMES[sorted(found)[0]]} but --isa {profile.name} "
+            f"judges {NAMES[want]} kernels ({profile.description}); write it in {NAMES[want]}"
+            + (f" or judge it with --isa {other}" if other else ""))
