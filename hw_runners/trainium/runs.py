@@ -1,4 +1,4 @@
-"""How one evaluation runs on a Trainium host, by the kernel's NKI dialect.
+"""How one evaluation runs on a Trainium host, by the kernel's NKI dialect, and how its failures read.
 
 NKI v1 (SDK <= 2.29): one sandboxed process of the SDK's Python runs sdk_side/nki1.py (nki.baremetal for the
 outputs, nki.benchmark for the latency, the profiler's summary) on the inputs.
@@ -26,7 +26,9 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.trainium import harness
 from autocomp_zmq.hw_runners.trainium_sim.dialect import Sdk
+from autocomp_zmq.hw_runners.base import EvalResult
 from autocomp_zmq.hw_runners.trainium.metrics import RESULT_LIMIT, read_json
+from autocomp_zmq.hw_runners.trainium.neuron import INSTALL_HINT, NRTPY_HINT
 
 
 @dataclass
@@ -132,3 +134,41 @@ def run_v2(work: Path, code: str, job: dict, inputs: dict[str, np.ndarray], sdk:
     outcome = sandbox.run([nrtpy_python, *argv], run_dir, limits, env={**run_env, "TMPDIR": str(run_dir / "tmp")})
     seconds = meta.get("seconds") if hit is None and isinstance(meta.get("seconds"), dict) else None
     return Run(run_dir, outcome, cached=hit is not None, compile_seconds=seconds)
+
+
+# what each harness stage failing means, for the error kind and the sentence the repair prompt reads
+STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
+          "inputs": ("setup", "the harness could not load the inputs"),
+          "import": ("compile", "kernel.py failed to import"),
+          # nki.baremetal (v1) and calling the @nki.jit kernel (v2) trace, compile and run in one call; most failures
+          # are tracing/compiling ones
+          "run": ("compile", "compiling or running the kernel failed"),
+          "outputs": ("wrong_result", "solution's return value is not the declared output array(s)"),
+          "device_setup": ("crash", "loading the compiled kernel (its NEFF) into the Neuron runtime failed"),
+          "device_run": ("crash", "the compiled kernel failed on the device"),
+          "benchmark": ("crash", "the kernel ran once, but timing it failed")}
+
+
+def stage_failure(res: dict, strip: str, common: dict) -> EvalResult:
+    """A harness stage that failed, as the error kind and sentence the repair prompt reads."""
+    stage, detail = str(res.get("stage")), str(res.get("error") or "")
+    kind, what = STAGES.get(stage, ("crash", "the harness failed"))
+    if stage == "device_setup" and detail.startswith(("ImportError", "ModuleNotFoundError")):
+        kind, detail = "setup", detail + ". " + NRTPY_HINT      # nrtpy's environment, not the kernel
+    elif kind == "setup" and stage == "setup":
+        detail += ". " + INSTALL_HINT
+    trace = str(res.get("traceback") or "").replace(strip, "")
+    return EvalResult.failure(kind, f"{what}: {detail}" + (f"\n{trace}" if trace else ""), **common)
+
+
+def no_result(run: sandbox.Outcome, limits: sandbox.Limits, common: dict) -> EvalResult:
+    """The harness wrote no result: it was killed, or the kernel ended the process."""
+    if run.returncode == 125:
+        return EvalResult.failure("sandbox", run.describe(limits), **common)
+    if run.timed_out or run.signal is not None:
+        kind = "timeout" if run.timed_out else "crash"
+        return EvalResult.failure(kind, f"the evaluation {run.describe(limits)}", **common)
+    tail = common.get("stderr", "")[-2000:]
+    return EvalResult.failure("crash", f"the harness exited with status {run.returncode} before writing its result "
+                              "(the kernel must return from solution(), not exit)" + (f":\n{tail}" if tail else ""),
+                              **common)

@@ -38,23 +38,12 @@ from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_H
                                                      VISIBLE_CORES, CoreClaim, PlatformError, claim_core,
                                                      cores_per_device, find_nrtpy, find_sdk, host_cores, missing_sdk,
                                                      parse_core_list, platform_name, tool)
-from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, run_v1, run_v2
+from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, no_result, run_v1, run_v2, stage_failure
 from autocomp_zmq.hw_runners.trainium_sim.dialect import (NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect,
                                                          profile_mismatch)
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
-# what each harness stage failing means, for the error kind and the sentence the repair prompt reads
-STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
-          "inputs": ("setup", "the harness could not load the inputs"),
-          "import": ("compile", "kernel.py failed to import"),
-          # nki.baremetal (v1) and calling the @nki.jit kernel (v2) trace, compile and run in one call; most failures
-          # are tracing/compiling ones
-          "run": ("compile", "compiling or running the kernel failed"),
-          "outputs": ("wrong_result", "solution's return value is not the declared output array(s)"),
-          "device_setup": ("crash", "loading the compiled kernel (its NEFF) into the Neuron runtime failed"),
-          "device_run": ("crash", "the compiled kernel failed on the device"),
-          "benchmark": ("crash", "the kernel ran once, but timing it failed")}
 DEFAULT_NEFF_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autocomp-zmq" / "trainium-neff"
 
 
@@ -232,9 +221,9 @@ class Trainium(Target):
                       sandbox=run.outcome.notes, latency_unit="us")
         res = run.result()
         if res is None:
-            return _no_result(run.outcome, opts.limits, common)
+            return no_result(run.outcome, opts.limits, common)
         if not res.get("ok"):
-            return _stage_failure(res, strip, common)
+            return stage_failure(res, strip, common)
         if trace_path is not None and (run.dir / "kernel.ntff").exists():
             shutil.copy(run.dir / "kernel.ntff", trace_path)   # the device trace; the profiler needs the NEFF too
             if (run.dir / "kernel.neff").exists():
@@ -381,29 +370,3 @@ def _with_neuron_lib(env: dict[str, str]) -> str:
     """LD_LIBRARY_PATH with the runtime library's directory, as nrtpy's setup asks (/opt/aws/neuron/lib)."""
     parts = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
     return ":".join(dict.fromkeys(["/opt/aws/neuron/lib", *parts]))
-
-
-def _stage_failure(res: dict, strip: str, common: dict) -> EvalResult:
-    """A harness stage that failed, as the error kind and sentence the repair prompt reads."""
-    stage, detail = str(res.get("stage")), str(res.get("error") or "")
-    kind, what = STAGES.get(stage, ("crash", "the harness failed"))
-    if stage == "device_setup" and detail.startswith(("ImportError", "ModuleNotFoundError")):
-        kind, detail = "setup", detail + ". " + NRTPY_HINT      # nrtpy's environment, not the kernel
-    elif kind == "setup" and stage == "setup":
-        detail += ". " + INSTALL_HINT
-    trace = str(res.get("traceback") or "").replace(strip, "")
-    return EvalResult.failure(kind, f"{what}: {detail}" + (f"\n{trace}" if trace else ""), **common)
-
-
-def _no_result(run: sandbox.Outcome, limits: sandbox.Limits, common: dict) -> EvalResult:
-    """The harness wrote no result: it was killed, or the kernel ended the process."""
-    if run.returncode == 125:
-        return EvalResult.failure("sandbox", run.describe(limits), **common)
-    if run.timed_out or run.signal is not None:
-        kind = "timeout" if run.timed_out else "crash"
-        return EvalResult.failure(kind, f"the evaluation {run.describe(limits)}", **common)
-    tail = common.get("stderr", "")[-2000:]
-    return EvalResult.failure("crash", f"the harness exited with status {run.returncode} before writing its result "
-                              "(the kernel must return from solution(), not exit)" + (f":\n{tail}" if tail else ""),
-                              **common)
-
