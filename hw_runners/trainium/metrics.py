@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from autocomp_zmq.hw_runners.trainium_sim.platforms import PLATFORMS
+from autocomp_zmq.hw_runners.trainium_sim.platforms import params as platform_params
+
 RESULT_LIMIT = 1 << 20          # result.json is written by the process that ran candidate code
 PROFILE_LIMIT = 16 << 20        # the summary is a few KiB; a full per-instruction dump is not wanted
 
@@ -27,19 +30,17 @@ class Peak:
     hbm_bytes_s: float
 
 
-# trn1: one NeuronCore-v2's TensorE does 92 BF16 and 23 FP32 TFLOPS (128 x 128 PEs at 2.8 GHz,
-# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/arch/trainium_inferentia2_arch.html); a chip's two
-# cores share 820 GB/s of HBM, 410 each (the same numbers trainium-sim's roofline uses, params.toml).
-# trn2: a NeuronCore-v3 does 79 BF16 TFLOPS
-# (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/neuron-core-v3.html);
-# a Trainium2 chip is 8 of them with 181 FP32 TFLOPS and 2.9 TB/s of HBM in all
-# (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/arch/trainium2_arch.html); the runtime's
-# logical core groups NEURON_LOGICAL_NC_CONFIG physical ones, which the caller multiplies in.
-# trn3: a Trainium3 chip is 8 NeuronCore-v4 with 671 BF16 and 183 FP32 TFLOPS and 4.9 TB/s of HBM in all
-# (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/about-neuron/arch/neuron-hardware/trainium3.html;
-# the NKI architecture guide says 4.7 TB/s: the lower figure would raise memory-bound fractions by 4%).
-PEAKS = {"trn1": Peak(92e12, 23e12, 410e9), "trn2": Peak(79e12, 181e12 / 8, 2.9e12 / 8),
-         "trn3": Peak(671e12 / 8, 183e12 / 8, 4.9e12 / 8)}
+def _peak(platform: str) -> Peak:
+    """One physical NeuronCore's peaks, from the figures trainium-sim simulates (hw_runners/trainium_sim/params*.toml,
+    each citing AWS's architecture guide for NKI: trn1 92 BF16 / 23 FP32 TFLOPS and 410 GB/s of HBM, trn2 79 / 20 and
+    375, trn3 79 / 20 and 587.5). AWS's product pages give chip totals a few per cent apart (trn2 2.9 TB/s, trn3 671
+    BF16 TFLOPS and 4.9 TB/s over 8 cores); the per-core guide figures are the ones NKI kernel authors use. The
+    runtime's logical core groups `lnc` physical ones, which the caller multiplies in (scaled)."""
+    p = platform_params(platform)
+    return Peak(p["tensor_peak_bf16_tflops"] * 1e12, p["tensor_peak_fp32_tflops"] * 1e12, p["hbm_gbps_per_core"] * 1e9)
+
+
+PEAKS = {name: _peak(name) for name in PLATFORMS}
 
 
 def scaled(peak: Peak, cores: int) -> Peak:
