@@ -155,6 +155,11 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
             code = Path(kernel).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             _fail(f"cannot read kernel {kernel}: {exc}")
+    if isa is None and tgt.profile_for(code) not in (None, prob.isa):   # e.g. an NKI v2 kernel: its own profile
+        try:
+            prob = load(tgt, chosen["problem"], tgt.profile_for(code), definition)
+        except ProblemSourceError as exc:
+            _fail(str(exc))
     result = tgt.judge(prob, code, seed=seed, trace_path=trace, time_limit_s=timeout)
     if as_json:
         print(json.dumps(result.to_dict()))

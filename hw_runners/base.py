@@ -257,6 +257,11 @@ class Target(abc.ABC):
         from autocomp_zmq.hw_runners.problemfile import DefinitionError
         raise DefinitionError(f"{definition.path}: target: {self.name} does not take problem files")
 
+    def profile_for(self, code: str) -> str | None:
+        """The ISA profile a kernel evaluated on its own (`launch.py eval` without --isa) is judged under; None:
+        the default. A target whose profiles are dialects of its language names the one the kernel is written in."""
+        return None
+
     def judge(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
               time_limit_s: float | None = None) -> EvalResult:
         """What evaluators run: the checks every target shares (the ISA profile's forbid list, on the source),

@@ -40,7 +40,7 @@ from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_H
                                                      parse_core_list, platform_name, tool)
 from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, no_result, run_v1, run_v2, stage_failure
 from autocomp_zmq.hw_runners.trainium_sim.dialect import (NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect,
-                                                         profile_mismatch)
+                                                         profile_for, profile_mismatch)
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
@@ -134,6 +134,10 @@ class Trainium(Target):
             except PlatformError as exc:
                 missing.append(f"a known platform: {exc}")
         return missing
+
+    def profile_for(self, code: str) -> str | None:
+        """The ISA profile of the kernel's NKI dialect (nki1 for neuronxcc.nki, nki2 for `import nki`)."""
+        return profile_for(code, self.info().isa_profiles)
 
     def judge(self, problem: Problem, code: str, **kw) -> EvalResult:
         """A kernel in the other NKI dialect than the problem's ISA profile (nki1, nki2) is refused before anything

@@ -166,3 +166,12 @@ def profile_mismatch(source: str, profile, profiles) -> str | None:
     return (f"kernel rejected before compiling: it is written in {NAMES[sorted(found)[0]]} but --isa {profile.name} "
             f"judges {NAMES[want]} kernels ({profile.description}); write it in {NAMES[want]}"
             + (f" or judge it with --isa {other}" if other else ""))
+
+
+def profile_for(source: str, profiles) -> str | None:
+    """The first of `profiles` whose `dialect` setting is the one the kernel imports; None when it imports none or
+    both, or no profile names its dialect."""
+    found = imported_dialects(source)
+    if len(found) != 1:
+        return None
+    return next((p.name for p in profiles if p.setting("dialect") in found), None)

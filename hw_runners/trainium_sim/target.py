@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
-from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_mismatch
+from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
@@ -200,6 +200,10 @@ class TrainiumSim(Target):
         server = self.__dict__.pop("_server", None)
         if server is not None:
             server.close()
+
+    def profile_for(self, code: str) -> str | None:
+        """The ISA profile of the kernel's NKI dialect (nki1 for neuronxcc.nki, nki2 for `import nki`)."""
+        return profile_for(code, self.info().isa_profiles)
 
     def judge(self, problem: Problem, code: str, **kw) -> EvalResult:
         """A kernel in the other NKI dialect than the problem's ISA profile names (its `dialect` setting) is

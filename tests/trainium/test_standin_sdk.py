@@ -291,8 +291,9 @@ def solution(a_tensor, g_tensor):
 
 @pytest.mark.parametrize("release, imports", [("2.29", "import neuronxcc.nki as nki"), ("2.32", "import nki")])
 def test_launch_eval_runs_on_each_sdk_layout(world_readable_tmp, release, imports):
-    """`launch.py eval --target trainium` end to end on a built-in problem: the host's cores from its neuron-ls,
-    the SDK and nrtpy from the environment. (The stand-in's Python is this interpreter, which nobody may not be
+    """`launch.py eval --target trainium` end to end on a built-in problem, with no flag for the dialect (the
+    kernel's imports choose its ISA profile): the host's cores from its neuron-ls, the SDK and nrtpy from the
+    environment. (The stand-in's Python is this interpreter, which nobody may not be
     allowed to run: the evaluation keeps its user, through --target-option.)"""
     host = make_host(world_readable_tmp / "host", release)
     (host.bin / "neuron-ls").write_text("#!/bin/sh\necho '[{\"neuron_device\": 0, \"nc_count\": 2, "
@@ -304,8 +305,7 @@ def test_launch_eval_runs_on_each_sdk_layout(world_readable_tmp, release, import
     env = {**os.environ, "PATH": f"{host.bin}:{os.environ['PATH']}", "AUTOCOMP_NEURON_PYTHON": str(host.python),
            "AUTOCOMP_NRTPY_PYTHON": str(host.nrtpy), "XDG_CACHE_HOME": str(world_readable_tmp / "cache")}
     env.pop("NEURON_RT_VISIBLE_CORES", None)
-    isa = ["--isa", "nki2"] if imports == "import nki" else []
-    out = subprocess.run([sys.executable, "launch.py", "eval", "--target", "trainium", "--problem", "rmsnorm", *isa,
+    out = subprocess.run([sys.executable, "launch.py", "eval", "--target", "trainium", "--problem", "rmsnorm",
                           "--target-option", "limits.drop_root=false", "--json", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
