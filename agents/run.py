@@ -30,7 +30,7 @@ from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, flat_view, res
 from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
-                             start_code)
+                             read_kernel, start_code)
 from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore
 from autocomp_zmq.agents.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
@@ -190,6 +190,9 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
         raise RunError(exc.args[0]) from None
     except (TypeError, ValueError) as exc:    # --target-option: an option the target lacks, or a bad value
         raise RunError(f"--target-option: {cfg.task.target}: {exc}") from None
+    kernel = cfg.task.kernel
+    if cfg.task.isa is None and kernel and not kernel.startswith("builtin:") and not resume:
+        cfg.task.isa = target.profile_for(read_kernel(kernel))   # e.g. an NKI v2 kernel: its own profile
     try:
         info = target.info()
         profile = info.isa_profile(cfg.task.isa)

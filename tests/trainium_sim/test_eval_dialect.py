@@ -39,3 +39,15 @@ def test_eval_judges_a_v2_kernel_without_a_flag_and_refuses_it_under_nki1(tmp_pa
     assert plain["correct"] and plain["feedback"]["platform"] == "trn2", plain
     refused = evaluate("--isa", "nki1")
     assert refused["error_kind"] == "policy" and "--isa nki2" in refused["error"]
+
+
+@pytest.mark.system     # a whole run: coordinator, evaluators and the offline agents
+def test_a_run_from_a_v2_kernel_file_takes_the_nki2_profile(tmp_path):
+    from tests.system.runkit import finish, launch
+    kernel, run = tmp_path / "start.py", tmp_path / "run"
+    kernel.write_text((PROBLEMS / "rmsnorm" / "naive_nki2.py").read_text())
+    out = finish(launch("run", "--target", "trainium-sim", "--problem", "rmsnorm-256x2048", "--kernel", str(kernel),
+                        "--out", str(run), "-T", "1", "--evaluators", "2"))
+    assert "Speedup:" in out, out
+    assert json.loads((run / "config.json").read_text())["task"]["isa"] == "nki2"
+    assert "neuronxcc" not in (run / "best.py").read_text()
