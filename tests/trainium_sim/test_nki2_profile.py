@@ -9,13 +9,15 @@ import pytest
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import target_info
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, parse_schedule, render
 from autocomp_zmq.protocols.jobs import Problem as WireProblem
 from tests.system.runkit import finish, launch
-from tests.trainium_sim.simkit import explain
+from tests.trainium_sim.simkit import SimKit, explain
+from tests.trainium_sim.test_heuristic import FEATURES, schedules_to_check, small_problem
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
-# small sizes of the four families with v2 kernels: tuned must beat naive on trn2
+# small sizes of the families with v2 kernels: tuned must beat naive on trn2
 SIZES = ["gemm-512x1024x1024", "rmsnorm-256x2048", "layernorm-512x1024", "transpose-4x256x384"]
 
 
@@ -73,13 +75,34 @@ def test_the_heuristic_names_the_families_it_cannot_write_in_v2():
         p = get_target("trainium-sim").problem(name, isa)
         return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
     agent = TrainiumHeuristic()
-    assert agent.supports(wire("rmsnorm", "nki2")) is None and agent.supports(wire("gemm-1024", "nki2")) is None
-    why = agent.supports(wire("layernorm", "nki2"))
-    assert "family 'layernorm' in NKI v1 only" in why and "--isa nki2" in why
-    assert agent.supports(wire("layernorm", "")) is None
+    for name in ("rmsnorm", "gemm-1024", "layernorm", "transpose"):
+        assert agent.supports(wire(name, "nki2")) is None, name
+    why = agent.supports(wire("mamba", "nki2"))
+    assert "family 'mamba' in NKI v1 only" in why and "--isa nki2" in why
+    assert agent.supports(wire("mamba", "")) is None
 
 
-@pytest.mark.parametrize("problem", ["rmsnorm-256x2048", "gemm-512x1024x1024"])
+@pytest.fixture(scope="module")
+def trn2_kit(tmp_path_factory):
+    return SimKit(tmp_path_factory.mktemp("trn-heuristic-v2"), platform="trn2")
+
+
+@pytest.mark.parametrize("family", sorted(BODIES_V2))
+def test_v2_schedules_render_correct_kernels(trn2_kit, family):
+    # the v1 renderer's checks (test_heuristic): the start, every schedule one mutation away, seeded walks and
+    # the listed features, each rendered in NKI v2 and judged correct on trn2
+    sim_problem, problem = small_problem(trn2_kit, family)
+    fam = FAMILIES[family]
+    checked = schedules_to_check(family, problem.dims) + [fam.Schedule(**k) for k in FEATURES.get(family, [])]
+    for s in checked:
+        code = render(s, problem.dims, "v2")
+        assert parse_schedule(code, family) == s and "import nki.isa as nisa" in code and "neuronxcc" not in code
+        r = trn2_kit.sim.evaluate(sim_problem, code)
+        assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
+
+
+@pytest.mark.parametrize("problem", ["rmsnorm-256x2048", "gemm-512x1024x1024", "layernorm-512x1024",
+                                     "transpose-4x256x384"])
 def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem):
     run = tmp_path / "run"
     out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),

@@ -47,8 +47,8 @@ def _tr_fits(s: TrSchedule, d: dict) -> bool:
     return ((1 + 2 * s.prefetch) * (b // 128) * n + 2 * b) * 4 <= SBUF_LIMIT
 
 
-def _tr_body(s: TrSchedule) -> str:
-    head = """@nki.jit
+# the kernel's head in both NKI dialects: the (D0, B, NN) view of the input and the (D0, NN, B) output
+TR_HEAD = """@nki.jit
 def solution(ref, dim):
     shape = ref.shape
     D0, B, NN = 1, shape[dim], 1              # view the input as (D0, B, NN) around `dim`
@@ -60,6 +60,10 @@ def solution(ref, dim):
     src = ref.reshape((D0, B, NN))
     dst = out.reshape((D0, NN, B))
 """
+
+
+def _tr_body(s: TrSchedule) -> str:
+    head = TR_HEAD
     if s.method == "dma":
         return head + f"""    TB = {s.tb}
     assert B % TB == 0 and NN % 128 == 0
