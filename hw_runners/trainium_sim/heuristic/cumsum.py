@@ -15,6 +15,7 @@ for the scan would sit behind it).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, step_choices
 
@@ -75,39 +76,71 @@ def _src(s: Schedule, t: str, a: str, b: str, name: str = "x") -> str:
     return f"{name}[({t}) * P:({t} + 1) * P, {a}:{b}]"
 
 
-def _io(s: Schedule, ind: str, c: str, j: str, tile: str, store: bool) -> str:
+# The statements the two NKI dialects write differently; the loop structure around them (_body) is shared.
+# whole(t): tile t as a whole destination; load/store/scan/copy: one statement each at an indent; const: a
+# [P, F] (or [P, 1]) tile of `value` in the accumulation dtype.
+V1 = SimpleNamespace(
+    whole=lambda t: f"{t}[...]",
+    load=lambda ind, dst, src: f"{ind}{dst} = nl.load({src})\n",
+    store=lambda ind, dst, src: f"{ind}nl.store({dst}, value={src})\n",
+    scan=lambda ind, dst, mul, data, init: (f"{ind}{dst} = nisa.tensor_tensor_scan({mul}, {data}, {init}, "
+                                            f"nl.multiply, nl.add, dtype=acc)\n"),
+    copy=lambda ind, dst, src: f"{ind}{dst} = nl.copy({src})\n",
+    set=lambda ind, dst, value: f"{ind}{dst} = {value}\n",
+    const=lambda ind, name, shape, value: f"{ind}{name} = nl.{'ones' if value else 'zeros'}({shape}, dtype=acc)\n",
+)
+# NKI v2 (the nki2 ISA profile): every instruction writes the dst it is given; DMAs are nisa.dma_copy
+V2 = SimpleNamespace(
+    whole=lambda t: t,
+    load=lambda ind, dst, src: f"{ind}nisa.dma_copy(dst={dst}, src={src})\n",
+    store=lambda ind, dst, src: f"{ind}nisa.dma_copy(dst={dst}, src={src})\n",
+    scan=lambda ind, dst, mul, data, init: (f"{ind}nisa.tensor_tensor_scan(dst={dst}, data0={mul}, data1={data}, "
+                                            f"initial={init}, op0=nl.multiply, op1=nl.add)\n"),
+    copy=lambda ind, dst, src: f"{ind}nisa.tensor_copy(dst={dst}, src={src})\n",
+    set=lambda ind, dst, value: f"{ind}nisa.memset(dst={dst}, value={value})\n",
+    const=lambda ind, name, shape, value: (f"{ind}{name} = nl.ndarray({shape}, dtype=acc, buffer=nl.sbuf)\n"
+                                           f"{ind}nisa.memset(dst={name}, value={float(value)})\n"),
+)
+
+
+def _io(s: Schedule, o, ind: str, c: str, j: str, tile: str, store: bool) -> str:
     """Load (or store) chunk (c, j) into (from) the SBUF tile `tile`."""
     if s.merged:
         view = f"v[:, {c} * R * cols:({c} + 1) * R * cols]"
         if store:
-            return f"{ind}nl.store(y{view}, value={tile})\n"
-        return f"{ind}{tile}[...] = nl.load(x{view})\n"
+            return o.store(ind, f"y{view}", tile)
+        return o.load(ind, o.whole(tile), f"x{view}")
     a, b = (f"{j} * F", f"({j} + 1) * F") if s.cols else ("0", "cols")
     if s.rows == 1:
         if store:
-            return f"{ind}nl.store({_src(s, c, a, b, 'y')}, value={tile})\n"
-        return f"{ind}{tile}[...] = nl.load({_src(s, c, a, b)})\n"
+            return o.store(ind, _src(s, c, a, b, 'y'), tile)
+        return o.load(ind, o.whole(tile), _src(s, c, a, b))
     t = f"{c} * R + r"
     part = f"{tile}[:, r * F:(r + 1) * F]"
     if store:
-        return (f"{ind}for r in nl.static_range(R):\n"
-                f"{ind}    nl.store({_src(s, t, a, b, 'y')}, value={part})\n")
-    return (f"{ind}for r in nl.static_range(R):\n"
-            f"{ind}    {part} = nl.load({_src(s, t, a, b)})\n")
+        return f"{ind}for r in nl.static_range(R):\n" + o.store(ind + "    ", _src(s, t, a, b, 'y'), part)
+    return f"{ind}for r in nl.static_range(R):\n" + o.load(ind + "    ", part, _src(s, t, a, b))
 
 
-def _scan(s: Schedule, ind: str, data: str, init: str) -> str:
+def _scan(s: Schedule, o, ind: str, data: str, init: str) -> str:
     if s.rows == 1:
-        return f"{ind}sums[...] = nisa.tensor_tensor_scan(ones, {data}, {init}, nl.multiply, nl.add, dtype=acc)\n"
+        return o.scan(ind, o.whole("sums"), "ones", data, init)
     if s.restart:
-        return (f"{ind}sums[...] = nisa.tensor_tensor_scan(restart, {data}, 0.0, nl.multiply, nl.add, "
-                f"dtype=acc)\n")
+        return o.scan(ind, o.whole("sums"), "restart", data, "0.0")
     return (f"{ind}for r in nl.static_range(R):\n"
-            f"{ind}    sums[:, r * F:(r + 1) * F] = nisa.tensor_tensor_scan(ones, {data}[:, r * F:(r + 1) * F], "
-            f"0.0, nl.multiply, nl.add, dtype=acc)\n")
+            + o.scan(ind + "    ", "sums[:, r * F:(r + 1) * F]", "ones", f"{data}[:, r * F:(r + 1) * F]", "0.0"))
 
 
 def body(s: Schedule) -> str:
+    return _body(s, V1)
+
+
+def body_v2(s: Schedule) -> str:
+    """The kernel of `s` in NKI v2 (the nki2 ISA profile): the same loops and chunks."""
+    return _body(s, V2)
+
+
+def _body(s: Schedule, o) -> str:
     head = f"""@nki.jit
 def solution(x, axis=None, p_size=None, f_size=None, acc_dtype=None):
     assert axis in (None, -1, len(x.shape) - 1), "only the last axis is supported"
@@ -126,29 +159,30 @@ def solution(x, axis=None, p_size=None, f_size=None, acc_dtype=None):
         head += ("    xv = x.reshape((P, T * cols))      # partition p owns rows p*T .. p*T + T - 1, contiguous\n"
                  "    yv = y.reshape((P, T * cols))\n")
     if s.restart:
-        head += ("    restart = nl.ones((P, R * F), dtype=acc)   # out[k] = out[k - 1] * 0 + x[k] at each row start\n"
-                 "    restart[:, 0:R * F:F] = 0.0\n")
+        head += (o.const("    ", "restart", "(P, R * F)", 1).replace(
+            "\n", "   # out[k] = out[k - 1] * 0 + x[k] at each row start\n", 1)
+            + o.set("    ", "restart[:, 0:R * F:F]", "0.0"))
     else:
-        head += "    ones = nl.ones((P, F), dtype=acc)\n"
+        head += o.const("    ", "ones", "(P, F)", 1)
     chunked = bool(s.cols)
     alloc = "{i}{n} = nl.ndarray((P, R * F), dtype={t}, buffer=nl.sbuf)\n"
     if s.depth == 0:
         code = head + "    for c in nl.affine_range(T // R):\n"
         ind = "        "
         if chunked and s.carry == "copy":
-            code += (f"{ind}carry = nl.zeros((P, 1), dtype=acc)\n"
-                     f"{ind}for j in nl.sequential_range(NJ):\n")
+            code += (o.const(ind, "carry", "(P, 1)", 0)
+                     + f"{ind}for j in nl.sequential_range(NJ):\n")
             ind += "    "
         elif chunked:
             code += (f"{ind}prev = None\n"
                      f"{ind}for j in nl.static_range(NJ):   # the previous chunk's last column seeds the next\n")
             ind += "    "
-        code += alloc.format(i=ind, n="data", t="x.dtype") + _io(s, ind, "c", "j", "data", False)
+        code += alloc.format(i=ind, n="data", t="x.dtype") + _io(s, o, ind, "c", "j", "data", False)
         init = "0.0" if not chunked else ("carry" if s.carry == "copy" else
                                           "(0.0 if prev is None else prev[:, F - 1:F])")
-        code += alloc.format(i=ind, n="sums", t="acc") + _scan(s, ind, "data", init) + _io(s, ind, "c", "j", "sums", True)
+        code += alloc.format(i=ind, n="sums", t="acc") + _scan(s, o, ind, "data", init) + _io(s, o, ind, "c", "j", "sums", True)
         if chunked and s.carry == "copy":
-            code += f"{ind}carry[...] = nl.copy(sums[:, F - 1:F])\n"
+            code += o.copy(ind, o.whole("carry"), "sums[:, F - 1:F]")
         elif chunked:
             code += f"{ind}prev = sums\n"
         return code + "    return y\n"
@@ -159,7 +193,7 @@ def solution(x, axis=None, p_size=None, f_size=None, acc_dtype=None):
 
     def load(k):
         c, j = order[k]
-{alloc.format(i="        ", n="data", t="x.dtype")}{_io(s, "        ", "c", "j", "data", False)}\
+{alloc.format(i="        ", n="data", t="x.dtype")}{_io(s, o, "        ", "c", "j", "data", False)}\
         return data
 
     loaded = [load(k) for k in range(min(D, n))]
@@ -178,10 +212,10 @@ def solution(x, axis=None, p_size=None, f_size=None, acc_dtype=None):
         init = "0.0"
     if chunked and s.carry == "copy":
         code += f"{ind}if j == 0:\n{ind}    carry = nl.ndarray((P, 1), dtype=acc, buffer=nl.sbuf)\n"
-    code += (alloc.format(i=ind, n="sums", t="acc") + _scan(s, ind, "loaded[k]", init)
-             + _io(s, ind, "c", "j", "sums", True))
+    code += (alloc.format(i=ind, n="sums", t="acc") + _scan(s, o, ind, "loaded[k]", init)
+             + _io(s, o, ind, "c", "j", "sums", True))
     if chunked and s.carry == "copy":
-        code += f"{ind}carry[...] = nl.copy(sums[:, F - 1:F])\n"
+        code += o.copy(ind, o.whole("carry"), "sums[:, F - 1:F]")
     return code + "    return y\n"
 
 
