@@ -30,7 +30,8 @@ IMPORTS_V2 = "import nki\nimport nki.language as nl\nimport nki.isa as nisa\n"
 # NKI v2 (the nki2 ISA profile): the families whose schedules have a v2 renderer (the same schedules and search,
 # another body); the others are written in NKI v1 only
 BODIES_V2: dict[str, object] = {"gemm": gemm_v2.body, "rmsnorm": norm_v2.rms_body, "layernorm": norm_v2.ln_body,
-                                 "transpose": move_v2.tr_body, "cumsum": cumsum.body_v2}
+                                 "transpose": move_v2.tr_body, "cumsum": cumsum.body_v2,
+                                 "maxpool": move_v2.pool_body}
 
 # problem family (problem.toml `family`, or the problem's name) -> the module (or namespace) that handles it
 FAMILIES: dict[str, object] = {

@@ -247,8 +247,8 @@ def _maxes(eng: str, name: str, first: str, rest: list[str], indent: str) -> str
         f"{indent}for a in nl.static_range(2, K):\n{indent}    {name}[...] = {mx(name, r)}\n" for r in rest[1:])
 
 
-def _pool_body(s: PoolSchedule) -> str:
-    head = """@nki.jit
+# the kernel's head in both NKI dialects
+POOL_HEAD = """@nki.jit
 def solution(in_tensor, pool_size):
     H, W = in_tensor.shape
     K = pool_size
@@ -257,6 +257,10 @@ def solution(in_tensor, pool_size):
     out = nl.ndarray((HO, WO), dtype=in_tensor.dtype, buffer=nl.shared_hbm)
     P = 128
 """
+
+
+def _pool_body(s: PoolSchedule) -> str:
+    head = POOL_HEAD
     # Every block is (first output row, first column, partitions, rows per partition, columns); ragged
     # edges get their own smaller blocks, so every access stays in bounds without masks.
     if s.layout == "shift":
@@ -291,15 +295,22 @@ def solution(in_tensor, pool_size):
 {_maxes(s.heng, "m", "v[:, :, 0:cw]", ["v[:, :, 1:cw + 1]", "v[:, :, a:a + cw]"], "        ")}\
         nl.store(out[r0 + i_p * rr + o_r, c0 + o_c], value=m)
 """
-    if not s.prefetch:
-        return code + """
+    return code + pool_driver(s.prefetch)
+
+
+def pool_driver(prefetch: bool, loop: str = "nl.affine_range") -> str:
+    """The kernel's tail in both NKI dialects: the blocks it cuts the output into, each loaded (`load`) and
+    pooled and stored (`finish`) by the functions defined before it. `loop`: the plain loops' kind (NKI v2's
+    access patterns need Python-int offsets, so static loops)."""
+    if not prefetch:
+        return f"""
     def rows(r0, np_, rr):
-        for c in nl.affine_range(WO // CW):
+        for c in {loop}(WO // CW):
             finish(load(r0, c * CW, np_, rr, CW), r0, c * CW, np_, rr, CW)
         if WO % CW:
             finish(load(r0, WO - WO % CW, np_, rr, WO % CW), r0, WO - WO % CW, np_, rr, WO % CW)
 
-    for t in nl.affine_range(HO // (P * R)):
+    for t in {loop}(HO // (P * R)):
         rows(t * P * R, P, R)
     rest = HO % (P * R)                         # leftover rows: full partitions of R rows, then single rows
     if rest // R:
@@ -308,7 +319,7 @@ def solution(in_tensor, pool_size):
         rows(HO - rest % R, rest % R, 1)
     return out
 """
-    return code + """
+    return """
     blocks = []                                 # all blocks, known at trace time
     rest = HO % (P * R)
     groups = [(t * P * R, P, R) for t in range(HO // P // R)]

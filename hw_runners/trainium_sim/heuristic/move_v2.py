@@ -1,13 +1,13 @@
-"""The transpose schedules of move.py rendered as NKI v2 kernels (the nki2 ISA profile): the same methods,
-loads, PSUM groups, evictions and stores, written the v2 way. Every instruction writes the dst it is given;
-the partition axis is first (a matrix's row blocks are one [128, BT, NN] tile instead of BT par_dim tiles);
-the transposing DMA is nisa.dma_transpose; the row-group method's strided reads and scattered PSUM copies
-are access patterns (`tile.ap`) instead of index grids (NKI v2 removed nl.mgrid). What a knob changes is
-said in move.py."""
+"""The transpose and maxpool schedules of move.py rendered as NKI v2 kernels (the nki2 ISA profile): the same
+methods, loads, PSUM groups, evictions, max chains and stores, written the v2 way. Every instruction writes
+the dst it is given; the partition axis is first (a matrix's row blocks are one [128, BT, NN] tile instead of
+BT par_dim tiles); the transposing DMA is nisa.dma_transpose; strided reads, scattered PSUM copies and
+maxpool's overlapping row blocks are access patterns (`tensor.ap`) instead of index grids (NKI v2 removed
+nl.arange and nl.mgrid). What a knob changes is said in move.py."""
 from __future__ import annotations
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.gemm_v2 import _evict
-from autocomp_zmq.hw_runners.trainium_sim.heuristic.move import TR_HEAD, TrSchedule
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.move import POOL_HEAD, TR_HEAD, PoolSchedule, TrSchedule, pool_driver
 
 
 def _matrix_loop(prefetch: bool, alloc: str, fill: str, body_indent: str = "        ") -> str:
@@ -92,3 +92,52 @@ def _rowgroup(s: TrSchedule) -> str:
         nisa.dma_copy(dst=dstg[d], src=res)
     return out
 """
+
+
+# ---------------------------------------------------------------------------- maxpool
+def _maxes(eng: str, name: str, shape: str, first: str, rest: list[str], indent: str) -> str:
+    """name = max(first, rest[0]), then max with each later window offset, in place (one buffer per chain);
+    a new [shape] tile unless shape is empty (then `name` is an existing tile, updated in place)."""
+    on = ", engine=nisa.gpsimd_engine" if eng == "gpsimd" else ""
+    alloc = f"{indent}{name} = nl.ndarray({shape}, dtype=in_tensor.dtype, buffer=nl.sbuf)\n" if shape else ""
+    return (alloc + f"{indent}nisa.tensor_tensor(dst={name}, data1={first}, data2={rest[0]}, op=nl.maximum{on})\n"
+            + "".join(f"{indent}for a in nl.static_range(2, K):\n"
+                      f"{indent}    nisa.tensor_tensor(dst={name}, data1={name}, data2={r}, op=nl.maximum{on})\n"
+                      for r in rest[1:]))
+
+
+def pool_body(s: PoolSchedule) -> str:
+    # Every block is (first output row, first column, partitions, rows per partition, columns); ragged
+    # edges get their own smaller blocks (pool_driver), so every access stays in bounds without masks.
+    if s.layout == "shift":
+        return POOL_HEAD + f"""    R, CW = 1, WO
+
+    def load(r0, c0, n, rr, cw):                # K row-shifted copies of rows r0 .. r0+n-1
+        xs = []
+        for a in nl.static_range(K):
+            t = nl.ndarray((n, W), dtype=in_tensor.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=in_tensor[r0 + a:r0 + a + n, 0:W])
+            xs.append(t)
+        return xs
+
+    def finish(xs, r0, c0, n, rr, cw):
+        v = xs[0]                               # the vertical max, in place in the first copy
+        for a in nl.static_range(1, K):
+            r = xs[a]
+{_maxes(s.veng, "v", "", "v", ["r"], "            ")}\
+{_maxes(s.heng, "m", "(n, WO)", "v[:, 0:WO]", ["v[:, 1:WO + 1]", "v[:, a:a + WO]"], "        ")}\
+        nisa.dma_copy(dst=out[r0:r0 + n, 0:WO], src=m)
+""" + pool_driver(s.prefetch)
+    return POOL_HEAD + f"""    R, CW = {s.rows}, {s.cw or "WO"}          # output rows per partition, columns per step
+
+    def load(r0, c0, np_, rr, cw):              # partition p: output rows r0+p*rr .. +rr-1, columns c0 .. +cw-1
+        x = nl.ndarray((np_, rr + K - 1, cw + K - 1), dtype=in_tensor.dtype, buffer=nl.sbuf)
+        # the rr + K - 1 input rows of a partition overlap the next partition's: one DMA reads them all
+        nisa.dma_copy(dst=x, src=in_tensor.ap([[rr * W, np_], [W, rr + K - 1], [1, cw + K - 1]], offset=r0 * W + c0))
+        return x
+
+    def finish(x, r0, c0, np_, rr, cw):
+{_maxes(s.veng, "v", "(np_, rr, cw + K - 1)", "x[:, 0:rr, :]", ["x[:, 1:rr + 1, :]", "x[:, a:a + rr, :]"], "        ")}\
+{_maxes(s.heng, "m", "(np_, rr, cw)", "v[:, :, 0:cw]", ["v[:, :, 1:cw + 1]", "v[:, :, a:a + cw]"], "        ")}\
+        nisa.dma_copy(dst=out.ap([[rr * WO, np_], [WO, rr], [1, cw]], offset=r0 * WO + c0), src=m)
+""" + pool_driver(s.prefetch, "nl.static_range")      # access-pattern offsets are Python ints
