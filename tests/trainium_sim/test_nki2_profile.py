@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 # small sizes of the families with v2 kernels: tuned must beat naive on trn2
 SIZES = ["gemm-512x1024x1024", "rmsnorm-256x2048", "layernorm-512x1024", "transpose-4x256x384", "cumsum",
-         "maxpool", "rope"]
+         "maxpool", "rope", "conv1d"]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_the_heuristic_names_the_families_it_cannot_write_in_v2():
         p = get_target("trainium-sim").problem(name, isa)
         return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
     agent = TrainiumHeuristic()
-    for name in ("rmsnorm", "gemm-1024", "layernorm", "transpose", "cumsum", "maxpool", "rope"):
+    for name in ("rmsnorm", "gemm-1024", "layernorm", "transpose", "cumsum", "maxpool", "rope", "conv1d"):
         assert agent.supports(wire(name, "nki2")) is None, name
     why = agent.supports(wire("mamba", "nki2"))
     assert "family 'mamba' in NKI v1 only" in why and "--isa nki2" in why
@@ -103,7 +103,8 @@ def test_v2_schedules_render_correct_kernels(trn2_kit, family):
 
 
 @pytest.mark.parametrize("problem", ["rmsnorm-256x2048", "gemm-512x1024x1024", "layernorm-512x1024",
-                                     "transpose-4x256x384", "cumsum", "maxpool", "rope"])
+                                     "transpose-4x256x384", "cumsum", "maxpool", "rope",
+                                     "conv1d"])
 def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem):
     run = tmp_path / "run"
     out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),

@@ -107,9 +107,9 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     return []
 
 
-def body(s: Schedule) -> str:
-    fcol = "fl_all[cb, :, {w}:{w} + 1]" if s.hoist else "fl[:, {w}:{w} + 1]"
-    code = f"""@nki.jit
+def head(s: Schedule) -> str:
+    """The kernel's head in both NKI dialects: sizes, the output and the [C, WF] filter view."""
+    return f"""@nki.jit
 def solution(img_ref, filter_ref, **kwargs):
     (pt, pb), (pl, pr) = kwargs.get("padding", ((0, 0), (0, 0)))
     N, C, H, W = img_ref.shape
@@ -124,6 +124,34 @@ def solution(img_ref, filter_ref, **kwargs):
     out = nl.ndarray((N, C, 1, WO), dtype=img_ref.dtype, buffer=nl.shared_hbm)
     filt = filter_ref.reshape((C, WF))
 """
+
+
+def driver(prefetch: bool, loop: str = "nl.affine_range") -> str:
+    """The kernel's tail in both NKI dialects: every (images, channel block) tile loaded (`load`) and computed
+    and stored (`finish`) by the functions defined before it. `loop`: the plain loops' kind (NKI v2's access
+    patterns need Python-int offsets, so static loops)."""
+    if prefetch:
+        return """
+    steps = [(nt * NB, cb) for cb in range(C // P) for nt in range(N // NB)]
+    x_next = load(*steps[0])
+    for i in nl.static_range(len(steps)):
+        x = x_next
+        if i + 1 < len(steps):                   # prefetch: the next tile's load goes before this store
+            x_next = load(*steps[i + 1])
+        finish(x, *steps[i])
+    return out
+"""
+    return f"""
+    for cb in {loop}(C // P):
+        for nt in {loop}(N // NB):
+            finish(load(nt * NB, cb), nt * NB, cb)
+    return out
+"""
+
+
+def body(s: Schedule) -> str:
+    fcol = "fl_all[cb, :, {w}:{w} + 1]" if s.hoist else "fl[:, {w}:{w} + 1]"
+    code = head(s)
     if s.hoist:
         code += """    fl_all = nl.ndarray((C // P, nl.par_dim(P), WF), dtype=nl.float32, buffer=nl.sbuf)
     for cb in nl.affine_range(C // P):
@@ -200,22 +228,4 @@ def solution(img_ref, filter_ref, **kwargs):
     else:
         code += ("        for j in nl.static_range(NB):\n"
                  "            nl.store(out[n0 + j, cb * P:(cb + 1) * P, 0, 0:WO], value=acc[:, j * WP:j * WP + WO])\n")
-    if s.prefetch:
-        code += """
-    steps = [(nt * NB, cb) for cb in range(C // P) for nt in range(N // NB)]
-    x_next = load(*steps[0])
-    for i in nl.static_range(len(steps)):
-        x = x_next
-        if i + 1 < len(steps):                   # prefetch: the next tile's load goes before this store
-            x_next = load(*steps[i + 1])
-        finish(x, *steps[i])
-    return out
-"""
-    else:
-        code += """
-    for cb in nl.affine_range(C // P):
-        for nt in nl.affine_range(N // NB):
-            finish(load(nt * NB, cb), nt * NB, cb)
-    return out
-"""
-    return code
+    return code + driver(s.prefetch)
