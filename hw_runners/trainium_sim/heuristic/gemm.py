@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT, evict, step_choices
 
@@ -134,8 +135,9 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     return []
 
 
-def body(s: Schedule) -> str:
-    head = f"""@nki.jit
+def head(s: Schedule) -> str:
+    """The kernel's head in both NKI dialects: sizes and the output."""
+    return f"""@nki.jit
 def solution(lhsT, rhs):
     K, M = lhsT.shape
     _, N = rhs.shape
@@ -144,9 +146,23 @@ def solution(lhsT, rhs):
     assert K % 128 == 0 and M % ({s.bm} * TM) == 0 and N % ({s.bn} * TN) == 0
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
 """
+
+
+def body(s: Schedule) -> str:
+    return blocks(s, V1)
+
+
+def blocks(s: Schedule, d) -> str:
+    """The kernel of `s` in the dialect `d` (V1 here, gemm_v2.V2): the loops and panels are shared, the
+    dialect gives the level-0 loop, the tile shapes, the panel fill and the block's matmuls."""
     if s.level == 0:
-        loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
-        return head + f"""    for m in nl.affine_range(M // TM):
+        return head(s) + d.level0(s)
+    return head(s) + (_pipelined(s, d) if s.prefetch else _blocked(s, d))
+
+
+def _level0(s: Schedule) -> str:
+    loop_j = "nl.static_range" if s.evict == "alternate" else "nl.affine_range"
+    return f"""    for m in nl.affine_range(M // TM):
         for n in {loop_j}(N // TN):
             acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
             for k in nl.affine_range(KT):
@@ -157,7 +173,6 @@ def solution(lhsT, rhs):
             nl.store(result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=res)
     return result
 """
-    return head + (_pipelined(s) if s.prefetch else _blocked(s))
 
 
 def _grids(s: Schedule) -> str:
@@ -179,34 +194,34 @@ def _fill(s: Schedule, name: str, src: str, width: str, col0: str, indent: str) 
             f"{indent}    {name}[i_p, c * DK + i_k, {grid}] = nl.load({src}[(c * DK + i_k) * 128 + i_p, {col0} + {grid}])\n")
 
 
-def _blocked(s: Schedule) -> str:
+def _blocked(s: Schedule, d) -> str:
     """Levels 1 and 2: panels over all of K per block, bm x bn output tiles computed from them."""
     outer, inner = ("mb", "nb") if s.order == "mn" else ("nb", "mb")
     panel = {"mb": ("lhs_p", "lhsT", "WM", "mb"), "nb": ("rhs_p", "rhs", "WN", "nb")}
 
     def load(which: str, indent: str) -> str:
         name, src, width, var = panel[which]
-        return (f"{indent}{name} = nl.ndarray((nl.par_dim(128), KT, {width}), dtype={src}.dtype, buffer=nl.sbuf)\n"
-                if s.bufs == 2 else "") + _fill(s, name, src, width, f"{var} * {width}", indent)
+        return (f"{indent}{name} = nl.ndarray({d.panel.format(width)}, dtype={src}.dtype, buffer=nl.sbuf)\n"
+                if s.bufs == 2 else "") + d.fill(s, name, src, width, f"{var} * {width}", indent)
 
     pre = ""
     if s.bufs == 1:   # one buffer per panel and for the output block, reused by every iteration
-        pre = ("    lhs_p = nl.ndarray((nl.par_dim(128), KT, WM), dtype=lhsT.dtype, buffer=nl.sbuf)\n"
-               "    rhs_p = nl.ndarray((nl.par_dim(128), KT, WN), dtype=rhs.dtype, buffer=nl.sbuf)\n"
-               "    out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n")
+        pre = (f"    lhs_p = nl.ndarray({d.panel.format('WM')}, dtype=lhsT.dtype, buffer=nl.sbuf)\n"
+               f"    rhs_p = nl.ndarray({d.panel.format('WN')}, dtype=rhs.dtype, buffer=nl.sbuf)\n"
+               f"    out_b = nl.ndarray({d.out_b}, dtype=result.dtype, buffer=nl.sbuf)\n")
     n_of = {"mb": "M // WM", "nb": "N // WN"}
     code = f"    BM, BN = {s.bm}, {s.bn}\n    WM, WN = BM * TM, BN * TN            # block width along M and N\n" + pre
-    code += _grids(s)
-    code += f"    for {outer} in nl.affine_range({n_of[outer]}):\n"
+    code += d.grids(s)
+    code += f"    for {outer} in {d.range(s)}({n_of[outer]}):\n"
     if s.level == 2:
         code += load(outer, "        ")
-    code += f"        for {inner} in nl.affine_range({n_of[inner]}):\n"
+    code += f"        for {inner} in {d.range(s)}({n_of[inner]}):\n"
     if s.level == 1:
         code += load("mb", "            ")
     code += load(inner if s.level == 2 else "nb", "            ")
     if s.bufs == 2:
-        code += "            out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)\n"
-    return code + _block(s, "            ")
+        code += f"            out_b = nl.ndarray({d.out_b}, dtype=result.dtype, buffer=nl.sbuf)\n"
+    return code + d.block(s, "            ")
 
 
 def _block(s: Schedule, indent: str) -> str:
@@ -224,7 +239,7 @@ def _block(s: Schedule, indent: str) -> str:
     return textwrap.indent(body, indent) + "    return result\n"
 
 
-def _pipelined(s: Schedule) -> str:
+def _pipelined(s: Schedule, d) -> str:
     """Levels 1 and 2 with prefetching: the blocks are listed at trace time and the panels of block i + 1
     are loaded before block i is computed (DMAs run in program order, so a store that waits for block i's
     matmuls would otherwise hold back every later load)."""
@@ -239,14 +254,14 @@ def _pipelined(s: Schedule) -> str:
              f"            return {keep}\n") if s.level == 2 else ""
     return f"""    BM, BN = {s.bm}, {s.bn}
     WM, WN = BM * TM, BN * TN            # block width along M and N
-{_grids(s)}
+{d.grids(s)}
     def lhs_panel(mb):                   # all K rows of lhsT's columns of M block mb
-        p = nl.ndarray((nl.par_dim(128), KT, WM), dtype=lhsT.dtype, buffer=nl.sbuf)
-{_fill(s, "p", "lhsT", "WM", "mb * WM", "        ")}        return p
+        p = nl.ndarray({d.panel.format("WM")}, dtype=lhsT.dtype, buffer=nl.sbuf)
+{d.fill(s, "p", "lhsT", "WM", "mb * WM", "        ")}        return p
 
     def rhs_panel(nb):                   # all K rows of rhs's columns of N block nb
-        p = nl.ndarray((nl.par_dim(128), KT, WN), dtype=rhs.dtype, buffer=nl.sbuf)
-{_fill(s, "p", "rhs", "WN", "nb * WN", "        ")}        return p
+        p = nl.ndarray({d.panel.format("WN")}, dtype=rhs.dtype, buffer=nl.sbuf)
+{d.fill(s, "p", "rhs", "WN", "nb * WN", "        ")}        return p
 
     def panels(mb, nb, prev):
 {reuse}        return lhs_panel(mb), rhs_panel(nb), {outer}
@@ -259,5 +274,10 @@ def _pipelined(s: Schedule) -> str:
         if step + 1 < len(steps):        # prefetch the next block's panels
             nxt = panels(steps[step + 1][0], steps[step + 1][1], cur)
         lhs_p, rhs_p = cur[0], cur[1]
-        out_b = nl.ndarray((BM, nl.par_dim(TM), WN), dtype=result.dtype, buffer=nl.sbuf)
-""" + _block(s, "        ")
+        out_b = nl.ndarray({d.out_b}, dtype=result.dtype, buffer=nl.sbuf)
+""" + d.block(s, "        ")
+
+
+# NKI v1: panels and output blocks with a par_dim axis, index-grid panel loads, plain block loops
+V1 = SimpleNamespace(level0=_level0, panel="(nl.par_dim(128), KT, {})", out_b="(BM, nl.par_dim(TM), WN)",
+                     grids=_grids, fill=_fill, block=_block, range=lambda s: "nl.affine_range")
