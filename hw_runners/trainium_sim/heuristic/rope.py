@@ -129,6 +129,20 @@ def _halves(s: Schedule) -> str:
 """
 
 
+def _piece_loop(s: Schedule) -> str:
+    """The loop over the pieces, loading each (depth 0) or `depth` pieces ahead of the compute; the same code in
+    both NKI dialects (load() is the dialect's)."""
+    if s.depth == 0:
+        return "\n    for q in nl.affine_range(NP):\n        xq, cq, sq = load(q)\n"
+    return f"""
+    D = {s.depth}                                   # pieces loaded ahead of the compute
+    loaded = [load(q) for q in range(min(D, NP))]
+    for q in nl.static_range(NP):
+        if q + D < NP:
+            loaded.append(load(q + D))
+""" + ("        o = loaded[q]\n" if s.whole else "        xq, cq, sq = loaded[q]\n")
+
+
 def _pe(s: Schedule) -> str:
     code = _head(s) + """    F = min(PC, nl.tile_size.gemm_moving_fmax)   # columns per matmul (one PSUM bank of fp32)
     G = PC // F
@@ -179,17 +193,7 @@ def _pe(s: Schedule) -> str:
         cq = nl.ndarray((h, PC), dtype=x_in.dtype, buffer=nl.sbuf)
         sq = nl.ndarray((h, PC), dtype=x_in.dtype, buffer=nl.sbuf)
 """ + fill.format(x="xq", c="cq", s="sq", cols="0:PC") + "        return xq, cq, sq\n"
-    if s.depth == 0:
-        code += "\n    for q in nl.affine_range(NP):\n        xq, cq, sq = load(q)\n"
-    else:
-        code += f"""
-    D = {s.depth}                                   # pieces loaded ahead of the compute
-    loaded = [load(q) for q in range(min(D, NP))]
-    for q in nl.static_range(NP):
-        if q + D < NP:
-            loaded.append(load(q + D))
-"""
-        code += "        o = loaded[q]\n" if s.whole else "        xq, cq, sq = loaded[q]\n"
+    code += _piece_loop(s)
     if s.whole:
         xv, cv, sv, rv = "x[:, o + g * F:o + (g + 1) * F]", "c[:, o + g * F:o + (g + 1) * F]", \
             "s[:, o + g * F:o + (g + 1) * F]", "res[:, o + g * F:o + (g + 1) * F]"

@@ -6,7 +6,7 @@ index-grid predicates; the rows of a rotation half are a slice (strided when int
 grid (NKI v2 removed nl.mgrid). What a knob changes is said in rope.py."""
 from __future__ import annotations
 
-from autocomp_zmq.hw_runners.trainium_sim.heuristic.rope import Schedule, _head
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.rope import Schedule, _head, _piece_loop
 
 # the HBM rows of half k (0: first, 1: second) of every rotation pair, as a view the kernel can copy
 HALF = """    def half(t, k, cols):       # rows of half k (0: first, 1: second) of every rotation pair
@@ -101,17 +101,7 @@ def _pe(s: Schedule) -> str:
     else:
         code += ("\n    def load(q):\n" + _tile("xq", "(d_head, PC)") + _tile("cq", "(h, PC)") + _tile("sq", "(h, PC)")
                  + fill.format(x="xq", c="cq", s="sq", cols="0:PC") + "        return xq, cq, sq\n")
-    if s.depth == 0:
-        code += "\n    for q in nl.affine_range(NP):\n        xq, cq, sq = load(q)\n"
-    else:
-        code += f"""
-    D = {s.depth}                                   # pieces loaded ahead of the compute
-    loaded = [load(q) for q in range(min(D, NP))]
-    for q in nl.static_range(NP):
-        if q + D < NP:
-            loaded.append(load(q + D))
-"""
-        code += "        o = loaded[q]\n" if s.whole else "        xq, cq, sq = loaded[q]\n"
+    code += _piece_loop(s)
     if s.whole:
         xv, cv, sv, rv = (f"{t}[:, o + g * F:o + (g + 1) * F]" for t in ("x", "c", "s", "res"))
     else:
