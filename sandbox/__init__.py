@@ -76,6 +76,9 @@ class Limits:
     private_fs: bool = False      # see only the working directory and ro_paths (fails closed)
     ro_paths: tuple[str, ...] = ()
     force_landlock: bool = False  # Landlock even where a mount namespace is possible (for tests)
+    # a PID namespace: every process the program started dies with it, even one that left its process group
+    # (setsid); a status note says when none could be made (then the process group is all that is killed)
+    pid_ns: bool = False
 
 
 @dataclass
@@ -175,6 +178,8 @@ def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[s
         cmd.append("--drop-root")
     if seccomp:
         cmd.append("--seccomp")
+    if limits.pid_ns:
+        cmd.append("--pid-ns")
     if limits.private_fs:
         cmd.append("--private-fs")
         cmd += [arg for path in limits.ro_paths for arg in ("--ro", path)]

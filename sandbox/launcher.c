@@ -10,7 +10,9 @@
  *   - with --private-fs, gives it a private root holding only its working
  *     directory and the --ro paths (privatefs.c; Landlock where no mount
  *     namespace can be made, and a setup failure where neither works),
- *   - drops root to nobody when started as root.
+ *   - drops root to nobody when started as root,
+ *   - with --pid-ns, runs the program in a new PID namespace (pid_namespace below), so that nothing it
+ *     starts outlives it, however it detaches (setsid, double fork).
  * What could and could not be applied is written to --status.
  * Exit code 125 means the sandbox itself could not be set up.
  */
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -126,10 +129,72 @@ static void confine(int net, int fs, int force_landlock, const char *dir, char *
   fprintf(status, "fs landlock\n");
 }
 
+/* End the way the program ended: its exit status, or death by the same signal. */
+static void mirror(int ws) {
+  if (WIFSIGNALED(ws)) {
+    int sig = WTERMSIG(ws);
+    sigset_t set;
+    signal(sig, SIG_DFL);
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    kill(getpid(), sig);
+  }
+  _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 125);
+}
+
+/* --pid-ns: a new PID namespace (directly where we may, else inside a user namespace). Its pid 1 is a small
+ * reaper forked from here, the program its pid 2: when the program ends the reaper reports how and exits, and
+ * the kernel then kills every process left in the namespace, so nothing the program started survives it,
+ * whether it called setsid or forked twice. The program is not pid 1 itself because the kernel spares pid 1
+ * from signals it has no handler for (SIGXCPU, SIGXFSZ), which would change how limits end it. This process
+ * (outside) and the reaper keep our uid and are invisible from inside, so the program cannot kill them to
+ * escape; the reaper dies with this process (a parent-death signal), taking the namespace with it. Returns in
+ * the program's process only. */
+static void pid_namespace(pid_t evaluator) {
+  int entered = unshare(CLONE_NEWPID) == 0 || enter_namespaces(CLONE_NEWPID);
+  if (!entered) {
+    fprintf(status, "pid shared (%s)\n", strerror(errno));
+    return;
+  }
+  fprintf(status, "pid isolated\n");
+  int report[2];
+  if (pipe2(report, O_CLOEXEC)) die("pipe");
+  fflush(status);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != evaluator) die("parent-death signal");
+  pid_t reaper = fork();
+  if (reaper < 0) die("fork");
+  if (reaper > 0) {                      /* outside: wait for the namespace to end, then end like the program */
+    int ws, prog_ws;
+    close(report[1]);
+    while (waitpid(reaper, &ws, 0) < 0)
+      if (errno != EINTR) _exit(125);
+    mirror(read(report[0], &prog_ws, sizeof prog_ws) == sizeof prog_ws ? prog_ws : ws);
+  }
+  close(report[0]);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL)) _exit(125);
+  pid_t prog = fork();
+  if (prog < 0) _exit(125);
+  if (prog == 0) {
+    close(report[1]);
+    return;
+  }
+  for (;;) {                             /* pid 1: reap every orphan until the program itself ends */
+    int ws;
+    pid_t done = wait(&ws);
+    if (done == prog) {
+      ssize_t r = write(report[1], &ws, sizeof ws);
+      (void)r;
+      _exit(0);
+    }
+    if (done < 0 && errno != EINTR) _exit(125);
+  }
+}
+
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   unsigned long long cpu = 0, mem = 0, fsize = 0, nofile = 64, nproc = 0;
-  int net = 0, drop = 0, filter = 0, fs = 0, force_landlock = 0, nro = 0, i;
+  int net = 0, drop = 0, filter = 0, fs = 0, force_landlock = 0, pidns = 0, nro = 0, i;
   char *ro[32];
   const char *status_path = NULL, *dir = NULL;
   for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -145,6 +210,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seccomp")) filter = 1;
     else if (!strcmp(argv[i], "--private-fs")) fs = 1;
     else if (!strcmp(argv[i], "--fs-landlock")) force_landlock = 1;
+    else if (!strcmp(argv[i], "--pid-ns")) pidns = 1;
     else if (!strcmp(argv[i], "--ro") && i + 1 < argc && nro < 32) ro[nro++] = argv[++i];
     else if (!strcmp(argv[i], "--fd") && i + 1 < argc) i++; /* handled below, after chdir */
     else { fprintf(stderr, "sandbox: unknown option %s\n", argv[i]); return 125; }
@@ -180,13 +246,17 @@ int main(int argc, char **argv) {
 
   if (fs && !dir) { fprintf(stderr, "sandbox: --private-fs needs --chdir\n"); return 125; }
   confine(net, fs, force_landlock, dir, ro, nro);
+  limit(RLIMIT_CORE, 0, 0);   /* before any fork: mirror() may re-raise a crash's signal on this process */
+  if (pidns) {
+    pid_namespace(parent);
+    parent = getppid();      /* the reaper, from now on */
+  }
   if (drop && geteuid() == 0) {
     if (setgroups(0, NULL) || setgid(65534) || setuid(65534)) die("drop root");
     fprintf(status, "user nobody\n");
   }
-  /* Die with the evaluator that started us (set after the uid change, which clears it). */
+  /* Die with the evaluator (or the reaper) that started us (set after the uid change, which clears it). */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) die("parent-death signal");
-  limit(RLIMIT_CORE, 0, 0);
   if (cpu) limit(RLIMIT_CPU, cpu, cpu + 1); /* SIGXCPU first, SIGKILL a second later */
   if (mem) limit(RLIMIT_AS, mem, mem);
   if (fsize) limit(RLIMIT_FSIZE, fsize, fsize);

@@ -9,6 +9,7 @@ import time
 from dataclasses import replace as dataclass_replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autocomp_zmq import sandbox
@@ -110,6 +111,62 @@ def test_wall_clock_limit_kills_the_whole_process_group(workdir):
         time.sleep(0.05)
     else:
         pytest.fail(f"background process {pid} survived the wall-clock kill")
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """The process no longer runs (gone, or a zombie waiting to be reaped)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# a program that leaves a process behind in a session of its own, then exits at once
+DETACH = "setsid sh -c 'echo $$ > detached.pid; exec sleep 60' & while [ ! -s detached.pid ]; do :; done"
+
+
+def test_a_detached_process_outlives_its_program_without_a_pid_namespace(workdir):
+    # why pid_ns exists: the process group kill cannot reach a process that called setsid
+    r = run_sh(workdir, DETACH, Limits(wall_s=10, cpu_s=10))
+    pid = int(out(workdir, "detached.pid"))
+    try:
+        assert r.ok and not _gone(pid, within_s=0.5)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("ending", ["exits", "times out", "is killed"])
+def test_pid_namespace_ends_every_process_the_program_started(workdir, ending):
+    script = DETACH + {"exits": "", "times out": "; sleep 60", "is killed": "; kill -9 $$"}[ending]
+    r = run_sh(workdir, script, Limits(wall_s=2, cpu_s=10, pid_ns=True))
+    assert "pid isolated" in r.notes
+    pid = int(out(workdir, "detached.pid"))   # as seen inside the namespace: look it up by its marker instead
+    assert pid > 1
+    survivors = [p for p in psutil.process_iter(["cmdline", "cwd"]) if p.info["cwd"] == str(workdir)]
+    assert not survivors, survivors
+    if ending == "exits":
+        assert r.ok and r.returncode == 0
+    elif ending == "times out":
+        assert r.timed_out and r.signal == signal.SIGKILL
+    else:
+        assert r.signal == signal.SIGKILL and not r.timed_out
+
+
+def test_pid_namespace_keeps_the_program_s_way_of_ending(workdir):
+    limits = Limits(wall_s=10, cpu_s=10, pid_ns=True)
+    assert run_sh(workdir, "exit 7", limits).returncode == 7
+    r = run_sh(workdir, "kill -SEGV $$", limits)
+    assert r.signal == signal.SIGSEGV and not list(workdir.glob("core*"))
+    r = run_sh(workdir, "exec head -c 1000000 /dev/zero", dataclass_replace(limits, fsize_bytes=64 << 10))
+    assert r.signal == signal.SIGXFSZ      # a limit's signal still ends it: the program is not the namespace's init
+    r = run_sh(workdir, "while :; do :; done", dataclass_replace(limits, cpu_s=1))
+    assert r.signal in (signal.SIGXCPU, signal.SIGKILL) and r.cpu_s >= 0.9   # its CPU time is still accounted
 
 
 def test_cpu_limit(workdir):
