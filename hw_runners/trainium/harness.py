@@ -71,6 +71,7 @@ def job(spec: ProblemSpec, warmup: int, iters: int, profile: bool = True, chip_l
 def install(work: Path, script: str, job_doc: dict, job_name: str = "job.json") -> list[str]:
     """Write the job and the scripts into `work` (overwriting whatever is there); the command line to run."""
     shutil.copyfile(SDK_SIDE / "common.py", work / "harness_common.py")
+    shutil.copyfile(SDK_SIDE / "nrt.py", work / "harness_nrt.py")
     shutil.copyfile(SDK_SIDE / script, work / script)
     (work / job_name).write_text(json.dumps(job_doc))
     return [script, job_name]

@@ -224,12 +224,16 @@ def performance(latency_us: float, flops: int, compulsory_bytes: int, fp32: bool
             "hbm_gbs": peak.hbm_bytes_s / 1e9}
 
 
+TIMERS = {"nrtpy": ("nrtpy device timing", "each time is the device's alone"),
+          "libnrt": ("libnrt host timing", "each time is one nrt_execute call on the host's clock: the device's run "
+                     "plus the runtime's launch, the inputs already on the device")}
+
+
 def feedback_text(m: dict[str, Any]) -> str:
     """The lines an agent reads about one correct evaluation."""
     reported = m.get("percentile", 50)
-    # neuron-bench (NKI v1's nki.benchmark) times each run end to end; nrtpy's device mode times it on the device
-    timer, includes = (("nrtpy device timing", "each time is the device's alone") if m.get("timer") == "nrtpy" else
-                       ("neuron-bench", "each time includes moving the inputs and outputs between host and device"))
+    # nrtpy's device mode times each run on the device; through libnrt the host's clock times each nrt_execute call
+    timer, includes = TIMERS.get(m.get("timer"), TIMERS["libnrt"])
     lines = [f"latency P{reported} {m['latency_us'][f'p{reported}']:.1f} us (P50 {m['p50_us']:.1f} us, P99 "
              f"{m['p99_us']:.1f} us; {timer}: {m['iters']} runs after {m['warmup']} warm-up runs, on NeuronCore "
              f"{m['core']}{', ' + m['timing'] if m.get('timing') else ''}; {includes})",

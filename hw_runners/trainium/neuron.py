@@ -1,5 +1,6 @@
 """What this host has of the Neuron SDK: NeuronCores, the Pythons that compile (neuronx-cc, nki) and run
-(nrtpy) kernels, the command-line tools, and which NeuronCore this evaluator process owns.
+(nrtpy) kernels, the runtime's C library (libnrt), the command-line tools, and which NeuronCore this evaluator
+process owns.
 
 Nothing here needs Trainium hardware to be tested: discovery takes the `neuron-ls` text and the
 /dev and /sys roots as arguments, and core claiming takes the lock directory and the environment.
@@ -198,7 +199,20 @@ def missing_sdk(sdk: Sdk | None, tried: Sequence[str], cores: Sequence[int], vis
     return missing
 
 
-NRTPY_HINT = ("NKI v2 kernels are run and timed through nrtpy (Neuron SDK 2.32 and later), which cannot be installed "
+# where aws-neuronx-runtime-lib installs the runtime's C library (the soname first)
+LIBNRT_PATHS = ("/opt/aws/neuron/lib/libnrt.so.1", "/opt/aws/neuron/lib/libnrt.so")
+
+
+def find_libnrt(configured: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the runtime's C library, every path tried): a configured path (option libnrt or $AUTOCOMP_LIBNRT) is the
+    only candidate, else the runtime package's install paths."""
+    tried = (configured,) if configured else LIBNRT_PATHS
+    return next((p for p in tried if os.path.isfile(p)), None), tried
+
+
+NRTPY_HINT = ("Compiled kernels are run and timed through nrtpy (Neuron SDK 2.32 and later) or, without it, the "
+              "runtime's C library libnrt (package aws-neuronx-runtime-lib, /opt/aws/neuron/lib/libnrt.so.1; the "
+              "trainium option libnrt or AUTOCOMP_LIBNRT names another path). nrtpy cannot be installed "
               "beside the nki package: create a separate Python 3.11+ environment, `pip install nrtpy "
               "--extra-index-url=https://pip.repos.neuron.amazonaws.com`, and point AUTOCOMP_NRTPY_PYTHON (or the "
               "trainium option nrtpy_python) at its python "

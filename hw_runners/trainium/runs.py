@@ -1,13 +1,13 @@
-"""How one evaluation runs on a Trainium host, by the kernel's NKI dialect, and how its failures read.
+"""How one evaluation runs on a Trainium host, and how its failures read.
 
-NKI v1 (SDK <= 2.29): one sandboxed process of the SDK's Python runs sdk_side/nki1.py (nki.baremetal for the
-outputs, nki.benchmark for the latency, the profiler's summary) on the inputs.
-
-NKI v2 (SDK 2.27+ with nrtpy, 2.32+): two sandboxed processes, and the candidate's Python only in the first.
-  1. compile: the SDK's Python runs sdk_side/nki2_compile.py, which calls the @nki.jit kernel on zero arrays; the
-     NEFF it leaves in NKI_ARTIFACTS_DIR is the kernel. The inputs are not written yet, so it cannot see them.
-  2. run: in a fresh directory that holds the NEFF, fresh copies of the scripts and now the inputs, nrtpy's Python
-     runs sdk_side/run_neff.py: the outputs the device computes, its run times, and a traced run for the profiler.
+Two sandboxed processes, and the candidate's Python only in the first:
+  1. compile: the SDK's Python runs the dialect's compile script (sdk_side/nki1.py: nki.baremetal, NKI v1 on SDK
+     <= 2.29; sdk_side/nki2_compile.py: the @nki.jit kernel, NKI v2) on zero arrays; the NEFF it keeps is the
+     kernel. The inputs are not written yet, so it cannot see them.
+  2. run: in a fresh directory that holds the NEFF, fresh copies of the scripts and now the inputs, a Python with
+     the runtime runs sdk_side/run_neff.py: the outputs the device computes, its run times, and a traced run for
+     the profiler. The runtime is nrtpy (SDK 2.32+, in its own environment) or, without it, the runtime's C
+     library (libnrt) through ctypes in the SDK's Python.
 The NEFF is cached by everything that determines it (kernel source, the call, the SDK's versions, platform, LNC,
 compiler flags), so a kernel evaluated again, by this evaluator or another on the host, is compiled once.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.trainium import harness
-from autocomp_zmq.hw_runners.trainium_sim.dialect import Sdk
+from autocomp_zmq.hw_runners.trainium_sim.dialect import V1, V2, Sdk
 from autocomp_zmq.hw_runners.base import EvalResult
 from autocomp_zmq.hw_runners.trainium.metrics import RESULT_LIMIT, read_json
 from autocomp_zmq.hw_runners.trainium.neuron import INSTALL_HINT, NRTPY_HINT
@@ -50,13 +50,12 @@ def write_inputs(work: Path, names: list[str], inputs: dict[str, np.ndarray]) ->
         np.save(work / f"in_{i}.npy", inputs[name])
 
 
-def run_v1(work: Path, job: dict, inputs: dict[str, np.ndarray], python: str, env: dict[str, str],
-           limits: sandbox.Limits) -> Run:
-    write_inputs(work, job["input_names"], inputs)
-    argv = harness.install(work, "nki1.py", job)
-    (work / "tmp").mkdir(exist_ok=True)
-    sandbox.prepare_workdir(work, limits)
-    return Run(work, sandbox.run([python, *argv], work, limits, env=env))
+@dataclass(frozen=True)
+class Runtime:
+    """What runs the NEFF: "nrtpy" (its Python) or "libnrt" (the SDK's Python and the library's path)."""
+    name: str
+    python: str
+    libnrt: str | None = None
 
 
 class NeffCache:
@@ -100,12 +99,15 @@ class NeffCache:
 COMPILE_ENV = ("NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_LOGICAL_NC_CONFIG", "NEURON_CC_FLAGS")
 
 
-def run_v2(work: Path, code: str, job: dict, inputs: dict[str, np.ndarray], sdk: Sdk, nrtpy_python: str,
-           compile_env: dict[str, str], run_env: dict[str, str], limits: sandbox.Limits, cache: NeffCache) -> Run:
+COMPILE_SCRIPTS = {V1: "nki1.py", V2: "nki2_compile.py"}
+
+
+def run(work: Path, code: str, dialect: str, job: dict, inputs: dict[str, np.ndarray], sdk: Sdk, runtime: Runtime,
+        compile_env: dict[str, str], run_env: dict[str, str], limits: sandbox.Limits, cache: NeffCache) -> Run:
     key = NeffCache.key(code, job, sdk, compile_env)
     hit = cache.get(key)
     if hit is None:
-        argv = harness.install(work, "nki2_compile.py", job)
+        argv = harness.install(work, COMPILE_SCRIPTS[dialect], job)
         (work / "tmp").mkdir(exist_ok=True)
         (work / "artifacts").mkdir(exist_ok=True)
         sandbox.prepare_workdir(work, limits)
@@ -129,9 +131,10 @@ def run_v2(work: Path, code: str, job: dict, inputs: dict[str, np.ndarray], sdk:
     (run_dir / "tmp").mkdir()
     shutil.copyfile(neff, run_dir / "kernel.neff")
     write_inputs(run_dir, job["input_names"], inputs)
-    argv = harness.install(run_dir, "run_neff.py", {**job, "neff_inputs": bound})
+    argv = harness.install(run_dir, "run_neff.py", {**job, "neff_inputs": bound, "runtime": runtime.name,
+                                                     "libnrt": runtime.libnrt})
     sandbox.prepare_workdir(run_dir, limits)
-    outcome = sandbox.run([nrtpy_python, *argv], run_dir, limits, env={**run_env, "TMPDIR": str(run_dir / "tmp")})
+    outcome = sandbox.run([runtime.python, *argv], run_dir, limits, env={**run_env, "TMPDIR": str(run_dir / "tmp")})
     seconds = meta.get("seconds") if hit is None and isinstance(meta.get("seconds"), dict) else None
     return Run(run_dir, outcome, cached=hit is not None, compile_seconds=seconds)
 
@@ -140,10 +143,9 @@ def run_v2(work: Path, code: str, job: dict, inputs: dict[str, np.ndarray], sdk:
 STAGES = {"setup": ("setup", "the Neuron SDK's Python cannot run NKI kernels"),
           "inputs": ("setup", "the harness could not load the inputs"),
           "import": ("compile", "kernel.py failed to import"),
-          # nki.baremetal (v1) and calling the @nki.jit kernel (v2) trace, compile and run in one call; most failures
-          # are tracing/compiling ones
+          # nki.baremetal (v1) and calling the @nki.jit kernel (v2) trace, compile and run (on zeros) in one call;
+          # most failures are tracing/compiling ones
           "run": ("compile", "compiling or running the kernel failed"),
-          "outputs": ("wrong_result", "solution's return value is not the declared output array(s)"),
           "device_setup": ("crash", "loading the compiled kernel (its NEFF) into the Neuron runtime failed"),
           "device_run": ("crash", "the compiled kernel failed on the device"),
           "benchmark": ("crash", "the kernel ran once, but timing it failed")}

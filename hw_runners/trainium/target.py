@@ -3,13 +3,14 @@
 One evaluation: the kernel's NKI dialect (from its imports) against what the host's SDK compiles (a mismatch is a
 setup error naming both) -> fresh random inputs (a new seed every time; bf16/fp16 inputs rounded first, so the
 reference sees what the kernel sees) -> a private directory with kernel.py, the job and the sdk_side/ scripts ->
-sandboxed children of the SDK's Pythons on the one NeuronCore this evaluator owns (runs.py: NKI v1 through
-nki.baremetal and nki.benchmark; NKI v2 compiled once to a NEFF, then run and timed by nrtpy in a process with no
-candidate code) while the reference is computed here -> outputs compared with the problem's tolerance -> feedback.
+sandboxed children of the SDK's Pythons on the one NeuronCore this evaluator owns (runs.py: the kernel compiled
+once to a NEFF, by nki.baremetal in NKI v1 or its @nki.jit call in NKI v2, then run and timed by nrtpy or libnrt
+in a process with no candidate code) while the reference is computed here -> outputs compared with the problem's
+tolerance -> feedback.
 
-Trust: an NKI v1 kernel's Python runs in the same process as NKI's tooling, so its result file is only as
-honest as the kernel; an NKI v2 kernel's Python only compiles, and the device's outputs and times are read by a
-process that runs none of it. Correctness is judged here, on inputs the kernel could not have seen before.
+Trust: the kernel's Python only compiles, on zero arrays, in a PID namespace that ends every process it started
+before anything runs on the inputs; the device's outputs and times are read by a process that runs none of it.
+Correctness is judged here, on inputs the kernel could not have seen before.
 On a host without the SDK every evaluation is a "setup" failure that says what to install.
 """
 from __future__ import annotations
@@ -36,10 +37,10 @@ from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PERCENTILES, PROFIL
                                                       read_json, round_bf16, scaled)
 from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_HINT, NEURON_BIN, NRTPY_HINT,
                                                      VISIBLE_CORES, CoreClaim, PlatformError, claim_core,
-                                                     cores_per_device, find_nrtpy, find_sdk, host_cores, missing_sdk,
-                                                     parse_core_list, platform_name, tool)
-from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, no_result, run_v1, run_v2, stage_failure
-from autocomp_zmq.hw_runners.trainium_sim.dialect import (NAMES, V1, V2, DialectError, Sdk, check, kernel_dialect,
+                                                     cores_per_device, find_libnrt, find_nrtpy, find_sdk, host_cores,
+                                                     missing_sdk, parse_core_list, platform_name)
+from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, Runtime, no_result, run, stage_failure
+from autocomp_zmq.hw_runners.trainium_sim.dialect import (V1, V2, DialectError, Sdk, check, kernel_dialect,
                                                          profile_for, profile_mismatch)
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
 
@@ -54,19 +55,25 @@ def _default_limits() -> sandbox.Limits:
     # Python environment, wherever the site installed them. Candidates still get rlimits, a private
     # working directory, a minimal environment, and nobody's uid when the evaluator is root.
     # No address-space limit: the compiler and runtime reserve far more virtual memory than they use.
-    # 540 s of wall clock (compiling twice included): under the coordinator's default eval lease of 600 s,
-    # so a slow kernel comes back as a timeout rather than being handed to another evaluator.
+    # 540 s of wall clock: under the coordinator's default eval lease of 600 s, so a slow kernel comes back as
+    # a timeout rather than being handed to another evaluator. A PID namespace (as containers give the runtime):
+    # a process the kernel's compile step leaves behind would otherwise still run beside the run step, whose
+    # directory holds the inputs and the outputs the verdict reads.
     return sandbox.Limits(wall_s=540, cpu_s=540 * CPU_PER_WALL, mem_bytes=0, fsize_bytes=4 << 30, nofile=4096,
-                          isolate_net=False, private_fs=False)
+                          isolate_net=False, private_fs=False, pid_ns=True)
 
 
 @dataclass
 class Options:
     python: str | None = None           # the SDK's Python; None: $AUTOCOMP_NEURON_PYTHON, ours, the DLAMI's venvs
-    nrtpy_python: str | None = None     # nrtpy's Python (NKI v2); None: $AUTOCOMP_NRTPY_PYTHON, ours, the DLAMI's
-    compile_cache: Path | None = DEFAULT_NEFF_CACHE   # NKI v2 NEFFs by source, call, SDK and platform; None: off
+    nrtpy_python: str | None = None     # nrtpy's Python; None: $AUTOCOMP_NRTPY_PYTHON, ours, the DLAMI's
+    libnrt: str | None = None           # the runtime's C library; None: $AUTOCOMP_LIBNRT, /opt/aws/neuron/lib
+    # what runs the NEFF: "nrtpy" (device timing, SDK 2.32+), "libnrt" (the host's clock around nrt_execute, any
+    # SDK), or "auto": nrtpy where installed, else libnrt
+    runtime: str = "auto"
+    compile_cache: Path | None = DEFAULT_NEFF_CACHE   # NEFFs by source, call, SDK and platform; None: off
     lock_dir: Path = DEFAULT_LOCK_DIR   # per-core lock files: one evaluator process per NeuronCore
-    warmup: int = 10                    # nki.benchmark warm-up runs, then measured runs
+    warmup: int = 10                    # warm-up runs of the NEFF, then measured runs
     iters: int = 100
     # the percentile reported as the latency: P50 is robust to the odd slow run; the Autocomp paper reported P99
     # of 10 runs after 2 warm-ups (latency_percentile=99, warmup=2, iters=10). Both are in the feedback.
@@ -100,6 +107,8 @@ class Options:
                              f"{self.latency_percentile!r}")
         if self.lnc not in (1, 2):
             raise ValueError(f"lnc (logical NeuronCore config) must be 1 or 2, not {self.lnc!r}")
+        if self.runtime not in ("auto", "nrtpy", "libnrt"):
+            raise ValueError(f"runtime must be auto, nrtpy or libnrt, not {self.runtime!r}")
         if self.platform not in (None, "trn1", "trn2", "trn3"):
             raise ValueError(f"platform must be trn1, trn2 or trn3, not {self.platform!r}")
 
@@ -179,21 +188,17 @@ class Trainium(Target):
     def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, claim: CoreClaim,
                      trace_path: Path | None) -> EvalResult:
         opts = self.options
-        sdk, nrtpy = self._sdk()[0], self._nrtpy()
+        sdk = self._sdk()[0]
         try:
             written = kernel_dialect(code)
-            if written is None:    # no NKI import (a broken file): the dialect this host runs completely
-                written = V2 if V2 in sdk.dialects() and nrtpy else V1 if V1 in sdk.dialects() else None
+            if written is None:    # no NKI import (a broken file): the SDK's own dialect (v1 up to SDK 2.29)
+                written = V1 if V1 in sdk.dialects() else V2 if V2 in sdk.dialects() else None
             dialect = check(written, sdk)
         except DialectError as exc:
             return EvalResult.failure("setup", str(exc), latency_unit="us")
-        if dialect == V1 and tool("neuron-bench") is None:
-            return EvalResult.failure("setup", f"{NAMES[V1]} kernels are timed by nki.benchmark, which runs neuron-bench: "
-                                      "not on PATH or in /opt/aws/neuron/bin (package aws-neuronx-tools)",
-                                      latency_unit="us")
-        if dialect != V1 and nrtpy is None:
-            return EvalResult.failure("setup", f"{sdk.describe()} compiles this kernel, but no Python among "
-                                      f"{', '.join(find_nrtpy(self._configured('nrtpy'))[1])} has nrtpy. " + NRTPY_HINT,
+        runtime = self._runtime(sdk)
+        if isinstance(runtime, str):
+            return EvalResult.failure("setup", f"{sdk.describe()} compiles this kernel, but {runtime}. " + NRTPY_HINT,
                                       latency_unit="us")
         input_seed = opts.input_seed if opts.input_seed is not None else secrets.randbits(63)
         try:
@@ -205,12 +210,9 @@ class Trainium(Target):
         env = self._env(work, claim, sdk.python)
         with ThreadPoolExecutor(1) as pool:   # the reference (numpy, GIL released) overlaps the device run
             expected = pool.submit(spec.reference, inputs)
-            if dialect == V1:
-                run = run_v1(work, job, inputs, sdk.python, env, opts.limits)
-            else:
-                run_env = {**self._env(work, claim, nrtpy), "LD_LIBRARY_PATH": _with_neuron_lib(env)}
-                run = run_v2(work, code, job, inputs, sdk, nrtpy, env, run_env, opts.limits,
-                             NeffCache(opts.compile_cache))
+            run_env = {**self._env(work, claim, runtime.python), "LD_LIBRARY_PATH": _with_neuron_lib(env)}
+            ran = run(work, code, dialect, job, inputs, sdk, runtime, env, run_env, opts.limits,
+                      NeffCache(opts.compile_cache))
             try:
                 want = expected.result()
             except Exception as exc:   # a broken problem, not a broken kernel
@@ -219,25 +221,25 @@ class Trainium(Target):
         if len(want) != len(spec.outputs):
             return EvalResult.failure("setup", f"problem {spec.name}: its reference returns {len(want)} arrays for "
                                       f"{len(spec.outputs)} declared outputs", latency_unit="us")
-        strip = str(run.dir) + "/"
-        common = dict(stdout=sandbox.read_tail(run.dir / "stdout.txt").replace(strip, ""),
-                      stderr=sandbox.read_tail(run.dir / "stderr.txt", 6000).replace(strip, ""),
-                      sandbox=run.outcome.notes, latency_unit="us")
-        res = run.result()
+        strip = str(ran.dir) + "/"
+        common = dict(stdout=sandbox.read_tail(ran.dir / "stdout.txt").replace(strip, ""),
+                      stderr=sandbox.read_tail(ran.dir / "stderr.txt", 6000).replace(strip, ""),
+                      sandbox=ran.outcome.notes, latency_unit="us")
+        res = ran.result()
         if res is None:
-            return no_result(run.outcome, opts.limits, common)
+            return no_result(ran.outcome, opts.limits, common)
         if not res.get("ok"):
             return stage_failure(res, strip, common)
-        if trace_path is not None and (run.dir / "kernel.ntff").exists():
-            shutil.copy(run.dir / "kernel.ntff", trace_path)   # the device trace; the profiler needs the NEFF too
-            if (run.dir / "kernel.neff").exists():
-                shutil.copy(run.dir / "kernel.neff", Path(trace_path).with_suffix(".neff"))
-        return self._verdict(run, spec, res, want, input_seed, claim, common, dialect, sdk)
+        if trace_path is not None and (ran.dir / "kernel.ntff").exists():
+            shutil.copy(ran.dir / "kernel.ntff", trace_path)   # the device trace; the profiler needs the NEFF too
+            if (ran.dir / "kernel.neff").exists():
+                shutil.copy(ran.dir / "kernel.neff", Path(trace_path).with_suffix(".neff"))
+        return self._verdict(ran, spec, res, want, input_seed, claim, common, dialect, sdk, runtime)
 
     def _verdict(self, run: Run, spec: ProblemSpec, res: dict, want: tuple[np.ndarray, ...], input_seed: int,
-                 claim: CoreClaim, common: dict, dialect: str, sdk: Sdk) -> EvalResult:
+                 claim: CoreClaim, common: dict, dialect: str, sdk: Sdk, runtime: Runtime) -> EvalResult:
         work = run.dir
-        timer = "neuron-bench" if dialect == V1 else "nrtpy"
+        timer = runtime.name
         outputs = res.get("outputs") if isinstance(res.get("outputs"), list) else []
         chip = self._chip(claim)
         if len(outputs) != len(spec.outputs):
@@ -299,8 +301,21 @@ class Trainium(Target):
     def _sdk(self) -> tuple[Sdk | None, tuple[str, ...]]:
         return find_sdk(self._configured("neuron"))
 
-    def _nrtpy(self) -> str | None:
-        return find_nrtpy(self._configured("nrtpy"))[0]
+    def _runtime(self, sdk: Sdk) -> Runtime | str:
+        """What runs this host's NEFFs (the runtime option: nrtpy where installed, else libnrt), or what is
+        missing, in words."""
+        want = self.options.runtime
+        if want in ("auto", "nrtpy"):
+            python, tried = find_nrtpy(self._configured("nrtpy"))
+            if python:
+                return Runtime("nrtpy", python)
+            if want == "nrtpy":
+                return f"no Python among {', '.join(tried)} has nrtpy (runtime=nrtpy)"
+        path, tried = find_libnrt(self.options.libnrt or os.environ.get("AUTOCOMP_LIBNRT") or None)
+        if path:
+            return Runtime("libnrt", sdk.python, path)
+        return (f"no Python has nrtpy and the runtime's C library is not at {' or '.join(tried)}" if want == "auto"
+                else f"the runtime's C library is not at {' or '.join(tried)} (runtime=libnrt)")
 
     def _chip(self, claim: CoreClaim) -> int | None:
         """The chip whose timing lock this core's timed runs hold; None: timing is not exclusive, or the claim

@@ -40,14 +40,20 @@ class NrtpyTensor:
         return self.array
 
 
-def _device_module():
-    """What `import nki` gives the kernel's source on the "device" (not importable from this environment)."""
-    nki = types.ModuleType("nki")
-    nki.jit = lambda fn=None, **kw: fn if fn is not None else (lambda f: f)
-    nki.language = types.ModuleType("nki.language")
-    nki.language.bfloat16, nki.language.float32, nki.language.shared_hbm = "bfloat16", "float32", "shared_hbm"
-    nki.isa = types.ModuleType("nki.isa")
-    return nki
+def _device_modules():
+    """What `import nki` (NKI v2) or `import neuronxcc.nki` (v1: a NEFF runs whatever compiled it) gives the
+    kernel's source on the "device" (neither is importable from this environment)."""
+    mods = {}
+    for root in ("nki", "neuronxcc.nki"):
+        nki = types.ModuleType(root)
+        nki.jit = nki.baremetal = lambda fn=None, **kw: fn if fn is not None else (lambda f: f)
+        nki.language = types.ModuleType(root + ".language")
+        nki.language.bfloat16, nki.language.float32, nki.language.shared_hbm = "bfloat16", "float32", "shared_hbm"
+        nki.isa = types.ModuleType(root + ".isa")
+        mods.update({root: nki, root + ".language": nki.language, root + ".isa": nki.isa})
+    mods["neuronxcc"] = types.ModuleType("neuronxcc")
+    mods["neuronxcc"].nki = mods["neuronxcc.nki"]
+    return mods
 
 
 def _tuples(value):
@@ -75,9 +81,9 @@ class NrtpyModel:
             if list(got.shape) != shape or got.dtype.itemsize != np.dtype(dtype if dtype != "bfloat16" else
                                                                           np.uint16).itemsize:
                 raise NrtError("input %s is %s %s, the NEFF takes %s %s" % (name, got.shape, got.dtype, shape, dtype))
-        saved = {k: sys.modules.get(k) for k in ("nki", "nki.language", "nki.isa")}
-        device = _device_module()
-        sys.modules.update({"nki": device, "nki.language": device.language, "nki.isa": device.isa})
+        device = _device_modules()
+        saved = {k: sys.modules.get(k) for k in device}
+        sys.modules.update(device)
         try:
             scope = {"__name__": "neff"}
             exec(compile(self.neff["source"], "kernel.neff", "exec"), scope)

@@ -1,6 +1,12 @@
 """Stand-in neuronxcc.nki of Neuron SDK 2.29 (NKI v1): kernels run with numpy; the API is held to AWS's docs
-(https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/api/generated/nki.benchmark.html, nki.baremetal.html)."""
+(https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/api/generated/nki.benchmark.html, nki.baremetal.html).
+nki.baremetal(save_neff_name=PATH) keeps the NEFF (JSON here, as the v2 stand-in writes it: the kernel's source,
+constant arguments, array parameters with their dtypes, platform and LNC)."""
+import inspect
+import json
 import os
+
+import numpy as np
 
 from standin_chiplock import record_chip_lock
 
@@ -33,8 +39,27 @@ def baremetal(kernel=None, **kw):
 
     def run(*args, **kwargs):
         _compile("baremetal")
-        return kernel(*args, **kwargs)
+        out = kernel(*args, **kwargs)
+        if not all(isinstance(o, np.ndarray) for o in (out if isinstance(out, (tuple, list)) else (out,))):
+            raise TypeError("an NKI kernel returns the HBM tensors it wrote, not %s" % type(out).__name__)
+        if kw.get("save_neff_name"):
+            _save_neff(kernel, args, kwargs, kw["save_neff_name"])
+        return out
     return run
+
+
+def _save_neff(kernel, args, kwargs, path):
+    with open(inspect.getsourcefile(kernel)) as fh:
+        source = fh.read()
+    bound = inspect.signature(kernel).bind(*args, **kwargs)
+    bound.apply_defaults()
+    arrays = {k: v for k, v in bound.arguments.items() if isinstance(v, np.ndarray)}
+    neff = {"source": source, "entry": kernel.__name__, "lnc": int(os.environ.get("NEURON_LOGICAL_NC_CONFIG") or 1),
+            "constants": {k: v for k, v in bound.arguments.items() if k not in arrays},
+            "inputs": {k: [list(v.shape), getattr(v, "standin_dtype", str(v.dtype))] for k, v in arrays.items()},
+            "platform": os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")}
+    with open(path, "w") as fh:
+        json.dump(neff, fh)
 
 
 class _Latency:
