@@ -114,6 +114,8 @@ def cycles(step: Step, p: dict) -> float:
         # of a MultiplyMoving of the same free size, so it binds only for a wide stationary and a narrow moving
         c = max(min(p["matmul_min_moving"], step.stationary), step.moving,
                 step.stationary / p["loadstationary_speedup"])
+        # fp8 runs at the bf16 rate; FP8 double_row contracts 2x128 rows in a bf16 MultiplyMoving's time
+        c *= p["matmul_double_row_time_factor"] if step.extra.get("perf") == "double_row" else 1
         return c * (p["matmul_fp32_factor"] if step.fp32_matmul else 1) + p["matmul_fixed_cycles"]
     if step.op == "transpose" and step.engine == "pe":
         return max(step.moving, min(p["matmul_min_moving"], step.stationary))

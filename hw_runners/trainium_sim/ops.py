@@ -2,13 +2,17 @@
 
 Values live in float32 arrays (int32 tensors in int32); engines compute in fp32 as NeuronCore-v2's
 Vector and Scalar engines do, and every write rounds to the destination's dtype: bf16 by
-round-to-nearest-even of the upper 16 bits of the fp32 pattern.
+round-to-nearest-even of the upper 16 bits of the fp32 pattern, fp8 to its format's grid (fp8.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}   # bytes per element
+from autocomp_zmq.hw_runners.trainium_sim.fp8 import FORMATS as FP8, round_fp8
+
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1,
+            "float8_e4m3": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}   # bytes per element
+FLOATS = ("float32", "bfloat16", "float16", *FP8)     # held in float32 arrays
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -34,13 +38,15 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
         return to_bf16(x)
     if dtype == "float16":
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+    if dtype in FP8:
+        return round_fp8(x, dtype)
     info = np.iinfo(dtype)
     x = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
     return np.clip(np.trunc(x), info.min, info.max).astype(np.int32)
 
 
 def storage(dtype: str) -> type:
-    return np.float32 if dtype in ("float32", "bfloat16", "float16") else np.int32
+    return np.float32 if dtype in FLOATS else np.int32
 
 
 def _gelu_tanh(x):
@@ -121,5 +127,5 @@ def free_aligned(vals: list) -> list:
             for v in vals]
 
 
-__all__ = ["BINARY", "ITEMSIZE", "REDUCE", "REDUCE_INITIAL", "UNARY", "core_shape", "free_aligned", "per_partition",
+__all__ = ["BINARY", "FLOATS", "ITEMSIZE", "REDUCE", "REDUCE_INITIAL", "UNARY", "core_shape", "free_aligned", "per_partition",
            "round_to", "storage", "to_bf16"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autocomp_zmq.hw_runners.trainium_sim import ops
+from autocomp_zmq.hw_runners.trainium_sim import fp8, ops
 from autocomp_zmq.hw_runners.trainium_sim.engine_ops import EngineOps
 from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
 from autocomp_zmq.hw_runners.trainium_sim.resolver import Resolver
@@ -227,7 +227,11 @@ class Replayer(EngineOps):
             if len(src.shape) != 2:
                 raise StreamError(f"{what}: a transposing load takes a 2-D source")
             v = v.swapaxes(1, 2)
-        if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape):     # (P, 1) into (P,) and the like
+        if ops.core_shape(v.shape[1:]) == ops.core_shape(dst.shape) or (
+                len(v.shape) > 2 and len(dst.shape) > 1 and v.shape[1] == dst.shape[0]
+                and math.prod(v.shape[2:]) == math.prod(dst.shape[1:])):
+            # (P, 1) into (P,) and the like; and a DMA moves each partition's elements in row-major order
+            # ('the total number of data elements in src must match that of dst'): (P, A, B) into (P, A * B)
             v = v.reshape((self.sets, *dst.shape))
         self._fits(v.shape[1:], dst.shape, what)
         if "rmw" in attrs:          # nisa.dma_copy(dst_rmw_op=np.add): the DMA adds into what dst holds
@@ -248,7 +252,12 @@ class Replayer(EngineOps):
         (s, m), (dst,) = reads, writes
         if s.tensor.buffer != "sbuf" or m.tensor.buffer != "sbuf" or dst.tensor.buffer != "psum":
             raise StreamError(f"{what}: matmul operands must be in SBUF and its result in PSUM")
-        if len(s.shape) != 2 or len(m.shape) < 2 or s.shape[0] != m.shape[0]:
+        perf = attrs.get("perf")
+        fp8.matmul_dtypes(s.tensor.dtype, m.tensor.dtype, perf, what)
+        rows = 2 if perf == fp8.DOUBLE_ROW else 1      # contraction rows per partition (FP8 double_row: 2)
+        if rows == 2:
+            fp8.double_row_operands(s, m, what)
+        elif len(s.shape) != 2 or len(m.shape) < 2 or s.shape[0] != m.shape[0]:
             raise StreamError(f"{what}: stationary {s.shape} (2-D) and moving {m.shape} must share the "
                               f"contraction (partition) size")
         # the Tensor engine contracts over the partitions: re-checked here from the recorded accesses, so a
@@ -259,7 +268,7 @@ class Replayer(EngineOps):
                                   f"dimension, of at most {PARTITIONS} (the contraction runs over the partitions); "
                                   f"got a tile of shape {a.shape}")
         # a moving tile may have several free axes (conv windows): they are one free axis of their product
-        k, mm, n = s.shape[0], s.shape[1], math.prod(m.shape[1:])
+        k, mm, n = s.shape[0], s.shape[-1], math.prod(m.shape[rows:])
         if mm > 128:
             raise StreamError(f"{what}: the stationary tile's free size is {mm}; at most 128 "
                               f"(nl.tile_size.gemm_stationary_fmax)")
@@ -270,16 +279,19 @@ class Replayer(EngineOps):
             raise StreamError(f"{what}: the result tile {dst.shape} does not match ({mm}, {n})")
         if n * 4 > PSUM_BANK_BYTES:
             raise StreamError(f"{what}: a PSUM result of {n * 4} bytes per partition exceeds one 2 KiB bank")
-        r = np.matmul(self.read(s).swapaxes(1, 2), self.read(m).reshape(self.sets, k, n))
+        r = np.matmul(self.read(s).reshape(self.sets, k * rows, mm).swapaxes(1, 2),
+                      self.read(m).reshape(self.sets, k * rows, n))
         r = r.reshape((self.sets, *dst.shape))
         if attrs.get("acc"):
             r = r + self.read(dst)
         self.write(dst, r, mask)
-        self._matmul_fields(step, s, m)
+        self._matmul_fields(step, s, m, rows)
+        if rows == 2:
+            step.extra["perf"] = fp8.DOUBLE_ROW
 
     @staticmethod
-    def _matmul_fields(step, s, m) -> None:
-        step.moving, step.stationary, step.partitions = math.prod(m.shape[1:]), s.shape[1], s.shape[0]
+    def _matmul_fields(step, s, m, rows: int = 1) -> None:
+        step.moving, step.stationary, step.partitions = math.prod(m.shape[rows:]), s.shape[-1], s.shape[0]
         step.fp32_matmul = "float32" in (s.tensor.dtype, m.tensor.dtype)
 
     def _transpose(self, step, reads, writes, attrs, mask, what):

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
-from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, heap, ops, slicing, tracer
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, fp8, heap, ops, slicing, tracer
 from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
@@ -179,8 +179,8 @@ class TrainiumSim(Target):
                 arr.flags.writeable = False
                 stacked[t.name] = arr
             # floating outputs are compared in float32, the precision the kernel stores them in
-            expected = [tuple(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ("float32", "bfloat16", "float16")
-                                                   else x.dtype) for x, t in zip(outs, spec.outputs))
+            expected = [tuple(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ops.FLOATS else x.dtype)
+                              for x, t in zip(outs, spec.outputs))
                         for outs in [public_out] + hidden_out]     # row-major: compared piece by piece
             cache[key] = (stacked, expected)
             while len(cache) > 2:
@@ -259,6 +259,7 @@ class TrainiumSim(Target):
                 lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
                 replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
                 steps = replay.decode(instrs, deadline=deadline)
+                fp8.check_platform(tensors, steps, p, platform)     # float8_e4m3fn, double_row by NeuronCore
                 if profile.forbid:
                     # by what is replayed, however the source reached it (getattr, aliases, exec'd text)
                     used = [st for st in steps if API_NAMES.get(st.op, {st.op}) & set(profile.forbid)]

@@ -16,6 +16,7 @@ import functools
 
 from neuronxcc.nki._index import NKIError
 from neuronxcc.nki._trace import RECORDER, Tensor, View, _core
+from nki._reshape import refuse_merged  # noqa: E402  (also gives v2 tiles NkiTensor.reshape)
 
 # the platform the evaluator chose (trn1 | trn2 | trn3); the child sets it from the job before the kernel runs
 PLATFORM = {"name": "trn2"}
@@ -60,6 +61,7 @@ def on_chip(x, what: str, buffers=("sbuf", "psum")) -> View:
     v = view(x, what)
     if v.buffer not in buffers:
         raise NKIError(f"{what} must be in {' or '.join(b.upper() for b in buffers)}, not {v.buffer.upper()}")
+    refuse_merged(v, what)
     return v
 
 

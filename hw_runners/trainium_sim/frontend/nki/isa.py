@@ -15,7 +15,7 @@ from neuronxcc.nki import isa as _v1
 from neuronxcc.nki import language as _nl1
 from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _int
 from neuronxcc.nki._trace import RECORDER, dtype_name
-from nki import _v2
+from nki import _fp8, _v2
 from nki._v2 import into, on_chip, touched, view
 
 
@@ -34,9 +34,7 @@ reduce_cmd = _v1.reduce_cmd
 dge_mode, oob_mode = _v1.dge_mode, _v1.oob_mode
 
 
-class matmul_perf_mode(Enum):
-    none = 0
-    double_row = 1
+matmul_perf_mode = _fp8.matmul_perf_mode
 
 
 class nc_version(str, Enum):
@@ -107,12 +105,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     d = on_chip(dst, "nisa.nc_matmul's dst", ("psum",))
     s = on_chip(stationary, "nisa.nc_matmul's stationary", ("sbuf",))
     m = on_chip(moving, "nisa.nc_matmul's moving", ("sbuf",))
-    if perf_mode not in (None, matmul_perf_mode.none):
-        raise NKIError("nisa.nc_matmul: perf_mode double_row needs fp8 inputs, which trainium-sim does not model")
+    double = _fp8.perf_mode(perf_mode, s, m, is_transpose, tile_size)
     if d.dtype_name != "float32" and _v2.PLATFORM["name"] != "trn3":
         raise NKIError("nisa.nc_matmul: dst must be a float32 PSUM tile on NeuronCore-v2/v3")
     acc = _v2.accumulates(d) if accumulate is None else bool(accumulate)
-    instr = into(d, "nisa.nc_matmul", lambda: _v1.nc_matmul(s, m), s, m, closes_dst=False)
+    make = (lambda: _fp8.double_row_matmul(s, m)) if double else (lambda: _v1.nc_matmul(s, m))
+    instr = into(d, "nisa.nc_matmul", make, s, m, closes_dst=False)
     instr[4]["acc"] = acc
     _v2.opened(d)
 

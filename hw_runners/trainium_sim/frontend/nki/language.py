@@ -16,10 +16,20 @@ from neuronxcc.nki._index import NKIError
 from neuronxcc.nki._trace import Tensor, View
 from nki import _v2
 
-# dtypes trainium-sim's replayer holds (fp8 / fp4 / int16 are not modelled; see __getattr__)
+# dtypes trainium-sim's replayer holds (packed x4 / fp4 / e8m0 / int16 are not modelled; see __getattr__)
 float32, bfloat16, float16, tfloat32 = _v1.float32, _v1.bfloat16, _v1.float16, _v1.tfloat32
 int32, int8, uint8, bool_ = _v1.int32, _v1.int8, _v1.uint8, _v1.bool_
 fp32, bfp16 = _v1.fp32, _v1.bfp16
+# fp8: NKI's dtypes are strings (the stubs' `DType = str`); the replayer rounds to each format (fp8.py there)
+float8_e4m3, float8_e4m3fn, float8_e5m2 = "float8_e4m3", "float8_e4m3fn", "float8_e5m2"
+
+
+def _dtype(dtype):
+    """float8_e4m3fn (OCP FP8) exists on NeuronCore-v4 only: the compiler refuses it for trn1/trn2 (NCC_EVRF051)."""
+    if dtype == float8_e4m3fn and _v2.PLATFORM["name"] != "trn3":
+        raise NKIError(f"nl.float8_e4m3fn is supported on trn3 (NeuronCore-v4) only, not {_v2.PLATFORM['name']} "
+                       f"(compiler error NCC_EVRF051); use nl.float8_e4m3 or nl.float8_e5m2")
+    return dtype
 
 # buffers (NKI 0.3.0: objects, not strings; the recorder's names serve as the objects)
 sbuf, psum, hbm, shared_hbm, private_hbm = _v1.sbuf, _v1.psum, _v1.hbm, _v1.shared_hbm, _v1.private_hbm
@@ -71,6 +81,12 @@ def _shape(shape) -> tuple:
     return shape
 
 
+def _v2tile(t):
+    """Marks a tensor NKI v2 allocated: its on-chip tiles have NkiTensor.reshape (_reshape.py), v1's do not."""
+    t.v2 = True
+    return t
+
+
 def _buffer(buffer) -> str:
     if buffer is None:
         return sbuf
@@ -81,19 +97,19 @@ def _buffer(buffer) -> str:
 
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> Tensor:
     """A tensor in SBUF, PSUM or HBM; address= (manual placement) is accepted and left to trainium-sim's allocator."""
-    return _v1.ndarray(_shape(shape), dtype, _buffer(buffer))
+    return _v2tile(_v1.ndarray(_shape(shape), _dtype(dtype), _buffer(buffer)))
 
 
 def zeros(shape, dtype, buffer=sbuf, name="") -> Tensor:
-    return _v1.zeros(_shape(shape), dtype, _buffer(buffer))
+    return _v2tile(_v1.zeros(_shape(shape), _dtype(dtype), _buffer(buffer)))
 
 
 def ones(shape, dtype, buffer=sbuf, name="") -> Tensor:
-    return _v1.ones(_shape(shape), dtype, _buffer(buffer))
+    return _v2tile(_v1.ones(_shape(shape), _dtype(dtype), _buffer(buffer)))
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name="") -> Tensor:
-    return _v1.full(_shape(shape), fill_value, dtype, _buffer(buffer))
+    return _v2tile(_v1.full(_shape(shape), fill_value, _dtype(dtype), _buffer(buffer)))
 
 
 def zeros_like(x, dtype=None, buffer=None, name="") -> Tensor:
@@ -172,9 +188,8 @@ max_, min_ = globals()["max"], globals()["min"]
 
 _NOT_SIMULATED = {"abs_max", "abs_min", "rms_norm", "dropout", "random_seed", "no_reorder", "gather_flattened",
                   "dynamic_range", "fori_loop", "while_loop", "shared_constant", "shared_identity_matrix", "rand",
-                  "gelu_apprx_sigmoid_dx", "average", "prelu", "bypass", "float8_e4m3", "float8_e5m2",
-                  "float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
-                  "int16", "uint16", "uint32", "spmd_dim", "nc"}
+                  "gelu_apprx_sigmoid_dx", "average", "prelu", "bypass", "float8_e8m0fnu", "float8_e4m3fn_x4",
+                  "float8_e5m2_x4", "float4_e2m1fn_x4", "int16", "uint16", "uint32", "spmd_dim", "nc"}
 
 
 def __getattr__(name: str):

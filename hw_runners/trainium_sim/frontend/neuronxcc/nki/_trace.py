@@ -33,9 +33,12 @@ class bfloat16:
         raise NKIError("nl.bfloat16 is a dtype, not a constructor")
 
 
+# fp8 (NKI v2's nl.float8_*): numpy has no such types; NKI's dtypes are their names (DType = str in the nki
+# stubs), and the replayer rounds values to them
+FP8 = ("float8_e4m3", "float8_e4m3fn", "float8_e5m2")
 DTYPES = {"float32": np.float32, "bfloat16": bfloat16, "float16": np.float16, "int32": np.int32,
-          "int8": np.int8, "uint8": np.uint8}
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1}
+          "int8": np.int8, "uint8": np.uint8, **{n: n for n in FP8}}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1, **{n: 1 for n in FP8}}
 
 
 _DTYPE_NAMES: dict = {}     # dtype spellings (strings, classes, numpy dtypes) already named
@@ -58,6 +61,8 @@ def dtype_name(dtype) -> str:
 def _dtype_name(dtype) -> str:
     if dtype is bfloat16 or dtype == "bfloat16":
         return "bfloat16"
+    if type(dtype) is str and dtype in FP8:
+        return dtype
     try:
         name = np.dtype(dtype).name
     except TypeError:
