@@ -7,18 +7,21 @@ row-layout scores only for the Vector engine's row max; a second computes S^T = 
 directly, adds -m along the query axis with a rank-2 matmul (ones x -m split into bf16 high and low parts)
 and the diagonal tile's mask with an identity matmul in PSUM, so one Scalar exp per group of key tiles
 yields P^T in bf16, multiplied with [V | 1] whose ones column accumulates the row sums.
+The kernel head, the rows pipeline and the twopass constants, max pass, exp-pass loop and driver are shared
+with the NKI v2 renderer (trainium_flash_v2), which writes the statements in between the v2 way.
 """
 from __future__ import annotations
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import evict
 
 
-def _head(s) -> str:
+def head(s, v2: bool = False) -> str:
+    """The kernel's signature, HBM accessors, outputs and tile list (v2: without the nl.arange index)."""
     mha = s.family == "mha"
     sig = "num_heads=8, seq_len=2048, d_head=128" if mha else "seq_len=2048, d_head=128"
     h = "h, " if mha else ""
     shape = "H, " if mha else ""
-    return f"""@nki.jit
+    code = f"""@nki.jit
 def solution(q, k, v, kernel_dtype, acc_type, {sig}):
     H = {"num_heads" if mha else "1"}
 
@@ -44,9 +47,10 @@ def solution(q, k, v, kernel_dtype, acc_type, {sig}):
     i_p = nl.arange(P)[:, None]
     tiles = [(h, i) for h in range(H) for i in range(n_t)]
 """
+    return code.replace("    i_p = nl.arange(P)[:, None]\n", "") if v2 else code
 
 
-def _pipeline(ahead: int, first: str, second: str) -> str:
+def pipeline(ahead: int, first: str, second: str) -> str:
     """Tile n's first phase is issued `ahead` tiles before its second phase (engines run in program order)."""
     return f"""    AHEAD = {ahead}                           # first phase of tile n + AHEAD before the second of tile n
     state = {{}}
@@ -59,11 +63,15 @@ def _pipeline(ahead: int, first: str, second: str) -> str:
 """
 
 
-def rows_body(s) -> str:
-    code = _head(s) + f"""    KB = {s.kb}                              # keys per score matmul
+def rows_consts(s) -> str:
+    return f"""    KB = {s.kb}                              # keys per score matmul
     TB = {s.tb}                               # P^T blocks per PSUM tile (one copy to SBUF each)
     assert seq_len % KB == 0 and d_head <= P
 """
+
+
+def rows_body(s) -> str:
+    code = head(s) + rows_consts(s)
     if s.hoist:
         code += """    # K and V of every head stay resident, each loaded once (when its head starts)
     k_sb = nl.ndarray((nl.par_dim(d_head), H, seq_len), dtype=dt, buffer=nl.sbuf)
@@ -181,19 +189,11 @@ def rows_body(s) -> str:
         nl.store(out_rows(m, h, r0, r1), value=m_sb)
 
 """
-    return code + _pipeline(s.ahead, "scores_phase", "pv_phase")
+    return code + pipeline(s.ahead, "scores_phase", "pv_phase")
 
 
 def twopass_body(s) -> str:
-    code = _head(s) + f"""    F = nl.tile_size.gemm_moving_fmax       # 512 keys per row-layout score bank (max pass)
-    G = {s.group}                               # key tiles per S^T bank and per exp instruction
-    GL = F // P                             # query/key tiles per load group
-    assert seq_len % F == 0 and d_head <= P
-    n_chunks = [((i + 1) * P + F - 1) // F for i in range(n_t)]
-
-    # Resident operands: K, Q^T and [V | 1] of every head. Group x = (head, 512 keys) brings its K columns,
-    # queries and values; the loads of group x + 2 are issued when group x is first used.
-    k_sb = nl.ndarray((nl.par_dim(d_head), H, seq_len), dtype=dt, buffer=nl.sbuf)
+    code = head(s) + twopass_consts(s) + f"""    k_sb = nl.ndarray((nl.par_dim(d_head), H, seq_len), dtype=dt, buffer=nl.sbuf)
     qT = nl.ndarray((nl.par_dim(d_head), H, seq_len), dtype=dt, buffer=nl.sbuf)
     vx = nl.ndarray((nl.par_dim(P), H, n_t, d_head + 1), dtype=dt, buffer=nl.sbuf)
     vx[:, :, :, d_head:d_head + 1] = nisa.memset((P, H, n_t, 1), 1.0, dt)
@@ -268,11 +268,7 @@ def twopass_body(s) -> str:
         t_ps[0:2, 0:P] = nisa.nc_transpose(negm_hl[:, n, :])
         rows[n] = nl.copy(t_ps[0:2, 0:P], dtype=dt)
 
-    def max_pass(n):
-        for c in nl.static_range(n_chunks[tiles[n][1]]):
-            max_chunk(n, c)
-        max_finish(n)
-
+""" + MAX_PASS + f"""
     def scores_t(n, g):
         \"\"\"P^T = exp(S^T - m) of tile n for its visible key tiles gG .. gG+G-1: [128 keys, tiles x 128 queries].\"\"\"
         h, i = tiles[n]
@@ -287,15 +283,64 @@ def twopass_body(s) -> str:
                 st_ps[:, blk] += nisa.nc_matmul(ident, tri_t)
         return nisa.activation(nl.exp, st_ps[:, 0:gt * P], dtype=dt)
 
-    def exp_pass(n, ahead):
+""" + exp_pass_head("nl.ndarray((nl.par_dim(P), d_head + 1), dtype=nl.float32, buffer=nl.psum)")
+    code += exp_loop(s, """                if t == 0:
+                    acc[...] = nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, h, t, :])
+                else:
+                    acc += nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, h, t, :])
+""")
+    code += """        o_stage[:, n, :] = nl.copy(acc[:, 0:d_head], dtype=dt)
+        log_l = nisa.activation(nl.log, acc[:, d_head:d_head + 1], dtype=nl.float32)
+        lm_stage[:, n, 0:1] = nisa.tensor_scalar(log_l, nl.subtract, negm[:, n:n + 1], dtype=dt)
+        lm_stage[:, n, 1:2] = nisa.tensor_scalar(negm[:, n:n + 1], nl.multiply, -1.0, dtype=dt)
+        nl.store(out_rows(o, h, r0, r1), value=o_stage[:, n, :])
+        nl.store(out_rows(l, h, r0, r1), value=lm_stage[:, n, 0:1])
+        nl.store(out_rows(m, h, r0, r1), value=lm_stage[:, n, 1:2])
+""" + twopass_driver(s)
+    if s.tmask:     # the diagonal tile's mask added by the Tensor engine: ident^T @ tri = tri, into PSUM
+        code = code.replace("MASK_ADD", "s_ps[:, w - P:w] += nisa.nc_matmul(ident, tri)").replace("TRI_DT", "dt")
+    else:          # added by the Vector engine, which reads the PSUM bank and writes it back
+        code = code.replace("MASK_ADD", "s_ps[:, w - P:w] = nl.add(s_ps[:, w - P:w], tri)")
+        code = code.replace("TRI_DT", "nl.float32")
+    return code
+
+
+# ---- twopass pieces shared with the NKI v2 renderer (pure control flow, no statements that differ) ----
+def twopass_consts(s) -> str:
+    return f"""    F = nl.tile_size.gemm_moving_fmax       # 512 keys per row-layout score bank (max pass)
+    G = {s.group}                               # key tiles per S^T bank and per exp instruction
+    GL = F // P                             # query/key tiles per load group
+    assert seq_len % F == 0 and d_head <= P
+    n_chunks = [((i + 1) * P + F - 1) // F for i in range(n_t)]
+
+    # Resident operands: K, Q^T and [V | 1] of every head. Group x = (head, 512 keys) brings its K columns,
+    # queries and values; the loads of group x + 2 are issued when group x is first used.
+"""
+
+
+MAX_PASS = """    def max_pass(n):
+        for c in nl.static_range(n_chunks[tiles[n][1]]):
+            max_chunk(n, c)
+        max_finish(n)
+"""
+
+
+def exp_pass_head(acc: str) -> str:
+    """The head of exp_pass up to its [o | l] PSUM accumulator, allocated by the expression `acc`."""
+    return f"""    def exp_pass(n, ahead):
         \"\"\"[o | l] = P @ [V | 1] over the visible keys, with the max pass of tile `ahead` interleaved.\"\"\"
         h, i = tiles[n]
         n_grp = (i + 1 + G - 1) // G
         a_chunks = n_chunks[tiles[ahead][1]] if ahead is not None else 0
-        acc = nl.ndarray((nl.par_dim(P), d_head + 1), dtype=nl.float32, buffer=nl.psum)
+        acc = {acc}
 """
+
+
+def exp_loop(s, pv: str) -> str:
+    """exp_pass's loop over its key groups (`pv`: the P @ [V | 1] matmuls of key tile t of group g), with the
+    max pass of tile `ahead` before it or interleaved chunk by chunk; then the -m rows of the next tile."""
     if s.interleave:   # the next group's scores go to the Tensor engine before this group's P @ V
-        code += """        pt = scores_t(n, 0)
+        code = """        pt = scores_t(n, 0)
         for g in nl.static_range(max(n_grp, a_chunks)):
             if g < a_chunks:
                 max_chunk(ahead, g)
@@ -306,31 +351,25 @@ def twopass_body(s) -> str:
             nxt = scores_t(n, g + 1) if g + 1 < n_grp else None
 """
     else:
-        code += """        if ahead is not None:
+        code = """        if ahead is not None:
             max_pass(ahead)
         for g in nl.static_range(n_grp):
             pt = scores_t(n, g)
 """
     code += """            for j in nl.static_range(min(G, i + 1 - g * G)):
                 t = g * G + j
-                if t == 0:
-                    acc[...] = nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, h, t, :])
-                else:
-                    acc += nisa.nc_matmul(pt[:, j * P:(j + 1) * P], vx[:, h, t, :])
-"""
+""" + pv
     if s.interleave:
         code += "            pt = nxt\n"
-    code += f"""        if n + 1 < len(tiles) and AHEAD > 0:
+    return code + """        if n + 1 < len(tiles) and AHEAD > 0:
             max_rows(n + 1)
         r0, r1 = i * P, (i + 1) * P
-        o_stage[:, n, :] = nl.copy(acc[:, 0:d_head], dtype=dt)
-        log_l = nisa.activation(nl.log, acc[:, d_head:d_head + 1], dtype=nl.float32)
-        lm_stage[:, n, 0:1] = nisa.tensor_scalar(log_l, nl.subtract, negm[:, n:n + 1], dtype=dt)
-        lm_stage[:, n, 1:2] = nisa.tensor_scalar(negm[:, n:n + 1], nl.multiply, -1.0, dtype=dt)
-        nl.store(out_rows(o, h, r0, r1), value=o_stage[:, n, :])
-        nl.store(out_rows(l, h, r0, r1), value=lm_stage[:, n, 0:1])
-        nl.store(out_rows(m, h, r0, r1), value=lm_stage[:, n, 1:2])
-        del rows[n]
+"""
+
+
+def twopass_driver(s) -> str:
+    """The end of exp_pass and the tile loop: the max pass AHEAD tiles before the exp pass."""
+    return f"""        del rows[n]
 
     AHEAD = {s.ahead}                           # the max pass runs this many tiles ahead of the exp pass
     for n in nl.static_range(min(AHEAD, len(tiles))):
@@ -344,9 +383,3 @@ def twopass_body(s) -> str:
         exp_pass(n, n + AHEAD if 0 < AHEAD and n + AHEAD < len(tiles) else None)
     return o, l, m
 """
-    if s.tmask:     # the diagonal tile's mask added by the Tensor engine: ident^T @ tri = tri, into PSUM
-        code = code.replace("MASK_ADD", "s_ps[:, w - P:w] += nisa.nc_matmul(ident, tri)").replace("TRI_DT", "dt")
-    else:          # added by the Vector engine, which reads the PSUM bank and writes it back
-        code = code.replace("MASK_ADD", "s_ps[:, w - P:w] = nl.add(s_ps[:, w - P:w], tri)")
-        code = code.replace("TRI_DT", "nl.float32")
-    return code
