@@ -20,9 +20,9 @@ import dataclasses
 import json
 import re
 
-from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, conv, conv2d, conv_v2, cumsum, flash, flash_v2,
-                                                             gemm, gemm_v2, mamba, move, move_v2, norm, norm_v2, rope,
-                                                             rope_v2)
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, attention_v2, conv, conv2d, conv_v2, cumsum,
+                                                             flash, flash_v2, gemm, gemm_v2, mamba, move, move_v2, norm,
+                                                             norm_v2, rope, rope_v2)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -33,7 +33,8 @@ IMPORTS_V2 = "import nki\nimport nki.language as nl\nimport nki.isa as nisa\n"
 BODIES_V2: dict[str, object] = {"gemm": gemm_v2.body, "rmsnorm": norm_v2.rms_body, "layernorm": norm_v2.ln_body,
                                  "transpose": move_v2.tr_body, "cumsum": cumsum.body_v2,
                                  "maxpool": move_v2.pool_body, "rope": rope_v2.body, "conv1d": conv_v2.body,
-                                 "csa": flash_v2.body, "mha": flash_v2.body}
+                                 "csa": flash_v2.body, "mha": flash_v2.body, "attention": attention_v2.body,
+                                 "sd-attention": attention_v2.body}
 
 # problem family (problem.toml `family`, or the problem's name) -> the module (or namespace) that handles it
 FAMILIES: dict[str, object] = {
