@@ -7,9 +7,10 @@ compute the problem's reference once, measured here in the same run on the same 
 An evaluator draws a problem's input sets and computes their references once, before its first evaluation
 of that problem (TrainiumSim.prepare); that is shown apart ("prep s") and not counted in an evaluation.
 
-    python bench/bench_trainium_sim.py [--problems a,b] [--skip TAG] [--repeat N]
+    python bench/bench_trainium_sim.py [--problems a,b] [--skip TAG] [--repeat N] [--isa nki2]
     python bench/bench_trainium_sim.py --calibration [--group matmul,mamba,...]
 
+--isa nki2 compares the NKI v2 kernels (naive_nki2, tuned_nki2) on the profile's platform (trn2) instead.
 Wall time is the whole evaluation; the best of --repeat runs is shown, and the reference time is the best of
 as many runs too. "checked" is the share of output
 elements whose values the evaluation compared (slicing.py: the last writes at every corner, on every face and
@@ -83,6 +84,7 @@ def main() -> int:
     ap.add_argument("--skip", action="append", default=[], help="skip problems with this tag (repeatable)")
     ap.add_argument("--repeat", type=int, default=1, help="evaluations per kernel; the fastest wall time is shown")
     ap.add_argument("--goal", type=float, default=3.0, help="goal: evaluation time / reference time")
+    ap.add_argument("--isa", default="nki1", help="ISA profile: nki1 (NKI v1 on trn1) or nki2 (NKI v2 on trn2)")
     ap.add_argument("--calibration", action="store_true",
                     help="print the calibration table against published trn1 measurements instead")
     ap.add_argument("--group", help="with --calibration: comma-separated groups (matmul, mamba, layernorm, micro, "
@@ -91,12 +93,12 @@ def main() -> int:
     if args.calibration:
         return calibration(args.group.split(",") if args.group else None)
     tgt = get_target("trainium-sim")
-    problems = tgt.problems()
-    if args.problems:
-        wanted = args.problems.split(",")
-        problems = [tgt.problem(n) for n in wanted]
+    names = args.problems.split(",") if args.problems else [p.name for p in tgt.problems()]
+    problems = [tgt.problem(n, args.isa) for n in names]
+    # the profile's starting and hand-tuned kernels: naive/tuned, or naive_nki2/tuned_nki2
+    roles = dict(zip(("naive", "tuned"), ("naive", "tuned") if args.isa == "nki1" else ("naive_nki2", "tuned_nki2")))
     problems = [p for p in problems if not set(args.skip) & set(p.tags)]
-    table = Table(title="trainium-sim: starting vs hand-tuned kernels")
+    table = Table(title=f"trainium-sim ({args.isa}): starting vs hand-tuned kernels")
     for col in ("problem", "tags", "naive us", "tuned us", "speedup", "ref s", "prep s", "naive eval s",
                 "tuned eval s", "naive x ref", "tuned x ref", "checked", "binding (tuned)"):
         table.add_column(col, justify="left" if col in ("problem", "tags", "binding (tuned)") else "right")
@@ -114,13 +116,13 @@ def main() -> int:
         tgt.prepare(p)
         prep_s = time.monotonic() - t0
         for role in ("naive", "tuned"):
-            if role not in p.kernels:
+            if roles[role] not in p.kernels:
                 results[role] = None
                 continue
             best = None
             for _ in range(max(1, args.repeat)):
                 t0 = time.monotonic()
-                r = tgt.evaluate(p, p.kernel_source(role))
+                r = tgt.evaluate(p, p.kernel_source(roles[role]))
                 wall = time.monotonic() - t0
                 best = wall if best is None else min(best, wall)
             results[role], walls[role] = r, best

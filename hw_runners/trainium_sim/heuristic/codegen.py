@@ -20,20 +20,21 @@ import dataclasses
 import json
 import re
 
-from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, attention_v2, conv, conv2d, conv_v2, cumsum,
-                                                             flash, flash_v2, gemm, gemm_v2, mamba, move, move_v2, norm,
-                                                             norm_v2, rope, rope_v2)
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, attention_v2, conv, conv2d, conv2d_v2, conv_v2,
+                                                             cumsum, flash, flash_v2, gemm, gemm_v2, mamba, mamba_v2,
+                                                             move, move_v2, norm, norm_v2, rope, rope_v2)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
 IMPORTS_V2 = "import nki\nimport nki.language as nl\nimport nki.isa as nisa\n"
 
-# NKI v2 (the nki2 ISA profile): the families whose schedules have a v2 renderer (the same schedules and search,
-# another body); the others are written in NKI v1 only
+# NKI v2 (the nki2 ISA profile): every family's schedules have a v2 renderer (the same schedules and search,
+# another body)
 BODIES_V2: dict[str, object] = {"gemm": gemm_v2.body, "rmsnorm": norm_v2.rms_body, "layernorm": norm_v2.ln_body,
                                  "transpose": move_v2.tr_body, "cumsum": cumsum.body_v2,
                                  "maxpool": move_v2.pool_body, "rope": rope_v2.body, "conv1d": conv_v2.body,
-                                 "csa": flash_v2.body, "mha": flash_v2.body, "attention": attention_v2.body,
+                                 "mamba": mamba_v2.body, "conv2d": conv2d_v2.body, "csa": flash_v2.body,
+                                 "mha": flash_v2.body, "attention": attention_v2.body,
                                  "sd-attention": attention_v2.body}
 
 # problem family (problem.toml `family`, or the problem's name) -> the module (or namespace) that handles it

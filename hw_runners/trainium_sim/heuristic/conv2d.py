@@ -127,9 +127,11 @@ def candidates(mutation: str, s: Schedule, d: dict) -> list[Schedule]:
     return []
 
 
-def body(s: Schedule) -> str:
+def head(s: Schedule) -> str:
+    """The kernel's head in both NKI dialects: sizes, the output, the row blocks (of R output rows, one matmul
+    each) and their groups (one store each)."""
     dt = "nl.bfloat16" if s.bf16 else "img_ref.dtype"
-    code = f"""@nki.jit
+    return f"""@nki.jit
 def solution(img_ref, filter_ref, **kwargs):
     (pt, pb), (pl, pr) = kwargs["padding"]
     assert tuple(kwargs.get("stride", (1, 1))) == (1, 1)
@@ -148,7 +150,62 @@ def solution(img_ref, filter_ref, **kwargs):
     out = nl.ndarray((N, CO, K0, K1), dtype=img_ref.dtype, buffer=nl.shared_hbm)
     blocks = [(i0, min(R, K0 - i0)) for i0 in range(0, K0, R)]
     groups = [blocks[g:g + G] for g in range(0, len(blocks), G)]
+"""
 
+
+CHUNKS = f"""
+    CR = max(1, min(H, {CHUNK_BYTES} // (4 * W)))     # image rows per contiguous chunk load
+    chunks = [(r0, min(CR, H - r0)) for r0 in range(0, H, CR)]
+"""
+
+
+def blocks_loop(stage: str, ps: str, matmul: str, evict_stmt: str, store: str) -> str:
+    """compute()'s loops in both dialects around the dialect's statements: per group a `stage` tile, per block
+    (rows i0 .. i0+r-1) a PSUM tile `ps`, the HF x WF tap `matmul`s into it, its eviction into the stage (the
+    counter e alternates evictions), and the group's `store`."""
+    return f"""        e = 0
+        for g in nl.static_range(len(groups)):
+            row0 = groups[g][0][0]
+            nrows = sum(r for _, r in groups[g])
+            {stage}
+            for j in nl.static_range(len(groups[g])):
+                i0, r = groups[g][j]
+                {ps}
+                for a in nl.static_range(HF):
+                    for b in nl.static_range(WF):
+                        {matmul}
+                {evict_stmt}
+                e += 1
+            {store}
+"""
+
+
+def driver(s: Schedule, padded: str) -> str:
+    """The image loop in both dialects: `padded` (with {name} and {ind}) allocates a zeroed padded tile."""
+    if s.prefetch:
+        return f"""
+    pads = []
+    for k in nl.static_range(2):             # two padded tiles; their zero borders are written once
+{padded.format(name="buf", ind="        ")}        pads.append(buf)
+    fill(0, pads[0])
+    for n in nl.static_range(N):
+        if n + 1 < N:                        # prefetch: the next image's load goes before this image's work
+            fill(n + 1, pads[(n + 1) % 2])
+        for ct in nl.static_range(CT):
+            compute(n, pads[n % 2], ct)
+    return out
+"""
+    return f"""
+    for n in nl.affine_range(N):
+{padded.format(name="img", ind="        ")}        fill(n, img)
+        for ct in nl.affine_range(CT):
+            compute(n, img, ct)
+    return out
+"""
+
+
+def body(s: Schedule) -> str:
+    code = head(s) + """
     def weights(ct, w_t):                    # w_t[ci, tap, co] = filter[ct * MC + co, ci, tap]
         w_raw = nl.load(filter_ref[ct * MC:(ct + 1) * MC])          # [co, ci, a, b]
         for a in nl.static_range(HF):
@@ -162,10 +219,7 @@ def solution(img_ref, filter_ref, **kwargs):
         weights(ct, w_all[ct])
 """
     if s.chunked:
-        code += f"""
-    CR = {chunk_rows_expr()}     # image rows per contiguous chunk load
-    chunks = [(r0, min(CR, H - r0)) for r0 in range(0, H, CR)]
-
+        code += CHUNKS + """
     def fill(n, img):                        # contiguous row chunks, copied into the padded tile
         for q in nl.static_range(len(chunks)):
             r0, nr = chunks[q]
@@ -189,47 +243,15 @@ def solution(img_ref, filter_ref, **kwargs):
     else:
         code += ("        w_t = nl.ndarray((nl.par_dim(CI), HF * WF, MC), dtype=DT, buffer=nl.sbuf)\n"
                  "        weights(ct, w_t)\n")
-    code += f"""        e = 0
-        for g in nl.static_range(len(groups)):
-            row0 = groups[g][0][0]
-            nrows = sum(r for _, r in groups[g])
-            stage = nl.ndarray((nl.par_dim(MC), G * R, K1), dtype=img_ref.dtype, buffer=nl.sbuf)
-            for j in nl.static_range(len(groups[g])):
-                i0, r = groups[g][j]
-                ps = nl.zeros((MC, R, K1), nl.float32, buffer=nl.psum)
-                for a in nl.static_range(HF):
-                    for b in nl.static_range(WF):
-                        ps[:, 0:r, :] += nisa.nc_matmul(w_t[:, a * WF + b, :], img[:, i0 + a:i0 + a + r, b:b + K1])
-                stage[:, i0 - row0:i0 - row0 + r, :] = {ev.replace("ps", "ps[:, 0:r, :]")}
-                e += 1
-            nl.store(out[n, ct * MC:(ct + 1) * MC, row0:row0 + nrows, :], value=stage[:, 0:nrows, :])
-"""
+    code += blocks_loop(
+        "stage = nl.ndarray((nl.par_dim(MC), G * R, K1), dtype=img_ref.dtype, buffer=nl.sbuf)",
+        "ps = nl.zeros((MC, R, K1), nl.float32, buffer=nl.psum)",
+        "ps[:, 0:r, :] += nisa.nc_matmul(w_t[:, a * WF + b, :], img[:, i0 + a:i0 + a + r, b:b + K1])",
+        f"stage[:, i0 - row0:i0 - row0 + r, :] = {ev.replace('ps', 'ps[:, 0:r, :]')}",
+        "nl.store(out[n, ct * MC:(ct + 1) * MC, row0:row0 + nrows, :], value=stage[:, 0:nrows, :])")
     if s.prefetch:
-        code += """
-    pads = []
-    for k in nl.static_range(2):             # two padded tiles; their zero borders are written once
-        buf = nl.ndarray((nl.par_dim(CI), HP, WP), dtype=DT, buffer=nl.sbuf)
-        buf[...] = 0.0
-        pads.append(buf)
-    fill(0, pads[0])
-    for n in nl.static_range(N):
-        if n + 1 < N:                        # prefetch: the next image's load goes before this image's work
-            fill(n + 1, pads[(n + 1) % 2])
-        for ct in nl.static_range(CT):
-            compute(n, pads[n % 2], ct)
-    return out
-"""
+        padded = ("{ind}{name} = nl.ndarray((nl.par_dim(CI), HP, WP), dtype=DT, buffer=nl.sbuf)\n"
+                  "{ind}{name}[...] = 0.0\n")
     else:
-        code += """
-    for n in nl.affine_range(N):
-        img = nl.zeros((nl.par_dim(CI), HP, WP), dtype=DT, buffer=nl.sbuf)
-        fill(n, img)
-        for ct in nl.affine_range(CT):
-            compute(n, img, ct)
-    return out
-"""
-    return code
-
-
-def chunk_rows_expr() -> str:
-    return f"max(1, min(H, {CHUNK_BYTES} // (4 * W)))"
+        padded = "{ind}{name} = nl.zeros((nl.par_dim(CI), HP, WP), dtype=DT, buffer=nl.sbuf)\n"
+    return code + driver(s, padded)

@@ -307,6 +307,12 @@ def _emit(s: Schedule) -> str:
         last += f"                    {dst} = {evict(s.evict, 'y_ps[ch]', 'f32')}\n"
     if s.cstore:
         last += f"                    nl.store(out[b, c0:c0 + P, {t}], value=y_c[ch])\n"
+    return emit_fns(emit, acc, last)
+
+
+def emit_fns(emit: str, acc: str, last: str) -> str:
+    """Both dialects: emit(i) runs `emit` (state i's C * h into ys[i]), accum(i) runs `acc` (its sum into the
+    output chunk) and, after the chunk's last state, `last` (eviction and store of the chunk)."""
     if last:
         acc += "                if n == N - 1:\n" + last
     return (f"            def emit(i):\n                ch, n = steps[i]\n{emit}\n"
@@ -338,6 +344,17 @@ def body(s: Schedule) -> str:
                    if s.acc == "vector" else
                    "            y_sb = nl.ndarray((nl.par_dim(P), seq_len), dtype=f32, buffer=nl.sbuf)\n")
         store = "            nl.store(out[b, c0:c0 + P, :], value=y_sb)\n"
+    scan = ("                h[i] = nisa.tensor_tensor_scan(d_a[i], d_bu[i], initial=init, op0=nl.multiply, "
+            "op1=nl.add)\n")
+    return kernel(s, _setup(s) + (SPLIT if s.bcast == "tensor" else ""), _rows(s), tiles + y_alloc, _bcast_fn(s),
+                  drive_in, scan, _emit(s), store)
+
+
+def kernel(s: Schedule, setup: str, rows: str, tiles: str, bcast_fn: str, drive_in: str, scan: str, emit: str,
+           store: str) -> str:
+    """The kernel in both NKI dialects around the dialect's statements: sizes, the loops over batches and
+    channel tiles, the per-step functions (bcast, drive, scan, emit, accum over steps (chunk, state)) and
+    their issue order (_order). `scan` writes h[i] from d_a[i], d_bu[i] and `init`."""
     y_ps = "            y_ps = [None] * n_ch\n" if s.acc != "vector" else ""
     return f"""@nki.jit
 def solution(delta, u, A, B, C):
@@ -350,15 +367,15 @@ def solution(delta, u, A, B, C):
     n_ch = seq_len // F
     f32, bf16 = nl.float32, nl.bfloat16
     out = nl.ndarray((batch, channels, seq_len), dtype=delta.dtype, buffer=nl.shared_hbm)
-{_setup(s)}{SPLIT if s.bcast == "tensor" else ""}
+{setup}
     steps = [(ch, n) for ch in nl.static_range(n_ch) for n in nl.static_range(N)]
     S = len(steps)
     for b in nl.static_range(batch):
-{_rows(s)}        for ct in nl.static_range(channels // P):
+{rows}        for ct in nl.static_range(channels // P):
             c0 = ct * P
-{tiles}{y_alloc}{y_ps}            bc, d_a, d_bu, h, ys = [None] * S, [None] * S, [None] * S, [None] * S, [None] * S
+{tiles}{y_ps}            bc, d_a, d_bu, h, ys = [None] * S, [None] * S, [None] * S, [None] * S, [None] * S
 
-{_bcast_fn(s)}
+{bcast_fn}
             def drive(i):
                 ch, n = steps[i]
 {drive_in}
@@ -366,8 +383,7 @@ def solution(delta, u, A, B, C):
                 ch, n = steps[i]
                 # h[t] = exp(delta * A)[t] * h[t-1] + (delta * u * B)[t], from the state's previous chunk
                 init = 0.0 if ch == 0 else h[i - N][:, F - 1:F]
-                h[i] = nisa.tensor_tensor_scan(d_a[i], d_bu[i], initial=init, op0=nl.multiply, op1=nl.add)
-
-{_emit(s)}
+{scan}
+{emit}
 {_order(s)}{store}    return out
 """
