@@ -82,8 +82,9 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
     job_id, request = eval_job(problem, code, eval_seed)   # the id the search gives this evaluation
     result = TargetEvaluator(cfg.task.target, cfg.task.target_options).handle("eval", request)
     if not result.correct:
-        raise RunError(f"the starting kernel is not correct ({result.error_kind}): "
-                       f"{(result.error or '').strip()[:2000]}")
+        what = ("could not be evaluated on this host" if result.error_kind == "setup"   # the host, not the kernel
+                else "is not correct")
+        raise RunError(f"the starting kernel {what} ({result.error_kind}): {(result.error or '').strip()[:2000]}")
     return job_id, request, result
 
 
