@@ -110,6 +110,9 @@ def read_only_paths(python: str, gpu: Gpu | None) -> tuple[str, ...]:
               "/dev/zero", "/dev/urandom", "/dev/random"]
     if gpu is not None:
         paths += device_nodes(gpu.minor)
+    ncu = shutil.which("ncu")
+    if ncu:                                 # Nsight Compute's own tree (it injects its libraries into the child)
+        paths.append(str(Path(os.path.realpath(ncu)).parent))
     return tuple(p for p in dict.fromkeys(paths) if os.path.lexists(p))
 
 

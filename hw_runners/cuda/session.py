@@ -192,6 +192,23 @@ def run_reference(child: Child, spec: ProblemSpec, job: dict) -> Run:
     return Run(child, outcome, _result(child))
 
 
+def run_profile(child: Child, spec: ProblemSpec, job: dict, code: str) -> dict:
+    """Nsight Compute's metrics of one forward of the candidate (ncu.py), or {"ncu_error": why not}."""
+    from autocomp_zmq.hw_runners.cuda import ncu
+    tool = ncu.ncu_path()
+    if tool is None:
+        return {"ncu_error": "ncu (Nsight Compute) is not installed"}
+    child.dir.mkdir(parents=True, exist_ok=True)
+    (child.dir / "kernel.py").write_text(code)
+    argv = _install(child, spec, "profile_run.py", job)
+    outcome = sandbox.run(ncu.command(tool, *argv), child.dir, child.limits, env=child.env)
+    metrics = ncu.parse(sandbox.read_tail(child.dir / "stdout.txt", 1 << 20))
+    if metrics:
+        return {"ncu": metrics}
+    why = ncu.describe_failure(sandbox.read_tail(child.dir / "stderr.txt") + sandbox.read_tail(child.dir / "stdout.txt"))
+    return {"ncu_error": why if outcome.ok or not outcome.timed_out else outcome.describe(child.limits)}
+
+
 def run_candidate(child: Child, spec: ProblemSpec, job: dict, go: dict) -> Run:
     """The candidate child, told `go` (the timed runs' seed, pool size and checked run) only after it says it is
     ready; the evaluator's clock runs from telling it to hearing that the timed runs are done."""

@@ -40,7 +40,7 @@ from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, r
 from autocomp_zmq.hw_runners.cuda import environment, metrics
 from autocomp_zmq.hw_runners.cuda.gpu import DEFAULT_LOCK_DIR, GpuClaim, claim_gpu, host_gpus, peaks_for
 from autocomp_zmq.hw_runners.cuda.problems import ProblemSpec, load_specs, to_problem
-from autocomp_zmq.hw_runners.cuda.session import Child, compare_outputs, run_candidate, run_reference
+from autocomp_zmq.hw_runners.cuda.session import Child, compare_outputs, run_candidate, run_profile, run_reference
 
 
 
@@ -153,7 +153,13 @@ class Cuda(Target):
         common = dict(stdout=cand.stdout, stderr=cand.stderr, sandbox=cand.notes, latency_unit="us")
         if not cand.ok:
             return cand.failure(opts.limits, common)
-        return self._verdict(spec, cand, ref, list(sets), rng, claim, common)
+        result = self._verdict(spec, cand, ref, list(sets), rng, claim, common)
+        if result.correct and opts.profile and opts.device == "cuda":
+            prof_dir = work / "profile"
+            result.feedback.update(run_profile(Child(prof_dir, python, self._env(prof_dir, claim),
+                                                     self._limits(prof_dir, claim)), spec, job, code))
+            result.feedback_text = metrics.feedback_text(result.feedback)
+        return result
 
     def _verdict(self, spec: ProblemSpec, cand, ref, names: list[str], rng, claim: GpuClaim | None,
                  common: dict) -> EvalResult:
