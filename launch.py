@@ -171,8 +171,11 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
 def _print_result(name: str, r) -> None:
     # markup off throughout: errors and feedback quote kernel code, e.g. mvin(&A[i][k], ...)
     if r.correct:
-        console.print(f"correct {name}: {r.latency:,} {r.latency_unit}, utilization {r.utilization:.1%}, "
-                      f"{r.roofline_fraction:.1%} of roofline ({r.bound}-bound), evaluated in {r.wall_s:.2f} s",
+        # what a target could not measure (no peak rates known: no utilization or roofline) is left out
+        rates = (f", utilization {r.utilization:.1%}" if r.utilization is not None else "") + \
+                (f", {r.roofline_fraction:.1%} of roofline ({r.bound}-bound)" if r.roofline_fraction is not None else "")
+        latency = f"{r.latency:,}" if float(r.latency).is_integer() else f"{r.latency:,.2f}"
+        console.print(f"correct {name}: {latency} {r.latency_unit}{rates}, evaluated in {r.wall_s:.2f} s",
                       style="green", markup=False, highlight=False)
         console.print(r.feedback_text, markup=False, highlight=False)
     else:

@@ -106,8 +106,9 @@ def performance(latency_us: float, flops: int, nbytes: int, dtype: str, peaks: P
 
 def feedback_text(m: dict[str, Any]) -> str:
     """The lines a planner reads about one correct evaluation; each says whether it is measured or derived."""
+    flushed = "L2 flushed before each run; " if m.get("device") == "cuda" else ""
     lines = [f"latency {m['median_us']:.1f} us (median of {m['runs']} {m['timed_as']} after {m['warmup']} warm-up; "
-             f"P10 {m['p10_us']:.1f}, P90 {m['p90_us']:.1f}; L2 flushed before each run; {m['device_name']})"]
+             f"P10 {m['p10_us']:.1f}, P90 {m['p90_us']:.1f}; each on new inputs; {flushed}{m['device_name']})"]
     if m.get("reference_us"):
         lines.append(f"PyTorch reference: {m['reference_us']:.1f} us, timed the same way: "
                      f"{m['reference_us'] / m['median_us']:.2f}x its speed")

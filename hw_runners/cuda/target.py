@@ -38,6 +38,7 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.cuda import environment, metrics
+from autocomp_zmq.hw_runners.problemfile import load_once
 from autocomp_zmq.hw_runners.cuda.gpu import DEFAULT_LOCK_DIR, GpuClaim, claim_gpu, host_gpus, peaks_for
 from autocomp_zmq.hw_runners.cuda.problems import ProblemSpec, load_specs, to_problem
 from autocomp_zmq.hw_runners.cuda.session import Child, compare_outputs, run_candidate, run_profile, run_reference
@@ -96,6 +97,10 @@ class Cuda(Target):
     def problems(self) -> list[Problem]:
         return [to_problem(self.name, spec) for spec in load_specs(self._problems_dir()).values()]
 
+    def problem_from_definition(self, definition) -> Problem:
+        from autocomp_zmq.hw_runners.cuda.userproblems import from_definition
+        return load_once(self, definition, from_definition)
+
     def devices(self) -> list[str]:
         return [f"gpu{g.index}" for g in host_gpus()] if self.options.device == "cuda" else ["cpu"]
 
@@ -118,7 +123,8 @@ class Cuda(Target):
         if claim is None and self.options.device == "cuda":
             return EvalResult.failure("setup", "every GPU of this host is claimed by another evaluator (lock files in "
                                       f"{self.options.lock_dir}); run one evaluator per GPU", latency_unit="us")
-        spec = load_specs(self._problems_dir())[problem.name]
+        spec = problem.semantics if isinstance(problem.semantics, ProblemSpec) else \
+            load_specs(self._problems_dir())[problem.name]
         work = Path(tempfile.mkdtemp(prefix="cuda-", dir=self.options.work_root))
         try:
             result = self._evaluate_in(work, spec, code, claim)
