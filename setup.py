@@ -5,4 +5,11 @@ from setuptools import find_packages, setup
 
 SKIP = ["tests", "tests.*", "bench", "bench.*", "docs", "docs.*", "build", "build.*"]
 DATA_ONLY = ["problems", "prompts"]
-setup(packages=["autocomp_zmq"] + [f"autocomp_zmq.{p}" for p in find_packages(".", exclude=SKIP) + DATA_ONLY])
+
+
+def packages() -> list[str]:
+    return ["autocomp_zmq"] + [f"autocomp_zmq.{p}" for p in find_packages(".", exclude=SKIP) + DATA_ONLY]
+
+
+if __name__ == "__main__":
+    setup(packages=packages())

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -379,9 +380,13 @@ def test_a_process_the_compile_step_leaves_behind_is_gone_before_the_run_step(tm
     assert r.correct, r.error
     work = next(p for p in work_root.iterdir() if p.is_dir())
     assert (work_root / "left.pid").exists()           # it did start
-    alive = [p for p in psutil.process_iter(["cmdline", "status"]) if "# left-behind" in " ".join(p.info["cmdline"] or [])
-             and p.info["status"] != psutil.STATUS_ZOMBIE]
-    assert not alive
+    def alive():
+        return [p for p in psutil.process_iter(["cmdline", "status"])
+                if "# left-behind" in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 5           # SIGKILLed when the namespace's pid 1 ended; reaped a moment later
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()
     assert not (work / "run" / "tampered").exists()
     assert "pid isolated" in r.sandbox
 

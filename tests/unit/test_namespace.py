@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("agents", "bus", "protocols", "sandbox", "problems", "prompts", "hw_runners")
+FOLDERS = ("agents", "bus", "protocols", "sandbox", "problems", "prompts", "hw_runners", "cluster")
 TOP_LEVEL = set(FOLDERS) | {"launch"}
 # the traced kernel's own world: trainium-sim's front end and the sandboxed child are not product imports
 SEPARATE = ("hw_runners/trainium_sim/frontend", "hw_runners/trainium_sim/sandboxed")
@@ -34,14 +36,22 @@ def test_no_module_imports_a_folder_as_a_top_level_package():
 
 
 def test_every_code_package_is_installed():
-    """A folder of product code left out of pyproject's package list would be missing from a wheel."""
+    """A folder of product code that setup.py's package discovery missed would be missing from a wheel."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert config["package-dir"] == {"autocomp_zmq": "."}
-    listed = set(config["packages"])
+    assert config["package-dir"] == {"autocomp_zmq": "."} and "packages" not in config   # found, not listed
+    spec = importlib.util.spec_from_file_location("autocomp_setup", ROOT / "setup.py")
+    setup_py = importlib.util.module_from_spec(spec)
+    cwd = os.getcwd()
+    os.chdir(ROOT)                              # find_packages(".") looks at the checkout
+    try:
+        spec.loader.exec_module(setup_py)
+        listed = set(setup_py.packages())
+    finally:
+        os.chdir(cwd)
     code = {"autocomp_zmq." + init.parent.relative_to(ROOT).as_posix().replace("/", ".")
             for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
             if not init.parent.relative_to(ROOT).as_posix().startswith(SEPARATE)}
-    assert code <= listed, f"add to [tool.setuptools] packages: {sorted(code - listed)}"
+    assert code <= listed, f"setup.py does not find: {sorted(code - listed)}"
 
 
 def test_all_sql_is_in_the_store_module():
