@@ -8,6 +8,7 @@ import re
 import sqlite3
 import sys
 import types
+import typing
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -24,7 +25,7 @@ if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
     sys.modules["autocomp_zmq"] = _package
 
 from autocomp_zmq.agents import logsetup
-from autocomp_zmq.agents.console import latency_text, make_console
+from autocomp_zmq.agents.console import NOOP_NOTE, latency_text, make_console
 from autocomp_zmq.hw_runners import get_target, target_names
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
 
@@ -188,7 +189,8 @@ def with_config_options(names: tuple[str, ...] | None = None):
     """Add RunConfig's options (all, or `names`) to a command as flags, in one help panel per section: each
     option is declared once, in its section of RunConfig (name, type, default, help, extra flags), and is the
     same key in a --config TOML file. The command receives them in **options, None where not given."""
-    from autocomp_zmq.agents.runflags import cli_options, flag_of, shown_default
+    from rich.markup import escape
+    from autocomp_zmq.agents.runflags import cli_options, flag_of, help_panels, shown_default
 
     def deco(fn):
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
@@ -196,11 +198,16 @@ def with_config_options(names: tuple[str, ...] | None = None):
         for name, base, decl, default, section in cli_options(names):
             flag = flag_of(name)
             decls = (f"{flag}/--no-{flag[2:]}",) if base is bool else (flag,)
-            opt = typer.Option(*decls, *decl["flags"], help=decl["help"], metavar=decl["metavar"] or "",
+            opt = typer.Option(*decls, *decl["flags"], help=escape(decl["help"]), metavar=decl["metavar"] or "",
                                show_default=shown_default(decl, default),
                                rich_help_panel=f"Options: {section}" if names is None else None)
             own.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                          annotation=Annotated[Optional[base], opt]))
+        # --help shows the panels in the order of the sections (a panel appears where its first option does)
+        order = [None, *(f"Options: {section}" for section in help_panels())]
+        panel = {p.name: getattr(typing.get_args(p.annotation)[-1], "rich_help_panel", None) for p in own}
+        own = sorted((p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
+                     key=lambda p: order.index(panel[p.name]) if panel[p.name] in order else len(order))
         fn.__signature__ = inspect.Signature(own)
         fn.__annotations__ = {p.name: p.annotation for p in own}
         return fn
@@ -213,17 +220,18 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
                                                        "(\\[budget] max_cost = 5) or by name (underscores for "
                                                        "dashes); flags override it.", metavar="FILE",
                                                        show_default="none")] = None,
-        resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory (-T, --max-evals, "
-                                                       "--max-cost, --patience extend it).", metavar="RUN_DIR",
+        resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory; -T, --max-evals, "
+                                                       "--max-cost and --patience give its new totals (-T 12 on an "
+                                                       "8-iteration run adds 4).", metavar="RUN_DIR",
                                                        show_default="none")] = None,
         live: Annotated[Optional[bool], typer.Option("--live/--no-live", help="Live table.", metavar="",
                                                      show_default="on a terminal")] = None,
         search_option: Annotated[Optional[list[str]], typer.Option(
-            help="An option of the search policy, NAME=VALUE (a TOML value; repeatable): what [search.options] "
+            help="An option of the search policy, NAME=VALUE (a TOML value; repeatable): what \\[search.options] "
                  "of a config file holds, for a plug-in policy's own options.", metavar="NAME=VALUE",
             show_default="none", rich_help_panel="Options: search")] = None,
         target_option: Annotated[Optional[list[str]], typer.Option(
-            help="An option of the target, NAME=VALUE (a TOML value; repeatable; [task.target_options] of a config "
+            help="An option of the target, NAME=VALUE (a TOML value; repeatable; \\[task.target_options] of a config "
                  "file): trainium-sim and trainium: platform=\"trn2\"; trainium: lnc=2, latency_percentile=99, "
                  "nrtpy_python=\"/path/python\". Every evaluator of the run, local or started with `worker`, takes "
                  "them.", metavar="NAME=VALUE", show_default="none", rich_help_panel="Options: task")] = None,
@@ -251,12 +259,15 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
 
 
 def _print_summary(summary: dict) -> None:
+    from autocomp_zmq.agents.outcome import end_line
     if summary.get("rescued_to"):
         err.print(f"warning: {summary['rescue_reason']}; the results and the run store were saved to "
                   f"{summary['rescued_to']}", markup=False, style="yellow")
     if summary.get("failures"):
         top = "; ".join(f"{reason} x{n}" for reason, n in list(summary["failures"].items())[:5])
         console.print(f"Failures by reason: {top}", markup=False, highlight=False)
+    if summary.get("noop_proposals"):
+        console.print(f"No-op proposals: {summary['noop_proposals']} ({NOOP_NOTE}).", markup=False, highlight=False)
     if summary.get("warning"):
         err.print(f"warning: {summary['warning']}", markup=False, style="yellow")
     if summary.get("error"):
@@ -266,7 +277,7 @@ def _print_summary(summary: dict) -> None:
         err.print(f"no result: {summary['stop_reason']}", markup=False, style="red")
         raise typer.Exit(1)
     where = summary.get("rescued_to") or summary["run_dir"]
-    console.print(f"Stopped: {summary['stop_reason']} after {summary['evaluations']} evaluations.", markup=False)
+    console.print(end_line(summary), markup=False, highlight=False)
     unit = summary["latency_unit"]
     roofline = f"; {summary['best_roofline']:.1%} of roofline" if summary.get("best_roofline") is not None else ""
     if summary.get("best_upper_bound"):
@@ -282,7 +293,7 @@ def _print_summary(summary: dict) -> None:
 
 @app.command()
 @with_config_options(("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort",
-                      "max_tokens"))
+                      "max_tokens", "max_refused", "unreachable_s"))
 def worker(
     role: Annotated[str, typer.Option(help="planner, coder, repairer or evaluator.", metavar="ROLE")],
     connect: Annotated[str, typer.Option(help="Coordinator endpoint, e.g. tcp://head:5555.", metavar="ENDPOINT")],
@@ -312,7 +323,7 @@ def worker(
     """Serve jobs of one role for a running coordinator (this host or another)."""
     from autocomp_zmq.agents import registry
     from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
-    from autocomp_zmq.agents.worker import serve
+    from autocomp_zmq.agents.worker import GaveUp, serve
     from autocomp_zmq.bus.auth import SecretError, load_secret
     from autocomp_zmq.bus.curve import load_public_key
     from autocomp_zmq.bus.timing import BusTiming
@@ -340,17 +351,21 @@ def worker(
         _fail(str(exc))
     except TypeError as exc:    # an option the target does not have
         _fail(f"{target}: {exc}")
-    raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity,
-                           target=target if role == "evaluator" else None,
-                           timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s), curve_server_key=server_key,
-                           parent_pid=parent_pid))
+    timing = BusTiming(heartbeat_s=cfg.bus.heartbeat_s, max_refused=cfg.bus.max_refused,
+                       unreachable_s=cfg.bus.unreachable_s)
+    try:
+        raise typer.Exit(serve(role, implementation, connect, key, capacity=capacity, timing=timing,
+                               target=target if role == "evaluator" else None, curve_server_key=server_key,
+                               parent_pid=parent_pid))
+    except GaveUp as exc:
+        _fail(str(exc), 1)
 
 
 @app.command()
 def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False) -> None:
-    """List the available targets with their descriptors."""
-    table = Table(title="targets")
-    for col in ("name", "language", "latency", "evaluators", "entry point", "problems", "offline agent"):
+    """List the available targets with their descriptors: what each has run on, and how it confines kernels."""
+    table, sandboxes = Table(title="targets"), []
+    for col in ("name", "hardware", "language", "latency", "evaluators", "offline agent"):
         table.add_column(col)
     for name in target_names():
         try:
@@ -362,15 +377,20 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
             print(json.dumps({"name": name, "language": info.language, "latency_unit": info.latency_unit,
                               "evaluators": info.evaluators, "entry_point": info.entry_point,
                               "code_fence": info.code_fence, "sandbox": info.sandbox, "problems": str(info.problems),
-                              "heuristic": info.heuristic, "home": str(info.home)}))
-        table.add_row(name, info.language, info.latency_unit, f"one per {info.evaluators[:-1]}", info.entry_point,
-                      str(info.problems), info.heuristic or "-")
+                              "heuristic": info.heuristic, "home": str(info.home), "hardware": info.hardware}))
+        table.add_row(name, info.hardware or "-", info.language, info.latency_unit, f"one per {info.evaluators[:-1]}",
+                      "heuristic" if info.heuristic else "-")
+        sandboxes.append(f"  {name}: {info.sandbox}")
     if not as_json:
         console.print(table)
+        console.print("Sandbox (how each target confines candidate code):", *sandboxes, sep="\n", markup=False,
+                      highlight=False)
 
 
 from autocomp_zmq.agents.inspect_cli import register as _register_inspect  # noqa: E402
+from autocomp_zmq.cluster.cli import register as _register_cluster  # noqa: E402
 _register_inspect(app, console, err)
+_register_cluster(app, console, _fail, with_config_options)   # secret, workers
 
 
 if __name__ == "__main__":

@@ -19,3 +19,20 @@ def make_console(stderr: bool = False) -> Console:
 def latency_text(value: float, unit: str) -> str:
     """A latency as people read it: whole cycles with thousands separators, 4 significant digits otherwise."""
     return f"{value:,.0f} {unit}" if unit == "cycles" else f"{value:,.4g} {unit}"
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration as people read it: 42 s, 3 min 05 s, 2 h 07 min ("-" when unknown)."""
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+# what a no-op proposal is, wherever one is counted (the run's last lines, show)
+NOOP_NOTE = "plans the offline heuristic could not make: no menu option that survived dropout changes the " \
+            "schedule; not failures"

@@ -15,12 +15,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import msgspec
 import structlog
 
 from autocomp_zmq.agents.failures import FailureTally, reason_of
 from autocomp_zmq.agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
 from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.spending import CostPolicy, Spending
 from autocomp_zmq.bus.transport import Event, Peer, Transport
 from autocomp_zmq.protocols import control
 from autocomp_zmq.protocols.envelope import ProtocolError
@@ -37,23 +37,6 @@ class LeasePolicy:
                                                                 "eval": 600.0})
     max_attempts: int = 3
     unserved_warn_s: float = 30.0      # warn when queued jobs have had no agent of their role/model this long
-
-
-def _unknown_price(_) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class CostPolicy:
-    """--max-cost: a hard ceiling in USD. A model job starts only if what was spent, plus the worst case of
-    every job in flight, plus its own worst case stays within it. The prices are two functions (a run gets
-    them from the LLM price book, agents/llm/pricing.py cost_functions): what a finished call cost, from the
-    tokens the provider reported, and the most a job can cost before it starts (its prompt and --max-tokens
-    at the model's price). None from either means the price is unknown: the call keeps the agent's own
-    figure, the job counts 0 toward the cap (a run with --max-cost refuses such models up front)."""
-    max_usd: float | None = None
-    call_cost: Callable[[ModelCall], float | None] = _unknown_price
-    job_worst_case: Callable[[Job], float | None] = _unknown_price
 
 
 @dataclass
@@ -79,7 +62,7 @@ class Stats:
     agent_s: dict[str, float] = field(default_factory=dict)  # per role: agent-seconds connected
 
 
-class Coordinator:
+class Coordinator(Spending):
     def __init__(self, router: Transport, store: RunStore, search: SearchPolicy, leases: LeasePolicy = LeasePolicy(),
                  on_progress: Callable[["Coordinator"], None] | None = None, progress_every_s: float = 0.5,
                  cost: CostPolicy = CostPolicy(), replay: RunStore | None = None,
@@ -147,9 +130,11 @@ class Coordinator:
     # -- events -------------------------------------------------------------------
     def _on_event(self, ev: Event) -> None:
         if ev.kind == "joined":
-            log.info("agent_joined", agent=ev.peer.describe(), models=ev.peer.models, capacity=ev.peer.capacity)
+            log.info("agent_joined", agent=ev.peer.describe(), address=ev.peer.address, models=ev.peer.models,
+                     capacity=ev.peer.capacity)
         elif ev.kind in ("dead", "left"):
-            log.warning("agent_gone", agent=ev.peer.describe(), how=ev.kind, jobs=len(ev.peer.in_flight))
+            log.warning("agent_gone", agent=ev.peer.describe(), address=ev.peer.address, how=ev.kind,
+                        jobs=len(ev.peer.in_flight))
             for job_id in list(ev.peer.in_flight):
                 self._requeue(job_id, f"agent {ev.peer.describe()} {'died' if ev.kind == 'dead' else 'left'}")
         elif ev.kind == "message" and isinstance(ev.message.body, control.Result):
@@ -257,60 +242,6 @@ class Coordinator:
                     self.search.on_result(job.id, False, None, "not run: cost cap reached")
             else:
                 self.queues[ROLE_OF_KIND[job.kind]].append(job)
-
-    # -- cost and replay ------------------------------------------------------------
-    def _paid(self, job: Job) -> bool:
-        """A model call that may cost money: subject to the cost cap, answered from the record on replay."""
-        return job.kind != "eval" and not self.seeded(job.model)
-
-    def _charge(self, job_id: str, role: str, call: ModelCall, priced: bool | None = None) -> None:
-        """Price a call from its token counts (the agent's own figure only for a model without a known price),
-        record it and add it to what was spent."""
-        if priced is None:
-            cost = self.cost.call_cost(call)
-            priced = cost is not None
-            if priced:
-                call.cost = cost
-        self.store.add_model_call(job_id, role, call, priced)
-        self.spent += call.cost
-        key = (call.model, role)
-        self.spent_by[key] = self.spent_by.get(key, 0.0) + call.cost
-
-    def _worst_case(self, job: Job) -> float:
-        """The most this job's model calls can cost (0 for a model without a known price: a run with
-        --max-cost does not start with one). Computed once per job: a job the cap holds back is asked again
-        on every turn of the loop, and its worst case depends only on what the job is."""
-        if job.id not in self._worst:
-            self._worst[job.id] = self.cost.job_worst_case(job) or 0.0
-        return self._worst[job.id]
-
-    def _reach_cap(self) -> None:
-        """Stop spending: no new model calls; calls in flight finish; the beam is still selected."""
-        if self.cap_reached:
-            return
-        self.cap_reached = True
-        reason = f"cost cap of ${self.cost.max_usd:.2f} reached (spent ${self.spent:.4f}; one more call could " \
-                 f"cost ${self._blocked:.4f})"
-        log.warning("cost_cap_reached", max_usd=self.cost.max_usd, spent=round(self.spent, 4))
-        self.search.halt(reason)
-        for role in ("planner", "coder", "repairer"):
-            queue, self.queues[role] = self.queues[role], deque()
-            with self.store.tx():
-                for job in queue:
-                    self.store.finish_job(job.id, False, None, "not run: cost cap reached", "failed")
-                    self.search.on_result(job.id, False, None, "not run: cost cap reached")
-
-    def _replay(self, job: Job) -> None:
-        """Answer from the recorded run, never the network; a job it lacks fails clearly."""
-        recorded = self.replay.finished_job(job.id)
-        ok, result, error = recorded if recorded else (False, None, "replay: the recorded run has no answer "
-                                                                    "for this job")
-        with self.store.tx():
-            self.store.finish_job(job.id, ok, result, error, "done" if ok else "failed")
-            for call in result.calls if result is not None else ():
-                self.store.add_model_call(job.id, ROLE_OF_KIND[job.kind],
-                                          msgspec.structs.replace(call, cost=0.0, outcome="replayed"))
-            self.search.on_result(job.id, ok, result if ok else None, error)
 
     @property
     def queued(self) -> int:

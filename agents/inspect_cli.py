@@ -17,6 +17,7 @@ from rich.text import Text
 
 from autocomp_zmq.agents.callprint import calls_json, print_calls, print_candidate, unpriced_note, usage_table
 from autocomp_zmq.agents.callview import CandidateIndex, combined
+from autocomp_zmq.agents.console import NOOP_NOTE, duration_text
 from autocomp_zmq.agents.runview import RunView, RunViewError, clip, connect, latency_unit, list_runs, load, plural
 
 RUNS_DIR = Path("runs")   # where `run` puts runs without --out (relative to the working directory)
@@ -108,12 +109,14 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
         if not rows:
             console.print(Text(f"No runs in {parent}."))
             return
-        table = _table(Text(f"runs in {parent}"), ["run", "problem", "target", "speedup", "evals", "cost", "status",
-                                                    "started"], right={3, 4, 5})
+        # evals: evaluations run; kernels: kernels evaluated (identical kernels share one evaluation)
+        table = _table(Text(f"runs in {parent}"), ["run", "problem", "target", "speedup", "evals", "kernels", "cost",
+                                                    "status", "started", "took"], right={3, 4, 5, 6, 9})
         for r in rows:
             table.add_row(*_cells([r.run_dir.name, r.problem, r.target, _x(r.speedup),
-                                   "" if r.evaluations is None else r.evaluations,
-                                   "" if r.cost is None else f"${r.cost:.2f}", r.status, _when(r.started)]))
+                                   "" if r.evaluations is None else r.evaluations, "" if r.kernels is None else r.kernels,
+                                   "" if r.cost is None else f"${r.cost:.2f}", r.status, _when(r.started),
+                                   duration_text(r.duration_s)]))
         console.print(table)
 
 
@@ -127,7 +130,12 @@ def print_view(console: Console, v: RunView) -> None:
         console.print(Text(f"Reused the optimization trace of {v.reused.get('problem', {}).get('name')} "
                            f"({v.reused.get('run_dir', '?')}) as the plans of iterations 1-{len(steps)}: "
                            + ", ".join(s["option_id"] for s in steps)))
-    line = f"{plural(v.evaluations, 'evaluation')}, cost ${v.cost:.2f}, started {_when(v.started)}"
+    shared = v.kernels - v.evaluations
+    line = plural(v.evaluations, 'evaluation') + (f" of {plural(v.kernels, 'kernel')} ({shared} identical to one "
+                                                  "evaluated before)" if shared > 0 else "")
+    line += f", cost ${v.cost:.2f}, started {_when(v.started)}"
+    if v.duration_s is not None:
+        line += f", took {duration_text(v.duration_s)}"
     if v.summary is None and (v.in_flight or v.queued):   # a live or crashed run
         line += f", {plural(v.in_flight, 'job')} leased to agents and {v.queued} queued"
     if v.speedup:
@@ -165,6 +173,8 @@ def print_view(console: Console, v: RunView) -> None:
         console.print(t)
     else:
         console.print(Text("No failed jobs and no incorrect kernels."))
+    if v.noops:
+        console.print(Text(f"No-op proposals: {v.noops} ({NOOP_NOTE})"))
 
     if v.usage:
         console.print(usage_table(v.usage, "Model calls"))

@@ -44,6 +44,18 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
     return cmd
 
 
+def key_variables(specs: dict[str, list[ModelSpec]]) -> set[str]:
+    """The environment variables the models' specs name for their API keys (openai-compat[VAR]@...)."""
+    return {s.key_variable for role_specs in specs.values() for s in role_specs if s.key_variable}
+
+
+def keyless_env(named: set[str] = frozenset()) -> dict[str, str]:
+    """This process's environment without model API keys: what evaluators (local, or Slurm tasks, which get the
+    submitter's environment) and the candidate code they run see."""
+    return {k: v for k, v in os.environ.items()
+            if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
+
+
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
                        specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
     """Evaluators (by default one per core or device, as the target declares); for each offline model of a role
@@ -52,11 +64,11 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
     mostly wait)."""
     target = get_target(cfg.task.target, **cfg.task.target_options)
     local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
+    if cfg.local.evaluators is None and cfg.cluster.slurm:
+        local_evals = 0      # the evaluators are Slurm tasks: this host's cores are the coordinator's and agents'
     # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
     full_env = dict(os.environ)
-    named = {s.key_variable for role_specs in specs.values() for s in role_specs if s.key_variable}
-    safe_env = {k: v for k, v in full_env.items()
-                if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
+    safe_env = keyless_env(key_variables(specs))
     launches = [("evaluator", 1, None, [], safe_env)] * local_evals
     counts = {"planner": cfg.local.planners, "coder": cfg.local.coders, "repairer": cfg.local.repairers}
     for role, role_specs in specs.items():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from autocomp_zmq.agents.console import duration_text
 from autocomp_zmq.agents.coordinator import Coordinator
-from autocomp_zmq.agents.failures import KIND_WORDS, reason_of
+from autocomp_zmq.agents.failures import KIND_WORDS, is_noop, reason_of
 from autocomp_zmq.agents.policy import SearchPolicy
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.rundir import fallback_dir, rescue_store, write_atomic
@@ -22,7 +23,8 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
                "iterations": s.iteration, "evaluations": s.evaluations,
                "replayed_results": s.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
-               "failed_jobs": dict(coord.stats.failed), "failures": coord.failures.as_dict(),
+               "failed_jobs": failed_jobs(coord), "failures": coord.failures.as_dict(),
+               "noop_proposals": sum(coord.failures.noops.values()), "duration_s": duration_s(coord),
                "cost_usd": round(coord.spent, 6), "cost_by_model": cost_by_model(coord.spent_by),
                "latency_unit": s.latency_unit, "isa": cfg.task.isa}
     if s.baseline and s.best:
@@ -34,6 +36,30 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
     verdict = model_verdict(coord.store, produced=s.produced)
     summary.update(verdict)
     return summary
+
+
+def end_line(summary: dict) -> str:
+    """How the run ended, in one line: a normal finish is not a "stop", and an interrupted run can go on."""
+    reason, evals = summary["stop_reason"], summary["evaluations"]
+    done = f"{evals} evaluation{'' if evals == 1 else 's'} in {duration_text(summary.get('duration_s'))}"
+    iterations = summary.get("iterations", 0)
+    if reason.startswith("finished"):
+        return f"Finished: {iterations} iteration{'' if iterations == 1 else 's'}, {done}."
+    if reason == "interrupted":
+        return f"Interrupted in iteration {iterations} after {done}; continue with --resume {summary['run_dir']}"
+    return f"Stopped: {reason}; {iterations} iteration{'' if iterations == 1 else 's'}, {done}."
+
+
+def failed_jobs(coord: Coordinator) -> dict[str, int]:
+    """Jobs answered with a failure, per kind; proposals of nothing are not failures (agents/failures.py)."""
+    counts = {kind: n - coord.failures.noops.get(kind, 0) for kind, n in coord.stats.failed.items()}
+    return {kind: n for kind, n in counts.items() if n}
+
+
+def duration_s(coord: Coordinator) -> float:
+    """Wall time of the run: this session's, plus what a resumed run's earlier sessions took."""
+    before = (coord.store.meta("summary") or {}).get("duration_s") or 0.0
+    return round(before + coord.clock() - coord.stats.started, 1)
 
 
 def cost_by_model(spent_by: dict[tuple[str, str], float]) -> dict[str, dict[str, float]]:
@@ -49,8 +75,8 @@ def model_verdict(store: RunStore, produced: int) -> dict:
     """{"error": ...} when the models produced no candidate at all because their calls failed;
     {"warning": ...} when most of their calls failed; {} otherwise."""
     rows = model_job_outcomes(store.db)
-    # jobs never run (cost cap) are not failures of the models
-    rows = [r for r in rows if r[2] or not (r[3] or "").startswith("not run:")]
+    # jobs never run (cost cap) are not failures of the models, and nor are proposals of nothing
+    rows = [r for r in rows if r[2] or not ((r[3] or "").startswith("not run:") or is_noop(r[3]))]
     failed = [(kind, model, reason_of(error, model)) for kind, model, ok, error in rows if not ok]
     if not failed:
         return {}

@@ -104,6 +104,9 @@ class SearchSummary:
     frontier: tuple[Kernel, ...] = ()   # what the policy keeps (the beam), best first
     done: bool = False
     stop_reason: str = ""
+    # progress within the running iteration: (evaluations done, evaluations it is expected to make), or None for
+    # a policy that cannot say (the display then shows iterations only)
+    iteration_evals: tuple[int, int] | None = None
 
     @property
     def speedup(self) -> float | None:

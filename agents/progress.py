@@ -1,5 +1,7 @@
-"""Live progress of a run: a rich table on a terminal, a plain line every few
-seconds otherwise (CI logs, files)."""
+"""Live progress of a run: a compact table on a terminal, a short plain line every few seconds otherwise
+(CI logs, files). Both say how long the run has taken, about how long it has left, and how far the running
+iteration is (its evaluations done of those expected), and neither is wider than the terminal: every value
+stays on one line, cut with an ellipsis, because a wrapped live table scrolls the terminal it redraws."""
 from __future__ import annotations
 
 import sys
@@ -7,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -15,18 +18,30 @@ from autocomp_zmq.agents.console import latency_text, make_console
 if TYPE_CHECKING:
     from autocomp_zmq.agents.coordinator import Coordinator
 
+PLAIN_WIDTH = 120      # a plain line's length where there is no terminal to fit (a file, a pipe)
+
+
+def clock_text(seconds: float) -> str:
+    s = max(0, round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
 
 class Progress:
-    def __init__(self, problem: str, live: bool | None = None, plain_every_s: float = 5.0) -> None:
+    def __init__(self, problem: str, live: bool | None = None, plain_every_s: float = 5.0,
+                 clock=time.monotonic) -> None:
         self.problem = problem
         self.console = make_console(stderr=True)
         self.live_mode = sys.stderr.isatty() if live is None else live
         self.plain_every_s = plain_every_s
+        self.clock = clock
+        self.started = clock()
+        self._first: tuple[int, int] | None = None    # (iteration, evaluations) when this session began
         self._live: Live | None = None
         self._last_plain = 0.0
         self._snap: dict | None = None
 
     def __enter__(self) -> "Progress":
+        self.started = self.clock()
         if self.live_mode:
             self._live = Live(Table(), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()
@@ -40,7 +55,11 @@ class Progress:
 
     def snapshot(self, coord: "Coordinator") -> dict:
         s = coord.search.summary()
+        if self._first is None:
+            self._first = (s.iteration, s.evaluations)
+        elapsed = self.clock() - self.started
         return {"iteration": s.iteration, "iterations": s.iterations, "evals": s.evaluations,
+                "step": s.iteration_evals, "elapsed": elapsed, "left": self._left(s, elapsed), "done": s.done,
                 "beam": [k.latency for k in s.frontier], "unit": s.latency_unit, "speedup": s.speedup,
                 "roofline": s.best.roofline_fraction if s.best else None,
                 "evaluator_busy": coord.busy_fraction("evaluator"), "queued": coord.queued,
@@ -48,43 +67,90 @@ class Progress:
                 "cost": coord.spent, "cost_in_flight": sum(coord.reserved.values()),
                 "cost_by": {k: v for k, v in coord.spent_by.items() if v},
                 "agents": len(coord.router.alive()), "failures": coord.failures.top(3),
-                "failed": sum(coord.failures.counts.values())}
+                "failed": sum(coord.failures.counts.values()), "noops": sum(coord.failures.noops.values())}
+
+    def _left(self, s, elapsed: float) -> float | None:
+        """Seconds left if every planned iteration runs (a run that stops early takes less): the evaluations
+        still expected, at the rate of this session's evaluations so far. None until there is a rate."""
+        done_now = s.evaluations - self._first[1]
+        if s.done:
+            return 0.0
+        if s.iteration_evals is None or done_now < 2 or s.iteration < 1:
+            return None
+        done, expected = s.iteration_evals
+        # later iterations are taken to be like this one (the first has one parent, later ones the beam)
+        to_come = (expected - done) + (s.iterations - s.iteration) * max(expected, 1)
+        return to_come * elapsed / done_now
 
     def update(self, coord: "Coordinator") -> None:
         snap = self._snap = self.snapshot(coord)
         if self._live:
             self._live.update(self._table(snap))
-        elif time.monotonic() - self._last_plain >= self.plain_every_s:
+        elif self.clock() - self._last_plain >= self.plain_every_s:
             self._plain(snap)
 
+    # -- what is shown ------------------------------------------------------------------
+    @staticmethod
+    def _iteration(snap: dict) -> str:
+        running = snap["step"] and snap["iteration"] and not snap["done"]
+        step = f" ({snap['step'][0]}/{snap['step'][1]} evals)" if running else ""
+        return f"iteration {snap['iteration']}/{snap['iterations']}{step}"
+
+    @staticmethod
+    def _time(snap: dict) -> str:
+        left = "" if snap["left"] is None or snap["done"] else f", ~{clock_text(snap['left'])} left"
+        return f"{clock_text(snap['elapsed'])} elapsed{left}"
+
+    @staticmethod
+    def _speed(snap: dict) -> str:
+        return f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
+
     def _plain(self, snap: dict) -> None:
-        self._last_plain = time.monotonic()
-        speed = f"{snap['speedup']:.2f}x" if snap["speedup"] else "-"
-        failed = f"  failed {snap['failed']} ({'; '.join(snap['failures'])})" if snap["failed"] else ""
-        self.console.print(f"[{self.problem}] iteration {snap['iteration']}/{snap['iterations']}  "
-                           f"evals {snap['evals']}  best speedup {speed}  beam {self._beam(snap)}  "
-                           f"evaluators busy {snap['evaluator_busy']:.0%}  agents {snap['agents']}  "
-                           f"cost ${snap['cost']:.2f}{failed}", markup=False, highlight=False)
+        self._last_plain = self.clock()
+        parts = [f"[{self.problem}] {self._iteration(snap)}", f"best {self._speed(snap)}", f"evals {snap['evals']}",
+                 self._time(snap)]
+        if snap["noops"]:
+            parts.append(f"no-ops {snap['noops']}")
+        if snap["cost"]:
+            parts.append(f"cost ${snap['cost']:.2f}")
+        if snap["failed"]:
+            parts.append(f"failed {snap['failed']} ({snap['failures'][0]})")
+        width = self.console.width if self.console.is_terminal else PLAIN_WIDTH
+        line = "  ".join(parts)
+        self.console.print(line if len(line) <= width else line[:width - 1] + "…", markup=False, highlight=False,
+                           crop=True)
 
     @staticmethod
     def _beam(snap: dict) -> str:
         return ", ".join(latency_text(c, snap["unit"]).rsplit(" ", 1)[0] for c in snap["beam"][:6]) or "-"
 
     def _table(self, snap: dict) -> Table:
-        t = Table(title=Text(f"{self.problem}: beam search"), show_header=False, min_width=60)
-        t.add_column(style="bold")
-        t.add_column()
-        t.add_row("iteration", f"{snap['iteration']} / {snap['iterations']}")
-        t.add_row("best speedup", f"{snap['speedup']:.2f}x" if snap["speedup"] else "-")
-        t.add_row("best % of roofline", f"{snap['roofline']:.1%}" if snap["roofline"] else "-")
+        title = Text(f"{self.problem}: {self._time(snap)}", overflow="ellipsis", no_wrap=True)
+        t = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 1))
+        t.add_column(style="bold", no_wrap=True, min_width=15)     # the labels stay whole; values are cut
+        t.add_column(overflow="ellipsis", no_wrap=True)
+        step = snap["step"] if snap["iteration"] and not snap["done"] else None
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(f"{snap['iteration']} / {snap['iterations']}", ProgressBar(total=max(step[1], 1) if step else 1,
+                                                                              completed=step[0] if step else 0,
+                                                                              width=16),
+                    f"{step[0]}/{step[1]} evaluations" if step else "")
+        t.add_row("iteration", bar)
+        best = self._speed(snap)
+        if snap["roofline"]:
+            best += f"  ({snap['roofline']:.1%} of roofline)"
+        t.add_row("best speedup", best)
         t.add_row(f"beam ({snap['unit']})", self._beam(snap))
-        t.add_row("evaluations", str(snap["evals"]))
-        t.add_row("evaluators busy", f"{snap['evaluator_busy']:.0%}")
-        t.add_row("jobs queued / running", f"{snap['queued']} / {snap['in_flight']}")
-        t.add_row("agents connected", str(snap["agents"]))
-        t.add_row("jobs requeued", str(snap["requeued"]))
-        t.add_row("cost (USD)", f"${snap['cost']:.2f} spent, ${snap['cost_in_flight']:.2f} reserved in flight")
-        for (model, role), usd in sorted(snap["cost_by"].items(), key=lambda kv: -kv[1])[:6]:
-            t.add_row(Text(f"  {role}"), Text(f"${usd:.2f}  {model}"))   # Text: model specs hold brackets
-        t.add_row("failures", Text("\n".join(snap["failures"]) or "-"))   # Text: error text is not markup
+        t.add_row("evaluations", f"{snap['evals']} done, evaluators {snap['evaluator_busy']:.0%} busy")
+        jobs = f"{snap['queued']} queued, {snap['in_flight']} running, {snap['agents']} agents"
+        t.add_row("jobs", jobs + (f", {snap['requeued']} requeued" if snap["requeued"] else ""))
+        if snap["cost"] or snap["cost_in_flight"]:
+            t.add_row("cost (USD)", f"${snap['cost']:.2f} spent, ${snap['cost_in_flight']:.2f} reserved in flight")
+            for (model, role), usd in sorted(snap["cost_by"].items(), key=lambda kv: -kv[1])[:6]:
+                t.add_row(Text(f"  {role}"), Text(f"${usd:.2f}  {model}"))   # Text: model specs hold brackets
+        if snap["noops"]:
+            t.add_row("no-op proposals", f"{snap['noops']} (plans that change nothing: not failures)")
+        t.add_row("failures", Text(str(snap["failed"]) if snap["failed"] else "-"))
+        for reason in snap["failures"]:
+            t.add_row("", Text(reason))            # Text: error text is not markup
         return t

@@ -2,15 +2,19 @@
 the starting kernel to it, with the problem's shape), recorded in the run store and in a schedule library
 directory, and picked for a new run of a similar workload.
 
-A trace is plain JSON. The library keeps one file per run under <library>/<target>/<isa>/; `--reuse auto`
-takes the recorded workload of the same target, ISA profile and problem family whose shape is closest
-(sum over dimensions of |log2(new / old)|), `--reuse RUN_DIR` the trace of that run. A reused trace only
-ever becomes plans: the planner adapts each to the new problem and every kernel is evaluated as usual."""
+A trace is plain JSON. The library keeps one file per run under <library>/<target>/<isa>/, named by the run's
+identity (a random id kept in its store: two runs never share an entry, whatever their folders are called, and a
+resumed run updates its own), and records the project directory the run was started from; `--reuse auto` takes,
+among the traces of this project (or of every project, with --schedule-scope global), the recorded workload of the
+same target, ISA profile and problem family whose shape is closest (sum over dimensions of |log2(new / old)|),
+`--reuse RUN_DIR` the trace of that run. A reused trace only ever becomes plans: the planner adapts each to the
+new problem and every kernel is evaluated as usual."""
 from __future__ import annotations
 
 import json
 import math
 import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -68,11 +72,15 @@ def record(store: RunStore, run_dir: Path, best_id: str | None, library: Path,
     trace = trace_of(store, best_id, summary)
     if trace is None:
         return None
-    trace["run_dir"] = str(run_dir)
+    run_id = store.meta("run_id")
+    if not run_id:                   # the run's identity, made once: its library entry is its own
+        run_id = secrets.token_hex(6)
+        store.set_meta("run_id", run_id)
+    trace.update(run_dir=str(run_dir), run_id=run_id, project=project_dir())
     store.set_meta("schedule_trace", trace)
     folder = library / trace["target"] / (trace["isa"] or "default")
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{trace['problem'].get('name', 'problem')}--{run_dir.name}.json"
+    path = folder / f"{trace['problem'].get('name', 'problem')}--{run_dir.name}-{run_id}.json"
     write_atomic(path, json.dumps(trace, indent=1))
     return path
 
@@ -89,8 +97,15 @@ def _usable(trace: Any, target: str, isa: str, family: str, dims: dict[str, int]
             and set((trace.get("problem") or {}).get("dims", {})) == set(dims))
 
 
-def find(library: Path, target: str, isa: str, family: str, dims: dict[str, int]) -> dict[str, Any]:
-    """--reuse auto: the library's trace of the most similar workload (ties: the faster best, then the newest)."""
+def project_dir() -> str:
+    """The project a run belongs to: the directory it was started from (where runs/ goes by default)."""
+    return str(Path.cwd().resolve())
+
+
+def find(library: Path, target: str, isa: str, family: str, dims: dict[str, int],
+         project: str | None = None) -> dict[str, Any]:
+    """--reuse auto: the library's trace of the most similar workload (ties: the faster best, then the newest),
+    among those recorded from `project` (None: every project's)."""
     folder = library / target / (isa or "default")
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
@@ -98,12 +113,24 @@ def find(library: Path, target: str, isa: str, family: str, dims: dict[str, int]
             trace = json.loads(path.read_text())
         except (OSError, ValueError):
             continue   # a damaged or foreign file is skipped, not fatal
-        if _usable(trace, target, isa, family, dims):
+        if _usable(trace, target, isa, family, dims) and project in (None, trace.get("project")):
             found.append((distance(dims, trace["problem"]["dims"]), -trace.get("recorded", 0), trace))
     if not found:
+        where = f" recorded from {project} (--schedule-scope global: every project's)" if project else ""
         raise ReuseError(f"--reuse auto: the schedule library {folder} holds no trace of a {family} problem on "
-                         f"{target}{f' --isa {isa}' if isa else ''}; run one first, or give --reuse RUN_DIR")
+                         f"{target}{f' --isa {isa}' if isa else ''}{where}; run one first, or give --reuse RUN_DIR")
     return min(found, key=lambda f: f[:2])[2]
+
+
+def describe(trace: dict[str, Any], dims: dict[str, int]) -> str:
+    """Which trace a run reuses, for the line it prints: the workload, its run, its steps and what they reached."""
+    p, steps = trace.get("problem") or {}, trace.get("steps") or []
+    reached = ""
+    if trace.get("start_latency") and trace.get("best_latency"):
+        reached = f", {trace['start_latency'] / trace['best_latency']:.2f}x there"
+    return (f"the optimization trace of {p.get('name')} from {trace.get('run_dir', '?')} ({len(steps)} steps: "
+            f"{', '.join(s['option_id'] for s in steps)}{reached}; shape distance "
+            f"{distance(dims, p.get('dims') or dims):.2f})")
 
 
 def from_run(run_dir: Path, target: str, isa: str, family: str, dims: dict[str, int]) -> dict[str, Any]:

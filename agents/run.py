@@ -20,7 +20,7 @@ import zmq
 
 from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
-from autocomp_zmq.agents.localagents import spawn_local_agents, stop_agents
+from autocomp_zmq.agents.localagents import key_variables, spawn_local_agents, stop_agents
 from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
 from autocomp_zmq.agents import registry
 from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
@@ -31,12 +31,14 @@ from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_
 from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
                              read_kernel, start_code)
-from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore
+from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore, last_iteration
 from autocomp_zmq.agents.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
 from autocomp_zmq.bus.curve import create_server_keys, load_keys
 from autocomp_zmq.bus.router import Router
 from autocomp_zmq.bus.timing import BusTiming
+from autocomp_zmq.cluster import evaluators as slurm_evaluators
+from autocomp_zmq.cluster.slurm import SlurmError
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
@@ -121,8 +123,8 @@ def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
 
 def _bind(cfg: RunConfig, key: bytes, run_name: str, curve_secret: bytes | None) -> Router:
     try:
-        return Router([cfg.bus.bind], key, run_id=run_name, timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s),
-                      curve_secret_key=curve_secret)
+        return Router([cfg.bus.bind], key, run_id=run_name, curve_secret_key=curve_secret,
+                      timing=BusTiming(heartbeat_s=cfg.bus.heartbeat_s, dead_after=cfg.bus.liveness))
     except zmq.ZMQError as exc:
         raise RunError(f"cannot listen on --bind {cfg.bus.bind}: {exc}") from None
 
@@ -147,6 +149,11 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
             if saved is None or code is None:
                 raise RunError(f"{run_dir} holds no saved configuration")
             cfg = resume_config(saved, given or {})
+            done = last_iteration(store.db) or 0
+            if cfg.budget.iterations < done:   # -T is the run's total (the help says so), never "this many more"
+                raise RunError(f"-T {cfg.budget.iterations}: the run has done {done} iterations, and -T is its new "
+                               f"total: give at least {done} (e.g. -T {done + cfg.budget.iterations} for "
+                               f"{cfg.budget.iterations} more)")
             # a problem file is read once, when the run starts: the run keeps its definition
             definition = _stored_definition(store)
         else:
@@ -209,6 +216,10 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     _check_sampling(cfg, specs)
     prices = _prices(cfg, specs)
     _preflight(cfg, specs)
+    try:
+        slurm_evaluators.preflight(cfg)      # Slurm is there and would take the job: before anything is created
+    except SlurmError as exc:
+        raise RunError(str(exc)) from None
     policy = policy_class(cfg.search.policy)     # known: the configuration was checked against it
     search_cfg = _search_config(cfg, policy)
     if not resume:
@@ -303,6 +314,12 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     except OSError as exc:
         router.close(grace_s=0)
         raise RunError(f"cannot start the local agents: {exc}") from None
+    try:
+        cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(specs))
+    except SlurmError as exc:
+        router.close(grace_s=0)
+        stop_agents(procs, grace_s=0)
+        raise RunError(str(exc)) from None
     watch = _RunDirWatch(run_dir, progress.update)
     coord = Coordinator(router, store, search, leases, on_progress=watch,
                         cost=CostPolicy(cfg.budget.max_cost, *cost_functions(prices, cfg.models.max_tokens)),
@@ -313,7 +330,9 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
         nonlocal interrupted
         interrupted = True
 
-    old = signal.signal(signal.SIGTERM, stop)
+    # SIGINT too, whatever its inherited disposition: a run started in the background by a script gets SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt for it, so `kill -INT` would do nothing
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with progress:
             try:
@@ -323,9 +342,13 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
             except (sqlite3.Error, OSError) as exc:   # nothing acknowledged is lost: results commit before acks
                 failure = exc
     finally:
-        signal.signal(signal.SIGTERM, old)
-        router.close("run finished" if not interrupted else "run interrupted")
-        stop_agents(procs)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        try:
+            router.close("run finished" if not interrupted else "run interrupted")
+            stop_agents(procs)
+        finally:    # the Slurm job ends with the run, however it ends (scancel)
+            cluster.end(finished=not interrupted and failure is None)
     if failure is not None:
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")

@@ -1,6 +1,6 @@
-"""The options of a run: one msgspec model in sections (task, search, models, budget, bus, local), checked for
-type and range by msgspec with one-line errors. Each option is declared once, with its help, its extra flags,
-its resume rule and its bounds; the command line of `run` and `worker` (launch.py), the keys of a --config TOML
+"""The options of a run: one msgspec model in sections (task, search, models, budget, bus, local, cluster),
+checked for type and range by msgspec with one-line errors. Each option is declared once, with its help, its extra
+flags, its resume rule and its bounds; the command line of `run` and `worker` (launch.py), the keys of a --config TOML
 file and the worker command line are all built from these declarations.
 
 Flags are flat (--beam, --max-cost); a TOML file uses the sections ([budget] max_cost = 5) or the flat names.
@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import psutil
+
+from autocomp_zmq.agents.configtext import explain
 
 EVALUATORS_PER_CORE = 4        # more evaluators than this per core only queue for the CPU
 
@@ -74,6 +76,9 @@ class Task(_Section):
     schedule_library: Annotated[str | None, opt(
         "Directory of recorded optimization traces (written at the end of every run, read by --reuse auto).",
         metavar="DIR", shown="$AUTOCOMP_SCHEDULE_LIBRARY, else the user's data directory", resume=LOCAL)] = None
+    schedule_scope: Annotated[Literal["project", "global"], opt(
+        "Which recorded traces --reuse auto may pick: project (those of runs started from this directory) or "
+        "global (every run's in the library).", metavar="SCOPE", resume=LOCAL)] = "project"
     out: Annotated[str | None, opt("Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")] = None
     # the target's own options (trainium: platform, lnc, latency_percentile, ...): --target-option NAME=VALUE or
     # [task.target_options]; every evaluator of the run is built with them, and a resumed run keeps them
@@ -131,8 +136,9 @@ class Models(_Section):
 
 
 class Budget(_Section):
-    """When the run stops; a resumed run may extend every limit but the roofline goal."""
-    iterations: Annotated[Count, opt("Search iterations.", "-T", metavar=N, resume=EXTEND)] = 8
+    """When the run stops; a resumed run may extend every limit but the roofline goal (each is a total)."""
+    iterations: Annotated[Count, opt("Search iterations, in all (on --resume, the new total).", "-T", metavar=N,
+                                     resume=EXTEND)] = 8
     patience: Annotated[Count, opt("Stop after this many iterations without improvement.", metavar=N,
                                    resume=EXTEND)] = 3
     max_evals: Annotated[Count | None, opt("Stop after this many evaluations (the starting kernel is one too).",
@@ -150,14 +156,24 @@ class Bus(_Section):
                              metavar="ENDPOINT", resume=SECURITY)] = "tcp://127.0.0.1:*"
     curve: Annotated[bool, opt("Encrypt links with CurveZMQ (keys in RUN_DIR/curve).", resume=SECURITY)] = False
     heartbeat_s: Annotated[Seconds, opt("Heartbeat interval of the bus.", metavar=S)] = 1.0
+    # LOCAL: how fast the dead are noticed changes no result (a requeued job is the same job)
+    liveness: Annotated[bounded(int, ge=2), opt(
+        "Heartbeats a silent peer may miss before it is declared dead: its jobs go back to the queue (and a worker "
+        "whose coordinator went silent reconnects) after heartbeat-s x liveness seconds.", metavar=N,
+        resume=LOCAL)] = 10
     eval_lease_s: Annotated[Seconds, opt("Seconds an evaluator may hold a job; past it the evaluation is a timeout "
                                          "verdict.", metavar=S)] = 600.0
+    max_refused: Annotated[Count, opt("A worker gives up after this many handshakes in a row that the coordinator "
+                                      "refused (wrong secret, CURVE key or version).", metavar=N, resume=LOCAL)] = 5
+    unreachable_s: Annotated[Seconds, opt("A worker gives up after this many seconds without reaching a coordinator "
+                                          "(none there, or its run has ended).", metavar=S, resume=LOCAL)] = 600.0
 
 
 class Local(_Section):
     """The processes this run starts on its own host."""
     evaluators: Annotated[bounded(int, ge=0) | None, opt(
-        "Local evaluator processes (none: one per core; 0: remote workers only).", metavar=N, resume=LOCAL)] = None
+        "Local evaluator processes (none: one per core, or 0 with --slurm; 0: remote workers only).", metavar=N,
+        resume=LOCAL)] = None
     planners: Annotated[Processes, opt("Local processes per offline planning agent.", metavar=N, resume=LOCAL)] = 1
     coders: Annotated[Processes, opt("Local processes per offline coding agent.", metavar=N, resume=LOCAL)] = 1
     repairers: Annotated[Processes, opt("Local processes per offline repair agent.", metavar=N, resume=LOCAL)] = 1
@@ -165,8 +181,19 @@ class Local(_Section):
                                      resume=LOCAL)] = True
 
 
+class Cluster(_Section):
+    """Evaluators the run submits to a cluster's scheduler (Slurm) and cancels when it ends (cluster/)."""
+    slurm: Annotated[bounded(int, ge=1) | None, opt(
+        "Submit this many evaluators to Slurm as the tasks of one sbatch job (one core each; a device target's "
+        "take one device of their node): they connect to the coordinator and are cancelled when the run ends.",
+        metavar=N, resume=LOCAL)] = None
+    slurm_option: Annotated[list[str], opt("An sbatch option for the evaluators' job, e.g. --partition=trn "
+                                           "(repeatable).", metavar="OPTION", shown="none", resume=LOCAL)] = \
+        msgspec.field(default_factory=list)
+
+
 SECTIONS: dict[str, type[_Section]] = {"task": Task, "search": Search, "models": Models, "budget": Budget, "bus": Bus,
-                                       "local": Local}
+                                       "local": Local, "cluster": Cluster}
 
 
 class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -176,6 +203,7 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     budget: Budget = msgspec.field(default_factory=Budget)
     bus: Bus = msgspec.field(default_factory=Bus)
     local: Local = msgspec.field(default_factory=Local)
+    cluster: Cluster = msgspec.field(default_factory=Cluster)
 
     @property
     def model_lease_s(self) -> float:
@@ -250,7 +278,7 @@ def build(data: dict) -> RunConfig:
     try:
         cfg = msgspec.convert(data, RunConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_explain(exc, data)) from None
+        raise ConfigError(explain(exc, data, SECTIONS)) from None
     cap = max_local_evaluators()
     if cfg.local.evaluators is not None and cfg.local.evaluators > cap:
         raise ConfigError(f"evaluators must be between 0 and {cap} on this host ({EVALUATORS_PER_CORE} per core), "
@@ -274,44 +302,8 @@ def _policy_section(policy: str, given: dict) -> dict:
     try:
         checked = msgspec.convert(given, config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_explain(exc, given)) from None
+        raise ConfigError(explain(exc, given, SECTIONS)) from None
     return {name: getattr(checked, name) for name in own}
-
-
-_NOUNS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
-          "array": "a list of strings", "object": "a table"}
-
-
-def _explain(exc: msgspec.ValidationError, data: dict) -> str:
-    """msgspec's 'Expected `int` >= 1 - at `$.budget.iterations`' as 'iterations must be an integer >= 1, not 0'."""
-    message, _, at = str(exc).partition(" - at `$")
-    path = [p for p in at.rstrip("`").split(".") if p]
-    name = path[-1] if path else "config"
-    value: Any = data
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-    if message.startswith("Object contains unknown field"):
-        field = message.split("`")[1]
-        where = f"[{'.'.join(path)}]" if path else "the configuration"
-        return f"unknown option {field!r} in {where}"
-    if message.startswith("Invalid enum value"):
-        choices = _choices(path)
-        return f"{name} must be {' or '.join(choices) if choices else 'another value'}, not {value!r}"
-    if message.startswith("Expected `array` of length >="):
-        return f"at least one --{name.replace('_', '-')} is needed"
-    if message.startswith("Expected `"):
-        kind, _, rest = message[len("Expected `"):].partition("`")
-        bound = rest.partition(", got")[0]
-        return f"{name} must be {_NOUNS.get(kind, kind)}{bound}, not {value!r}"
-    return f"{name}: {message}"
-
-
-def _choices(path: list[str]) -> list[str]:
-    if len(path) == 2 and path[0] in SECTIONS:
-        hint = typing.get_type_hints(SECTIONS[path[0]]).get(path[1])
-        return [repr(a) for a in typing.get_args(hint) if isinstance(a, str)] or \
-            [repr(c) for a in typing.get_args(hint) for c in typing.get_args(a) if isinstance(c, str)]
-    return []
 
 
 def from_toml(path: Path) -> dict:

@@ -15,7 +15,8 @@ import msgspec
 from autocomp_zmq.agents.runconfig import (SECTIONS, ConfigError, RunConfig, declared_options, flag_of,
                                            policy_options)
 
-WORKER_OPTIONS = ("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens")
+WORKER_OPTIONS = ("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens",
+                  "max_refused", "unreachable_s")
 
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:
@@ -29,6 +30,12 @@ def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, di
               if decl.get("help")]
     return [(name, plain_type(hint), decl, _default(cls, name), section)
             for name, hint, decl, cls, section in specs if names is None or name in names]
+
+
+def help_panels() -> list[str]:
+    """The sections in the order --help shows them: a policy's own options right after the search section."""
+    return [name for section in SECTIONS for name in (section, "search: beam" if section == "search" else None)
+            if name]
 
 
 def plain_type(hint: Any) -> Any:

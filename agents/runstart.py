@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from autocomp_zmq.agents import reuse
+from autocomp_zmq.agents.console import make_console
 from autocomp_zmq.agents.policy import eval_job
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.runstore import RunStore
@@ -94,11 +95,16 @@ def reused_trace(cfg: RunConfig, problem: Problem) -> dict | None:
         return None
     try:
         if cfg.task.reuse == "auto":
-            return reuse.find(reuse.library_dir(cfg.task.schedule_library), problem.target, problem.isa, problem.family,
-                              problem.dims)
-        return reuse.from_run(Path(cfg.task.reuse), problem.target, problem.isa, problem.family, problem.dims)
+            project = reuse.project_dir() if cfg.task.schedule_scope == "project" else None
+            trace = reuse.find(reuse.library_dir(cfg.task.schedule_library), problem.target, problem.isa,
+                               problem.family, problem.dims, project)
+        else:
+            trace = reuse.from_run(Path(cfg.task.reuse), problem.target, problem.isa, problem.family, problem.dims)
     except reuse.ReuseError as exc:
         raise RunError(str(exc)) from None
+    # say which: --reuse auto picks among many, and what it picked shapes the first iterations
+    make_console(stderr=True).print(f"Reusing {reuse.describe(trace, problem.dims)}", markup=False, highlight=False)
+    return trace
 
 
 def prior_of(trace: dict | None) -> PriorTrace | None:

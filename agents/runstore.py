@@ -266,6 +266,11 @@ def finished_evaluations(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'eval' AND state IN ('done', 'failed')").fetchone()[0]
 
 
+def evaluated_kernels(db: sqlite3.Connection) -> int:
+    """Candidates with an evaluation: more than the evaluations run, since identical kernels share one."""
+    return db.execute("SELECT COUNT(*) FROM evals").fetchone()[0]
+
+
 def job_states(db: sqlite3.Connection) -> dict[str, int]:
     return dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
 
@@ -333,6 +338,11 @@ def baseline_latency(db: sqlite3.Connection) -> float | None:
 def best_in_latest_frontier(db: sqlite3.Connection) -> tuple[str, float] | None:
     """(candidate, latency) at rank 0 of the latest iteration's frontier."""
     return db.execute("SELECT candidate_id, latency FROM beams WHERE rank = 0 ORDER BY iteration DESC LIMIT 1").fetchone()
+
+
+def last_iteration(db: sqlite3.Connection) -> int | None:
+    """The last iteration whose frontier was kept: how many iterations the run has completed."""
+    return db.execute("SELECT MAX(iteration) FROM beams").fetchone()[0]
 
 
 def frontier_members(db: sqlite3.Connection) -> set[str]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from autocomp_zmq.agents.callview import CandidateIndex, Usage, detached_index, load_calls, usage as usage_of
+from autocomp_zmq.agents.failures import is_noop
 from autocomp_zmq.agents.rundir import is_locked
 from autocomp_zmq.agents.runconfig import flat_view
 from autocomp_zmq.agents import runstore as store
@@ -108,6 +110,9 @@ class RunView:
     nodes: list[Node]
     reused: dict | None = None   # the optimization trace the run's first iterations reused (--reuse)
     index: CandidateIndex | None = None   # load(details=True): every candidate in full, for the report
+    kernels: int = 0             # evaluated kernels: `evaluations` and those that shared an identical one's
+    noops: int = 0               # plans that proposed nothing (not failures: agents/failures.py)
+    duration_s: float | None = None   # wall time of the run's sessions (None: unknown, e.g. a crashed run)
 
     @property
     def problem(self) -> str:
@@ -140,6 +145,8 @@ class RunRow:
     cost: float | None = None
     status: str = ""
     started: float | None = None
+    kernels: int | None = None
+    duration_s: float | None = None
 
 
 # -- opening --------------------------------------------------------------------------------------
@@ -202,7 +209,8 @@ def run_row(run_dir: Path) -> RunRow:
         v = load(run_dir)
     except RunViewError as exc:
         return RunRow(run_dir, status="unreadable: " + str(exc).rsplit(" is unreadable: ", 1)[-1])
-    return RunRow(run_dir, v.problem, v.target, v.speedup, v.evaluations, v.cost, v.status, v.started)
+    return RunRow(run_dir, v.problem, v.target, v.speedup, v.evaluations, v.cost, v.status, v.started, v.kernels,
+                  v.duration_s)
 
 
 # -- `show` and `report` ------------------------------------------------------------------------
@@ -304,7 +312,18 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
                    lineage=lineage, iterations=iterations,
                    options=sorted(options.values(), key=lambda o: (-o.accepted, -o.plans, o.option_id)),
                    failures=_failures(db), usage=usage, calls=calls, nodes=nodes, reused=_meta(db, "reused_trace"),
-                   index=detached_index(db, all_calls, set(chain)) if details else None)
+                   index=detached_index(db, all_calls, set(chain)) if details else None,
+                   kernels=store.evaluated_kernels(db), duration_s=_duration(db, summary, is_locked(run_dir)),
+                   noops=sum(is_noop(error) for _, error in store.failed_jobs(db)))
+
+
+def _duration(db: sqlite3.Connection, summary: dict | None, running: bool) -> float | None:
+    """The run's wall time: for a run going on now, so far; else its summary's (None: it has none)."""
+    before = (summary or {}).get("duration_s")
+    session = _meta(db, "session") or {}
+    if running and session.get("started"):
+        return (before or 0.0) + time.time() - session["started"]
+    return before
 
 
 def _node_state(correct: int | None, in_beam: bool) -> str:
@@ -318,6 +337,8 @@ def _failures(db: sqlite3.Connection) -> list[FailureGroup]:
     failed also leaves an incorrect eval row ('lost'); it is counted once, as the job."""
     found = []
     for kind, error in store.failed_jobs(db):
+        if is_noop(error):      # counted apart (RunView.noops)
+            continue
         first = first_line(error) or "(no error text)"
         # agents report exceptions as 'ClassName: message': the class is the kind of error
         m = re.match(r"([A-Za-z_][\w.]*(?:Error|Exception|Timeout|Exit)\w*):\s*(.*)", first)

@@ -153,7 +153,21 @@ class BeamSearch:
             latency_unit=self.problem.latency_unit,
             baseline=self.baseline.as_kernel() if self.baseline else None,
             best=self.best.as_kernel() if self.best else None,
-            frontier=tuple(c.as_kernel() for c in self.beam), done=self.done, stop_reason=self.stop_reason)
+            frontier=tuple(c.as_kernel() for c in self.beam), done=self.done, stop_reason=self.stop_reason,
+            iteration_evals=self._iteration_evals())
+
+    def _iteration_evals(self) -> tuple[int, int]:
+        """(done, expected) evaluations of the running iteration: each waiting plan is K evaluations to come,
+        each waiting code or repair job one (a failed plan or code, or a kernel written before, none)."""
+        it, done, waiting = self.iteration, 0, 0
+        for job in self.jobs.values():
+            if job.iteration != it:
+                continue
+            if job.id not in self.outstanding:
+                done += job.kind == "eval"
+            else:
+                waiting += self.cfg.codes if job.kind == "plan" else 1
+        return done, done + waiting
 
     @property
     def best(self) -> Candidate | None:

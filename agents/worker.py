@@ -4,7 +4,9 @@ A worker connects one DEALER to the coordinator, says HELLO with its role,
 implementation, models and capacity, and runs `capacity` threads that take
 jobs, call the implementation and send results. Any exception becomes a
 failed RESULT with the message, never a dead agent. A local worker started
-with parent_pid exits when that process (the coordinator) is gone.
+with parent_pid exits when that process (the coordinator) is gone; any worker
+exits when the coordinator says the run is over, and gives up (GaveUp) when
+its handshakes keep being refused or no coordinator answers (bus/dealer.py).
 """
 from __future__ import annotations
 
@@ -34,6 +36,10 @@ class JobFailed(Exception):
         self.calls = calls or []
 
 
+class GaveUp(RuntimeError):
+    """The worker stopped trying to reach its coordinator; the message says why, in one line."""
+
+
 class Implementation(Protocol):
     name: str
     models: list[str]
@@ -60,7 +66,7 @@ def serve(role: str, impl: Implementation, connect: str, key: bytes, *, capacity
         t.start()
     log.info("worker_started", role=role, impl=impl.name, connect=connect, capacity=capacity)
     try:
-        while not dealer.finished.is_set() and any(t.is_alive() for t in threads):
+        while not dealer.finished.is_set() and not dealer.gave_up and any(t.is_alive() for t in threads):
             if parent_pid and not _alive(parent_pid):
                 log.info("parent_gone", parent_pid=parent_pid)
                 break
@@ -69,6 +75,8 @@ def serve(role: str, impl: Implementation, connect: str, key: bytes, *, capacity
         pass
     stop.set()
     dealer.close()
+    if dealer.gave_up:
+        raise GaveUp(dealer.gave_up)
     return 0
 
 
@@ -88,7 +96,7 @@ def _job_loop(dealer: Dealer, impl: Implementation, stop: threading.Event) -> No
     while not stop.is_set():
         msg = dealer.next_job(timeout=0.2)
         if msg is None:
-            if dealer.finished.is_set():
+            if dealer.finished.is_set() or dealer.gave_up:
                 dealer.jobs.put(None)  # let sibling threads see the end too
                 return
             continue

@@ -2,13 +2,17 @@
 
 The I/O thread performs the HELLO/WELCOME handshake, sends heartbeats even
 while the agent's worker threads are busy for minutes, watches the
-coordinator's heartbeats, reconnects forever with exponential backoff and
-jitter, and re-sends results the coordinator has not acknowledged yet.
+coordinator's heartbeats, reconnects with exponential backoff and jitter
+(until it gives up, below), and re-sends results the coordinator has not
+acknowledged yet.
 Worker threads only see two calls: next_job() and send_result().
 
-An agent that keeps getting no WELCOME says so (a warning, and last_problem):
-silence is what a wrong secret or CURVE server key looks like from here,
-since the coordinator's gate refuses the connection without a word.
+An agent that keeps getting no WELCOME says so (a warning, and last_problem),
+naming what its socket's monitor saw (bus/handshake.py): a refused secret, a
+CURVE mismatch or key, or nobody there. It gives up (`gave_up`, and the I/O
+thread ends) after timing.max_refused refused handshakes in a row, or after
+timing.unreachable_s without reaching a coordinator: a run that has ended
+leaves its workers nothing to wait for.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import zmq
 
 from autocomp_zmq.bus import gate
 from autocomp_zmq.bus.auth import Signer
+from autocomp_zmq.bus.handshake import LinkWatch
 from autocomp_zmq.bus.limits import RejectLog, recv_bounded
 from autocomp_zmq.bus.timing import BusTiming
 from autocomp_zmq.bus.wire import Codec, Message
@@ -51,7 +56,10 @@ class Dealer:
         self.finished = threading.Event()          # coordinator said DISCONNECT
         self.reconnects = 0
         self.failed_handshakes = 0                 # in a row; a WELCOME resets it
+        self.refused = 0                           # of them, those the coordinator's end refused
         self.last_problem: str | None = None       # why this agent cannot join, while it cannot
+        self.gave_up: str | None = None            # why it stopped trying (then the I/O thread ends)
+        self._reached = time.monotonic()           # when a coordinator last answered (or the agent started)
         self._last_warned = float("-inf")
         self._rejects = RejectLog(log, timing.warn_interval_s)
         self._outbox: queue.Queue[Control] = queue.Queue()
@@ -114,18 +122,21 @@ class Dealer:
     def _run(self) -> None:
         backoff = self.timing.reconnect_min_s
         while not self._stop.is_set():
-            sock = self._socket()
+            sock, watch = self._socket()
             reason = "handshake"
-            if self._handshake(sock):
+            if self._handshake(sock, watch):
                 backoff = self.timing.reconnect_min_s
-                self.failed_handshakes, self.last_problem = 0, None
+                self.failed_handshakes, self.refused, self.last_problem = 0, 0, None
                 self.connected.set()
                 reason = self._serve(sock)
                 self.connected.clear()
+                self._reached = time.monotonic()
             elif not self._stop.is_set():
-                self._no_welcome()
+                self._no_welcome(watch)
+                reason = "gave up" if self.gave_up else "handshake"
+            watch.close()
             sock.close(linger=None if reason in ("stop", "disconnect") else 0)
-            if reason in ("disconnect", "stop"):
+            if reason in ("disconnect", "stop", "gave up"):
                 break
             self.reconnects += 1
             delay = backoff * random.uniform(0.5, 1.0)
@@ -134,18 +145,35 @@ class Dealer:
             backoff = min(backoff * 2, self.timing.reconnect_max_s)
         self.jobs.put(None)
 
-    def _no_welcome(self) -> None:
+    def _no_welcome(self, watch: LinkWatch) -> None:
         self.failed_handshakes += 1
-        if self.failed_handshakes < self.timing.warn_after_failed_handshakes:
-            return
-        self.last_problem = (f"no welcome from {self.connect_to} after {self.failed_handshakes} attempts: "
-                             f"wrong secret or CURVE server key? (or no coordinator there)")
         now = time.monotonic()
+        why = watch.read()
+        if why is None and watch.handshaken:    # admitted, but HELLO went unanswered
+            why = "the coordinator did not answer this worker's HELLO (another version of autocomp?)"
+        if why is not None:
+            self.refused += 1
+            self._reached = now                 # something answered: this is not an absent coordinator
+        if why is not None and self.refused >= self.timing.max_refused:
+            self.gave_up = (f"gave up on {self.connect_to} after {self.refused} refused handshakes in a row: {why}")
+        elif why is None and now - self._reached >= self.timing.unreachable_s:
+            self.gave_up = (f"gave up on {self.connect_to}: no coordinator answered for "
+                            f"{now - self._reached:.0f} s (its run may have ended; --unreachable-s sets how long "
+                            f"a worker waits)")
+        if self.gave_up:             # said once, by whoever runs the agent (agents/worker.py GaveUp)
+            self.last_problem = self.gave_up
+            return
+        if self.failed_handshakes < self.timing.warn_after_failed_handshakes and why is None:
+            return
+        silence = ("something listens there but did not finish the ZeroMQ handshake (a busy or stopped "
+                   "coordinator?)" if watch.connected else "nothing answers there (no coordinator yet, or its run "
+                   "has ended)")
+        self.last_problem = f"no welcome from {self.connect_to} after {self.failed_handshakes} attempts: {why or silence}"
         if now - self._last_warned >= self.timing.warn_interval_s:
             self._last_warned = now
             log.warning("no_welcome", problem=self.last_problem, attempts=self.failed_handshakes)
 
-    def _socket(self) -> zmq.Socket:
+    def _socket(self) -> tuple[zmq.Socket, LinkWatch]:
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, self.identity)
         sock.setsockopt(zmq.LINGER, 500)        # flush a final RESULT/DISCONNECT on close (set before connecting)
@@ -153,8 +181,9 @@ class Dealer:
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
         gate.authenticate_client(sock, self._key, self.curve_server_key)   # what the coordinator's gate asks
+        watch = LinkWatch(sock, curve=self.curve_server_key is not None)   # before connecting: every event
         sock.connect(self.connect_to)
-        return sock
+        return sock, watch
 
     def _send(self, sock: zmq.Socket, body: Control) -> bool:
         try:
@@ -195,10 +224,11 @@ class Dealer:
             return rejected
         return msg
 
-    def _handshake(self, sock: zmq.Socket) -> bool:
+    def _handshake(self, sock: zmq.Socket, watch: LinkWatch) -> bool:
         deadline = time.monotonic() + self.timing.handshake_timeout_s
         sent = False
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        # a refusal ends the attempt at once: libzmq does not retry a connection refused for its mechanism
+        while not self._stop.is_set() and time.monotonic() < deadline and watch.read() is None:
             if not sent:
                 sent = self._send(sock, self.hello)
             if sock.poll(50):

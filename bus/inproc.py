@@ -93,7 +93,8 @@ class InProcTransport:
         n = next(self._ids)
         identity = f"agent-{n}".encode()
         now = self.clock()
-        peer = Peer(identity, f"{role}:{n}", role, impl, list(models), target, capacity, "inproc", n, now, now)
+        peer = Peer(identity, f"{role}:{n}", role, impl, list(models), target, capacity, "inproc", n, now, now,
+                    address="inproc")
         self.peers[identity] = peer
         self._pending.append(Event("joined", peer))
         return identity

@@ -18,6 +18,11 @@ from autocomp_zmq.protocols.envelope import ProtocolError
 
 REASONS = (
     "bad_credentials",   # refused during the connection handshake (the gate): no run secret
+    # refused by libzmq during the handshake, before the gate is asked (bus/handshake.py reports them)
+    "needs_curve",       # the run uses CURVE, the peer PLAIN or nothing
+    "unexpected_mechanism",   # the run does not use CURVE, the peer does (or uses nothing)
+    "wrong_server_key",  # the peer encrypted for another CURVE server key
+    "handshake_failed",  # any other ZMTP handshake failure, or a peer that hung up in the middle of one
     "too_many_frames",
     "oversized",
     "bad_framing",       # fewer frames than a message has
@@ -33,6 +38,12 @@ HINTS = {
     "bad_credentials": "this peer does not know the run secret: a worker with the wrong --secret-file?",
     "bad_signature": "signed with another secret",
     "bad_protocol": "another major version of the protocol",
+    "needs_curve": "the run encrypts with CURVE and this peer does not: a worker without --curve-server-key, or "
+                   "of an older version",
+    "unexpected_mechanism": "this peer uses CURVE (or no security) and the run does not use CURVE: a worker given "
+                            "--curve-server-key for a run without --curve, or of an older version",
+    "wrong_server_key": "this peer encrypted for another CURVE server key: a worker with a wrong --curve-server-key",
+    "handshake_failed": "the ZeroMQ handshake failed: not an autocomp worker of this version",
 }
 
 
@@ -110,6 +121,7 @@ class RejectLog:
         self._counts: Counter[str] = Counter()
         self._pending: dict[str, tuple[int, str, str]] = {}   # reason -> (count, last peer, last detail)
         self._last_line: dict[str, float] = {}
+        self._known: dict[str, str] = {}     # reason -> the last peer address known (bounded by REASONS)
         self._lock = threading.Lock()
 
     @property
@@ -124,7 +136,10 @@ class RejectLog:
         with self._lock:
             self._counts[reason] += 1
             n = self._pending.get(reason, (0, "", ""))[0] + 1
-            self._pending[reason] = (n, peer, detail)
+            # a line names the last address known for its reason: some refusals come without one (bus/handshake.py)
+            if peer != "unknown":
+                self._known[reason] = peer
+            self._pending[reason] = (n, self._known.get(reason, peer), detail)
             now = self.clock()
             if now - self._last_line.get(reason, float("-inf")) >= self.interval_s:
                 self._write(reason, now)

@@ -5,7 +5,8 @@ coordinator's event loop, which calls poll() regularly.
 
 Before a message gets here, a peer has passed the connection gate (bus/gate.py)
 and each of its frames has fit ZMQ_MAXMSGSIZE; every message is then read
-within fixed bounds and checked (bus/wire.py). Refusals are counted by reason
+within fixed bounds and checked (bus/wire.py). Refusals (the gate's, libzmq's own
+during the handshake: bus/handshake.py, and the messages') are counted by reason
 in `rejected` and logged at a bounded rate with the peer's address."""
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import zmq
 
 from autocomp_zmq.bus import gate
 from autocomp_zmq.bus.auth import Signer
+from autocomp_zmq.bus.handshake import ConnectionWatch
 from autocomp_zmq.bus.limits import RejectLog, recv_bounded
 from autocomp_zmq.bus.timing import BusTiming
 from autocomp_zmq.bus.transport import Event, Peer, Transport  # noqa: F401  (re-exported)
@@ -47,12 +49,14 @@ class Router:
         self.sock.setsockopt(zmq.HANDSHAKE_IVL, int(timing.connect_handshake_s * 1000))
         self._rejects = RejectLog(log, timing.warn_interval_s)
         self._zap_domain = gate.guard(self.sock, key, self._rejects, curve_secret_key)   # before binding
+        self._watch = ConnectionWatch(self.sock, self._rejects, curve=curve_secret_key is not None)
         self.endpoints = []
         try:
             for b in binds:
                 self.sock.bind(b)
                 self.endpoints.append(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
         except zmq.ZMQError:
+            self._watch.stop()
             self.sock.close(linger=0)
             gate.release(self.ctx, self._zap_domain)
             raise
@@ -95,7 +99,7 @@ class Router:
             if old and old.state != "dead":
                 events.append(Event("dead", old))  # same identity re-introduced itself: its jobs are lost
             peer = Peer(identity, msg.sender, b.role, b.impl, list(b.models), b.target, b.capacity, b.host, b.pid,
-                        now, now)
+                        now, now, address=address)
             self.peers[identity] = peer
             self.send(peer, Welcome(run_id=self.run_id, heartbeat_s=self.timing.heartbeat_s,
                                     dead_after=self.timing.dead_after))
@@ -170,5 +174,6 @@ class Router:
             for ev in self.poll(0.02):
                 if ev.kind == "left":
                     waiting.discard(ev.peer.identity)
+        self._watch.stop()
         self.sock.close()
         gate.release(self.ctx, self._zap_domain)

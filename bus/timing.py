@@ -23,6 +23,11 @@ class BusTiming:
     # At most one warning line per kind of trouble this often: rejected messages on the
     # coordinator (one line per reason, with the count since the last) and an agent's "no welcome".
     warn_interval_s: float = 10.0
+    # An agent gives up (and its process exits) after this many refused handshakes in a row (the
+    # coordinator's end answered, and refused it: a wrong secret, CURVE key or version cannot heal)...
+    max_refused: int = 5
+    # ...or after this long without reaching any coordinator (none there, or its run has ended).
+    unreachable_s: float = 600.0
 
     @property
     def dead_s(self) -> float:

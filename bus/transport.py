@@ -30,6 +30,7 @@ class Peer:
     last_seen: float
     state: str = "alive"          # alive | suspect | dead
     in_flight: set[str] = field(default_factory=set)
+    address: str = "unknown"      # the remote IP its connection came from (logs: who joined, who went)
 
     @property
     def credit(self) -> int:

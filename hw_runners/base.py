@@ -103,6 +103,7 @@ class TargetInfo:
     device: str = ""                # what prompts call the machine ("Gemmini, a 16x16 ... accelerator")
     correctness: str = "the same results as the reference"   # how prompts state what correct means here
     fence_tags: tuple[str, ...] = ()   # code-fence tags accepted in answers besides code_fence (cpp, py, ...)
+    hardware: str = ""              # what it has run on, in words: a simulator, or "never run on ..." (`targets`)
 
     def isa_profile(self, name: str | None = None) -> IsaProfile:
         """The ISA profile `name` ("" or None: the default); UnknownIsaError names the ones there are."""
@@ -131,7 +132,7 @@ class TargetInfo:
                        isa_profiles=_isa_profiles(pack_dir, meta.get("isa", {})),
                        device=meta.get("device", f"the {name} target"),
                        correctness=meta.get("correctness", "the same results as the reference"),
-                       fence_tags=tuple(meta.get("fence_tags", ())))
+                       fence_tags=tuple(meta.get("fence_tags", ())), hardware=meta.get("hardware", ""))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise DescriptorError(f"target {name!r} has no usable descriptor {path}: {exc}") from None
         except KeyError as exc:

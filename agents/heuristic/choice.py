@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.heuristic.errors import NO_CHANGE, HeuristicError
 
 
 def choose_option(menu, seed: int, mutation_of: Callable, candidates_for: Callable, score: Callable,
@@ -21,7 +21,7 @@ def choose_option(menu, seed: int, mutation_of: Callable, candidates_for: Callab
         if cands:
             options.append((score(mutation) * rng.uniform(0.6, 1.4), opt, mutation, cands))
     if not options:
-        raise HeuristicError("none of the menu options that survived dropout ("
+        raise HeuristicError(f"{NO_CHANGE} ("
                              + ", ".join(o.id for o in menu) + f") changes the current schedule ({current})")
     _, opt, mutation, cands = max(options, key=lambda o: o[0])
     rng.shuffle(cands)

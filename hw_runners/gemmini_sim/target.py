@@ -36,6 +36,7 @@ from autocomp_zmq.hw_runners.gemmini_sim import feedback
 from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
+from autocomp_zmq.hw_runners.gemmini_sim.tracefile import write_trace
 from autocomp_zmq.sandbox.buildcache import cached_build, run_build
 
 CSRC = Path(__file__).with_name("csrc")
@@ -208,7 +209,7 @@ class GemminiSim(Target):
         _, verdict = _parse_stats(kernel_dir / "diag.txt")
         stats, replay_verdict = _parse_stats(judge / "replay.txt")
         if trace_path is not None and (judge / "timing.txt").exists():
-            shutil.copy(judge / "timing.txt", trace_path)
+            write_trace(Path(trace_path), judge / "timing.txt", problem, code, seed)
         limits = opts.kernel_limits
         common = dict(stdout=stdout, sandbox=run.notes + verdict.get("notes", []))
         replay_error = replay_verdict.get("error")

@@ -37,6 +37,20 @@ def test_eval_timeout_option_bounds_a_hanging_kernel(tmp_path):
     assert "error: --timeout must be > 0" in finish(proc) and proc.returncode == 2
 
 
+def test_eval_trace_has_a_header_saying_what_and_whence(tmp_path):
+    trace = tmp_path / "timing.txt"
+    proc = launch("eval", "--problem", "gemm-256x256x256", "--trace", str(trace), "builtin:naive")
+    finish(proc)
+    assert proc.returncode == 0
+    lines = trace.read_text().splitlines()
+    header = [ln for ln in lines[:8] if ln.startswith("# ")]
+    assert header[0].startswith("# gemmini-sim timing trace (autocomp-zmq eval --trace), written 20"), header
+    assert any("kernel sha256 " in ln for ln in header) and any(
+        "problem gemm-256x256x256 (gemm I=256 J=256 K=256), target gemmini-sim" in ln for ln in header), header
+    assert any(ln.startswith("# columns: instruction number;") for ln in header), header
+    assert lines[len(header)].split()[:3] == ["1", "config", "cpu"], lines[:8]
+
+
 def test_run_output_progress_logs_and_best_json(tmp_path):
     run = tmp_path / ("a-run-directory-with-a-long-name-" + "x" * 80)
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
@@ -48,7 +62,8 @@ def test_run_output_progress_logs_and_best_json(tmp_path):
     assert f"Written to {run}/best.c" in out.splitlines()[-2] or f"Written to {run}/best.c" in out, out
     assert not any(line.startswith("{") for line in out.splitlines()), out      # no log lines in the output
     events = [json.loads(line) for line in (run / "logs" / "coordinator.log").read_text().splitlines()]
-    assert any(e["event"] == "agent_joined" for e in events)
+    # who joined, from where (before, no address)
+    assert any(e["event"] == "agent_joined" and e["address"] == "127.0.0.1" for e in events), events
     best = json.loads((run / "best.json").read_text())
     assert (best["problem"], best["target"], best["models"], best["seed"]) == \
         ("gemm-256x256x256", "gemmini-sim", ["heuristic"], 7)

@@ -65,7 +65,8 @@ def test_failures_by_reason_in_the_progress_lines_and_the_summary(tmp_path):
         fake.close()
     assert code == 1
     assert "Failures by reason: plan " + model + ": unusable answer" in out, out
-    assert re.search(r"failed 2 \(plan/" + re.escape(model) + ": unusable answer", out), out
+    # the progress line names the top reason as far as the line's width allows
+    assert re.search(r"failed 2 \(plan/" + re.escape(model[:20]), out), out
 
 
 # -- resume ---------------------------------------------------------------------------------------
@@ -90,6 +91,11 @@ def test_resume_keeps_curve_and_extends_the_run(tmp_path):
     assert session["curve"] is True and session["evaluators"] == 1 and session["iterations"] == 3
     assert resumed["iterations"] == 3 and resumed["replayed_results"] >= first["evaluations"]
     assert resumed["best_latency"] <= first["best_latency"]
+    # -T is the run's total, as the help says: below what the run has done it is refused, not "finished"
+    code, out = _run("--resume", str(run), "-T", "2")
+    assert code == 2
+    _one_line_error(out, "-T 2: the run has done 3 iterations, and -T is its new total: give at least 3")
+    assert summary(run)["iterations"] == 3
 
 
 def test_one_coordinator_per_run_directory(tmp_path):

@@ -111,6 +111,6 @@ def test_a_problem_without_offline_moves_ends_after_its_starting_kernel(tmp_path
     out = finish(proc)
     assert proc.returncode == 0, out
     assert ("Stopped: no offline moves for this problem; use --model (the heuristic knows the gemmini-sim gemm and "
-            "conv3x3 families; my-gemm declares no family) after 1 evaluations.") in out
+            "conv3x3 families; my-gemm declares no family); 0 iterations, 1 evaluation in ") in out
     assert "Speedup: 1.00x" in out and (run / "best.c").read_text() == (tmp_path / "my_gemm.c").read_text()
     assert query(run, "SELECT COUNT(*) FROM jobs WHERE kind != 'eval'") == [(0,)]

@@ -43,7 +43,9 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
     assert steps[-1]["latency"] == src["best_latency"] and trace["start_latency"] == src["baseline_latency"]
     assert trace["problem"]["dims"] == {"I": 256, "J": 256, "K": 256} and trace["isa"] == "fine"
     assert "code" not in json.dumps(trace).replace("coder", "")      # plans and shapes only, never kernels
-    assert Path(src["schedule_trace"]) == lib / "gemmini-sim" / "fine" / "gemm-256x256x256--src.json"
+    # keyed by the run's identity (kept in its store), not its folder's name alone
+    assert Path(src["schedule_trace"]) == lib / "gemmini-sim" / "fine" / \
+        f"gemm-256x256x256--src-{store.meta('run_id')}.json"
     assert json.loads(Path(src["schedule_trace"]).read_text())["steps"] == steps
     store.close()
 

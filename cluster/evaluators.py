@@ -1,0 +1,166 @@
+"""Evaluators as Slurm tasks: what `run --slurm N` and `workers --slurm N` submit, one job of N tasks of
+`evaluators.sbatch`, each task an evaluator that connects back to the coordinator, and how that job is
+watched while the run goes on and cancelled when it ends.
+
+Nothing secret travels with the job: a cluster shares its filesystem, so the job's environment names the
+secret file (RUN_DIR/secret, mode 0600) and the CurveZMQ public key file where they are; a command line or an
+environment variable would show the secret itself to `ps` and `scontrol show job`. The job's environment is
+the submitter's without model API keys (sbatch exports it), as for local evaluators."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from autocomp_zmq.cluster import slurm
+from autocomp_zmq.cluster.slurm import SlurmError
+
+log = structlog.get_logger("cluster.evaluators")
+WILDCARDS = {"0.0.0.0", "*", "::", "[::]", ""}
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+# Options that bound how many tasks share a node: a device target's evaluator claims one device of its node
+# (a lock file per NeuronCore or GPU, or the one the task's environment names, e.g. CUDA_VISIBLE_DEVICES
+# from --gpus-per-task), so a node given more tasks than devices has evaluators with nothing to run on.
+PER_NODE_LIMITS = ("--ntasks-per-node", "--gpus-per-task", "--tres-per-task")
+
+
+@dataclass
+class EvaluatorJob:
+    """One sbatch job of `tasks` evaluators for the coordinator at host:port."""
+    tasks: int
+    host: str
+    port: str
+    secret: Path
+    curve_key: Path | None = None
+    target: str = "gemmini-sim"
+    worker_args: list[str] = field(default_factory=list)   # heartbeat, target options: as for local evaluators
+    options: list[str] = field(default_factory=list)       # --slurm-option: last, so that they override ours
+    name: str = "autocomp-evaluators"
+    output: str | None = None                              # sbatch --output (None: slurm-%j.out where submitted)
+
+    def sbatch_args(self) -> list[str]:
+        out = [f"--output={self.output}"] if self.output else []
+        return [f"--ntasks={self.tasks}", f"--job-name={self.name}", "--export=ALL", *out, *self.options,
+                str(slurm.TEMPLATE)]
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        from autocomp_zmq.agents.localagents import worker_argv
+        argv = worker_argv()
+        env = {k: v for k, v in base.items() if k not in ("CURVE_KEY", "WORKER_ARGS", "AUTOCOMP_LAUNCH")}
+        env.update(HEAD=self.host, PORT=self.port, SECRET=str(self.secret), TARGET=self.target,
+                   WORKER_ARGS="\n".join(self.worker_args), AUTOCOMP_PYTHON=argv[0])
+        if argv[1] != "-m":               # a checkout that was never installed: its launch.py, by path
+            env["AUTOCOMP_LAUNCH"] = argv[1]
+        if self.curve_key:
+            env["CURVE_KEY"] = str(self.curve_key)
+        return env
+
+
+def connect_address(endpoint: str, flag: str = "--bind") -> tuple[str, str]:
+    """(host, port) the tasks connect to: the endpoint's, with a wildcard address (tcp://0.0.0.0:5555) replaced by
+    this host's name. A loopback address is kept (a one-node cluster) with a warning: other nodes cannot reach it."""
+    scheme, _, rest = endpoint.partition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme != "tcp" or not port.isdigit():
+        raise SlurmError(f"Slurm tasks connect over TCP: {flag} {endpoint} is not tcp://HOST:PORT")
+    if host in WILDCARDS:
+        host = socket.gethostname()
+    elif host in LOOPBACK:
+        log.warning("slurm_loopback_endpoint", endpoint=endpoint,
+                    note="tasks on other nodes cannot reach it" + (": listen with --bind tcp://0.0.0.0:PORT"
+                                                                    if flag == "--bind" else ""))
+    return host, port
+
+
+def warn_unless_one_per_device(unit: str, options: list[str]) -> None:
+    """A device target's job with nothing that limits its tasks per node: say so (Slurm would pack them by CPUs)."""
+    if unit == "devices" and not any(o.split("=", 1)[0].split(" ")[0] in PER_NODE_LIMITS for o in options):
+        log.warning("slurm_devices_per_node", note="each evaluator takes one device of its node: give "
+                    "--slurm-option=--ntasks-per-node=DEVICES (or --gpus-per-task=1) so that no node gets more "
+                    "tasks than it has devices")
+
+
+class Submitted:
+    """A submitted job (or none): watched while the run goes on, ended with end() however the run ends."""
+
+    def __init__(self, job_id: str | None = None, output: str | None = None) -> None:
+        self.job_id, self.output = job_id, output
+        self._stop = threading.Event()
+        self._watch = None
+        if job_id:
+            self._watch = threading.Thread(target=self._watch_queue, daemon=True, name=f"slurm-{job_id}")
+            self._watch.start()
+
+    def end(self, finished: bool) -> None:
+        """Cancel the job: after a normal end its workers were told to exit, so it gets a few seconds to complete
+        on its own; after an error or an interruption it is cancelled at once."""
+        if not self.job_id:
+            return
+        self._stop.set()
+        slurm.cancel(self.job_id, grace_s=10.0 if finished else 0.0)
+
+    def _watch_queue(self, every_s: float = 10.0, pending_warn_s: float = 60.0, gone_grace_s: float = 20.0) -> None:
+        """Say what the run would otherwise only show as evaluators that never come: the job still pending after a
+        minute (with Slurm's reason: Resources, Priority, PartitionTimeLimit...), or gone while the run goes on."""
+        started, warned = time.monotonic(), False
+        while not self._stop.wait(every_s):
+            try:
+                now = slurm.state(self.job_id)
+            except SlurmError:
+                continue
+            if now is None:
+                # the job also leaves the queue when the run ends normally (its workers are told to exit) just
+                # before end() is called: only a job still gone unremarked after a while left early
+                if not self._stop.wait(gone_grace_s):
+                    log.warning("slurm_job_gone", job=self.job_id, note=f"the evaluators' job left the queue "
+                                f"before the run ended; its output: {self.output or 'slurm-' + self.job_id + '.out'}")
+                return
+            if now[0] == "PENDING" and not warned and time.monotonic() - started >= pending_warn_s:
+                warned = True
+                log.warning("slurm_job_pending", job=self.job_id, reason=now[1],
+                            note="the evaluators' job has not started; the run waits for it")
+
+
+def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
+    """The job of a run's `--slurm N` evaluators, for the endpoint the coordinator bound."""
+    from autocomp_zmq.agents.runflags import as_args, option_pairs
+    host, port = connect_address(endpoint)
+    args = as_args(cfg, ("heartbeat_s",))
+    for pair in option_pairs(cfg.task.target_options):
+        args += ["--target-option", pair]
+    return EvaluatorJob(tasks=cfg.cluster.slurm, host=host, port=port, secret=run_dir / "secret",
+                        curve_key=run_dir / "curve" / "server.key" if cfg.bus.curve else None,
+                        target=cfg.task.target, worker_args=args, options=list(cfg.cluster.slurm_option),
+                        name=f"autocomp-{run_dir.name}", output=str(run_dir / "logs" / "slurm-%j.out"))
+
+
+def preflight(cfg) -> None:
+    """Before a run creates anything: Slurm's commands are there and slurmctld would take the job as asked."""
+    if not cfg.cluster.slurm:
+        return
+    from autocomp_zmq.agents.localagents import keyless_env
+    from autocomp_zmq.hw_runners.base import target_info
+    if not cfg.bus.bind.startswith("tcp://"):
+        raise SlurmError(f"Slurm tasks connect over TCP: --bind {cfg.bus.bind} is not tcp://HOST:PORT")
+    for tool in ("sbatch", "squeue", "scancel"):
+        slurm.require(tool)
+    warn_unless_one_per_device(target_info(cfg.task.target).evaluators, cfg.cluster.slurm_option)
+    job = EvaluatorJob(tasks=cfg.cluster.slurm, host="head", port="1", secret=Path("secret"),
+                       options=list(cfg.cluster.slurm_option))
+    slurm.check(job.sbatch_args(), job.environment(keyless_env()))
+
+
+def start(cfg, run_dir: Path, endpoint: str, named_keys: set[str]) -> Submitted:
+    """Submit the run's evaluators (nothing without --slurm)."""
+    if not cfg.cluster.slurm:
+        return Submitted()
+    from autocomp_zmq.agents.localagents import keyless_env
+    job = run_job(cfg, run_dir, endpoint)
+    job_id = slurm.submit(job.sbatch_args(), job.environment(keyless_env(named_keys)))
+    log.info("slurm_submitted", job=job_id, tasks=job.tasks, connect=f"tcp://{job.host}:{job.port}",
+             options=job.options)
+    return Submitted(job_id, job.output.replace("%j", job_id))
