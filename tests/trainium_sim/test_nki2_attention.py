@@ -1,6 +1,7 @@
-"""NKI v2 (the nki2 ISA profile) for the attention and sd-attention families: the problems' v2 kernels on trn2,
-the heuristic's v2 renderer sharing the v1 renderer's loops, and short offline v2 runs. (Every v2-rendered
-schedule of test_heuristic's checks is judged by test_nki2_profile.test_v2_schedules_render_correct_kernels.)"""
+"""NKI v2 (the nki2 ISA profile) for the attention and sd-attention families: the sd-attention kernels' causal mask,
+and the heuristic's v2 renderer sharing the v1 renderer's loops. Their kernels and short offline runs are in
+test_nki2_profile, with every family's, and every schedule's v2 render is judged by its
+test_v2_schedules_render_correct_kernels."""
 from __future__ import annotations
 
 import itertools
@@ -9,34 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import attention, attention_body, attention_v2
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2
-from tests.system.runkit import finish, launch
 from tests.trainium_sim.simkit import SimKit, explain
 from tests.trainium_sim.test_heuristic import CASES
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "hw_runners" / "trainium_sim" / "problems"
-
-
-@pytest.fixture(scope="module")
-def sim():
-    target = get_target("trainium-sim")
-    yield target
-    target.close()
-
-
-@pytest.mark.parametrize("name", ["attention", "sd-attention"])
-def test_v2_kernels_are_correct_on_trn2_and_tuned_beats_naive(sim, name):
-    problem = sim.problem(name, "nki2")
-    assert {"naive_nki2", "tuned_nki2"} <= set(problem.kernels)
-    naive, tuned = (sim.judge(problem, problem.kernel_source(r)) for r in ("naive_nki2", "tuned_nki2"))
-    assert naive.correct, explain(naive)
-    assert tuned.correct, explain(tuned)
-    assert naive.feedback["platform"] == tuned.feedback["platform"] == "trn2"
-    assert tuned.latency * 4 < naive.latency, (tuned.latency, naive.latency)
 
 
 CAUSAL_REFERENCE = """
@@ -85,14 +66,3 @@ def test_the_v2_renderer_keeps_the_loops_of_v1_and_writes_no_v1():
             assert not re.search(r"nl\.(par_dim|load|store|arange|copy|matmul|max|sum)\(|\+=|\[\.\.\.\]", code), s
             seen += 1
     assert seen > 1000
-
-
-@pytest.mark.parametrize("problem", ["attention", "sd-attention"])
-def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem):
-    run = tmp_path / "run"
-    out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),
-                        "-T", "3", "--evaluators", "2"))
-    speedup = float(re.search(r"Speedup: ([0-9.]+)x", out).group(1))
-    assert speedup > 1.05, out
-    best = (run / "best.py").read_text()
-    assert "import nki.isa as nisa" in best and "neuronxcc" not in best

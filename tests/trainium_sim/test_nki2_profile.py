@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 # small sizes of the families with v2 kernels: tuned must beat naive on trn2
 SIZES = ["gemm-512x1024x1024", "rmsnorm-256x2048", "layernorm-512x1024", "transpose-4x256x384", "cumsum",
-         "maxpool", "rope", "conv1d"]
+         "maxpool", "rope", "conv1d", "mamba", "conv2d-small", "attention", "sd-attention", "csa-2048", "csa-4096",
+         "mha"]
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +102,14 @@ def test_v2_schedules_render_correct_kernels(trn2_kit, family):
         assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
 
 
-@pytest.mark.parametrize("problem", ["rmsnorm-256x2048", "gemm-512x1024x1024", "layernorm-512x1024",
-                                     "transpose-4x256x384", "cumsum", "maxpool", "rope",
-                                     "conv1d"])
-def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem):
+# mha evaluations trace 8 heads x 16 query tiles (~4 s each): its run stops after 10 evaluations to take about a minute
+@pytest.mark.parametrize("problem, budget", [(p, []) for p in (
+    "rmsnorm-256x2048", "gemm-512x1024x1024", "layernorm-512x1024", "transpose-4x256x384", "cumsum", "maxpool", "rope",
+    "conv1d", "mamba", "conv2d-small", "attention", "sd-attention", "csa-2048")] + [("mha", ["--max-evals", "10"])])
+def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem, budget):
     run = tmp_path / "run"
     out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),
-                        "-T", "3", "--evaluators", "2"))
+                        "-T", "3", "--evaluators", "2", *budget))
     speedup = float(re.search(r"Speedup: ([0-9.]+)x", out).group(1))
     assert speedup > 1.05, out
     best = (run / "best.py").read_text()
