@@ -89,3 +89,20 @@ def test_the_tuned_triton_kernel_is_correct_on_the_cpu_at_small_sizes(name):
         assert r.correct, r.error
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.system
+@pytest.mark.timeout(900)
+def test_a_naive_kernels_inline_cuda_compiles_with_nvcc():
+    """One naive kernel's CUDA (softmax's: each takes about a minute on 2 cores, so the others were compiled once,
+    by hand, with the same call) through nvcc for sm_90 against PyTorch's headers, where nvcc is installed."""
+    import shutil
+    import sysconfig
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    cpp_extension = pytest.importorskip("torch.utils.cpp_extension", reason="needs PyTorch's headers")
+    from autocomp_zmq.hw_runners.cuda.cudasrc import compile_check
+    includes = cpp_extension.include_paths() + [sysconfig.get_paths()["include"]]
+    code = (SPECS["softmax"].directory / "naive.py").read_text()
+    assert compile_check(code, includes, timeout_s=800) == []
+    assert compile_check(code.replace("fmaxf(m, in[j])", "fmaxf(m, in[j]"), includes, timeout_s=800)[0]
