@@ -98,7 +98,10 @@ def test_trace_file(sim, tmp_path):
     trace = tmp_path / "trace.txt"
     r = sim.evaluate(p, kernel("naive"), trace_path=trace)
     assert_correct(r)
-    lines = trace.read_text().splitlines()
+    text = trace.read_text().splitlines()
+    header = [line for line in text if line.startswith("#")]
+    assert header[0].startswith("# gemmini-sim timing trace") and "sha256" in "\n".join(header)   # what and whence
+    lines = [line for line in text if not line.startswith("#")]
     assert len(lines) == sum(r.feedback["instructions"].values())
     kinds = set()
     for line in lines:
