@@ -25,6 +25,7 @@ if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
     sys.modules["autocomp_zmq"] = _package
 
 from autocomp_zmq.agents import logsetup
+from autocomp_zmq.agents.runflags import WORKER_OPTIONS
 from autocomp_zmq.agents.console import NOOP_NOTE, latency_text, make_console
 from autocomp_zmq.hw_runners import get_target, target_names
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
@@ -292,8 +293,7 @@ def _print_summary(summary: dict) -> None:
 
 
 @app.command()
-@with_config_options(("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort",
-                      "max_tokens", "max_refused", "unreachable_s"))
+@with_config_options(WORKER_OPTIONS)
 def worker(
     role: Annotated[str, typer.Option(help="planner, coder, repairer or evaluator.", metavar="ROLE")],
     connect: Annotated[str, typer.Option(help="Coordinator endpoint, e.g. tcp://head:5555.", metavar="ENDPOINT")],

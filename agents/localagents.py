@@ -11,7 +11,7 @@ from pathlib import Path
 
 from autocomp_zmq.agents.llm.specs import ModelSpec
 from autocomp_zmq.agents.runconfig import RunConfig
-from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args, option_pairs
+from autocomp_zmq.agents.runflags import BUS_WORKER_OPTIONS, WORKER_OPTIONS, as_args, option_pairs
 from autocomp_zmq.hw_runners import get_target
 
 ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
@@ -34,7 +34,7 @@ def agent_command(role: str, endpoint: str, run_dir: Path, cfg: RunConfig, capac
     for model in models:
         cmd += ["--model", model]
     # the options a worker shares with the run, under the same names
-    cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else ("heartbeat_s",))
+    cmd += as_args(cfg, WORKER_OPTIONS if impl == "llm" else BUS_WORKER_OPTIONS)
     if role == "evaluator":
         cmd += ["--target", cfg.task.target]
         for pair in option_pairs(cfg.task.target_options):

@@ -15,8 +15,10 @@ import msgspec
 from autocomp_zmq.agents.runconfig import (SECTIONS, ConfigError, RunConfig, declared_options, flag_of,
                                            policy_options)
 
-WORKER_OPTIONS = ("heartbeat_s", "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens",
-                  "max_refused", "unreachable_s")
+# every worker takes the run's heartbeat and when to give up (its liveness comes in the coordinator's welcome);
+# model workers also take the model-call options
+BUS_WORKER_OPTIONS = ("heartbeat_s", "max_refused", "unreachable_s")
+WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens")
 
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:

@@ -38,6 +38,8 @@ def make_keys(run_dir: Path, curve: bool) -> list[tuple[str, Path]]:
 
 
 def register(app: typer.Typer, console: Console, fail: Callable[[str], None], with_config_options) -> None:
+    from autocomp_zmq.agents.runflags import BUS_WORKER_OPTIONS
+
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False)
 
@@ -59,7 +61,7 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
             f"{key} (or launch.py workers --slurm N with the same options)")
 
     @app.command()
-    @with_config_options(("heartbeat_s", "slurm", "slurm_option"))
+    @with_config_options((*BUS_WORKER_OPTIONS, "slurm", "slurm_option"))
     def workers(
         connect: Annotated[str, typer.Option(help="The coordinator's endpoint, e.g. tcp://head:5555.",
                                              metavar="ENDPOINT")],
@@ -93,7 +95,7 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
             if curve_server_key:
                 load_public_key(curve_server_key)
             option_values(target_option or [], "--target-option")     # NAME=VALUE, checked here, not in a task
-            args = as_args(cfg, ("heartbeat_s",))
+            args = as_args(cfg, BUS_WORKER_OPTIONS)
             for pair in target_option or []:
                 args += ["--target-option", pair]
             host, port = connect_address(connect, "--connect")

@@ -127,9 +127,9 @@ class Submitted:
 
 def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
     """The job of a run's `--slurm N` evaluators, for the endpoint the coordinator bound."""
-    from autocomp_zmq.agents.runflags import as_args, option_pairs
+    from autocomp_zmq.agents.runflags import BUS_WORKER_OPTIONS, as_args, option_pairs
     host, port = connect_address(endpoint)
-    args = as_args(cfg, ("heartbeat_s",))
+    args = as_args(cfg, BUS_WORKER_OPTIONS)
     for pair in option_pairs(cfg.task.target_options):
         args += ["--target-option", pair]
     return EvaluatorJob(tasks=cfg.cluster.slurm, host=host, port=port, secret=run_dir / "secret",

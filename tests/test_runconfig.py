@@ -178,9 +178,9 @@ def test_worker_arguments_use_the_run_option_names():
     from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args
     cfg = RunConfig.of(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
     args = as_args(cfg, WORKER_OPTIONS)
-    assert args == ["--heartbeat-s", "0.2", "--call-timeout-s", "600.0", "--call-retries", "1",
-                    "--temperature", "0.5", "--reasoning-effort", "low", "--max-tokens", "32000",
-                    "--max-refused", "5", "--unreachable-s", "600.0"]
+    assert args == ["--heartbeat-s", "0.2", "--max-refused", "5", "--unreachable-s", "600.0",
+                    "--call-timeout-s", "600.0", "--call-retries", "1", "--temperature", "0.5",
+                    "--reasoning-effort", "low", "--max-tokens", "32000"]
 
 
 def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):

@@ -41,7 +41,8 @@ def test_the_template_leaves_size_port_and_time_to_its_parameters():
 def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
     monkeypatch.setenv("MY_PROVIDER_KEY", "named-by-a-spec")
-    cfg = RunConfig.of(slurm=3, slurm_option=["--partition=trn", "--ntasks=5"], heartbeat_s=0.5, curve=True)
+    cfg = RunConfig.of(slurm=3, slurm_option=["--partition=trn", "--ntasks=5"], heartbeat_s=0.5, curve=True,
+                       max_refused=2, unreachable_s=30)
     cfg.task.target_options = {"platform": "trn2 beta"}
     make_keys(tmp_path, curve=True)
     job = run_job(cfg, tmp_path, "tcp://0.0.0.0:5601")
@@ -54,7 +55,9 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
     env = job.environment(keyless_env({"MY_PROVIDER_KEY"}))
     assert (env["HEAD"], env["PORT"]) == (socket.gethostname(), "5601")    # the wildcard as this host's name
     assert env["SECRET"] == str(tmp_path / "secret") and env["CURVE_KEY"] == str(tmp_path / "curve" / "server.key")
-    assert env["WORKER_ARGS"].split("\n") == ["--heartbeat-s", "0.5", "--target-option", 'platform="trn2 beta"']
+    # the tasks take the run's heartbeat and when to give up
+    assert env["WORKER_ARGS"].split("\n") == ["--heartbeat-s", "0.5", "--max-refused", "2",
+                                              "--unreachable-s", "30.0", "--target-option", 'platform="trn2 beta"']
     assert "OPENAI_API_KEY" not in env and "MY_PROVIDER_KEY" not in env
     secret = (tmp_path / "secret").read_text().strip()
     assert not [k for k, v in env.items() if secret in v] and not [a for a in args if secret in a]
