@@ -329,7 +329,7 @@ def test_neuron_rt_visible_cores_naming_several_cores_is_shared_out_one_per_clai
 def test_trainium_descriptor():
     info = target_info("trainium")
     assert (info.language, info.code_fence, info.entry_point, info.latency_unit, info.evaluators) == \
-        ("NKI (Python, neuronxcc.nki)", "python", "solution", "us", "devices")
+        ("NKI (Python): v1 (neuronxcc.nki) or v2 (import nki)", "python", "solution", "us", "devices")
     assert info.problems == REAL_PROBLEMS and info.isa.name == "isa.md" and info.isa.parent.name == "trainium-sim"
     assert info.heuristic == "autocomp_zmq.hw_runners.trainium_sim.heuristic.agent:TrainiumHeuristic"
 

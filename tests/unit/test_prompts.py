@@ -56,5 +56,5 @@ def test_correctness_and_machine_are_worded_for_the_target():
     assert "bit for bit" in gem["code"] and "bit for bit" in gem["repair"]
     assert all("bit for bit" not in t for t in trn.values())
     assert "within the problem's tolerance" in trn["code"] and "within the problem's tolerance" in trn["repair"]
-    assert trn["plan"].startswith("You are an expert performance engineer for an AWS Trainium NeuronCore-v2")
+    assert trn["plan"].startswith("You are an expert performance engineer for an AWS Trainium NeuronCore (simulated)")
     assert gem["plan"].startswith("You are an expert performance engineer for Gemmini, a systolic-array accelerator")
