@@ -31,12 +31,15 @@ def reference(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
 
 
 def test_the_sd_attention_v2_kernels_apply_the_causal_mask(tmp_path):
-    # the problem calls them unmasked; like the v1 kernels, they also take use_causal_mask=True
+    # the problem calls them unmasked; like the v1 kernels, they also take use_causal_mask=True. The tolerance is
+    # the problem's 1e-2 widened to 3e-2: a masked row's first queries see only a few keys, so their bf16
+    # probabilities' rounding does not average out (at 1e-2 about 1 hidden set in 20 failed, v1's naive kernel
+    # as often); a mask off by one key is still wrong by ~1 on 5% of the elements
     kit = SimKit(tmp_path, platform="trn2")
     case = CASES["sd-attention"]
     problem = kit.problem(inputs=case["inputs"], outputs=case["outputs"], reference=CAUSAL_REFERENCE,
                           make_inputs=case["make_inputs"], kwargs={"use_causal_mask": True, "mixed_precision": True},
-                          atol=1e-2, rtol=1e-2)
+                          atol=3e-2, rtol=3e-2)
     for role in ("naive_nki2", "tuned_nki2"):
         r = kit.sim.evaluate(problem, (PROBLEMS / "sd-attention" / f"{role}.py").read_text())
         assert r.correct, f"{role}\n{explain(r)}"
