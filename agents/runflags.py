@@ -69,6 +69,12 @@ def shown_default(decl: dict, value: Any) -> str:
     return str(value)
 
 
+def evaluator_args(cfg: RunConfig, target_pairs: list[str]) -> list[str]:
+    """What an evaluator started elsewhere (a Slurm task) takes from the run: the bus options every worker shares
+    with it, and the target's options (NAME=VALUE pairs)."""
+    return as_args(cfg, BUS_WORKER_OPTIONS) + [arg for pair in target_pairs for arg in ("--target-option", pair)]
+
+
 def as_args(cfg: RunConfig, names: tuple[str, ...]) -> list[str]:
     """The command-line arguments that give another process these options of cfg (workers)."""
     values, args = cfg.flat(), []

@@ -81,7 +81,7 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
         is over."""
         from autocomp_zmq.agents.localagents import keyless_env
         from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
-        from autocomp_zmq.agents.runflags import as_args, option_values
+        from autocomp_zmq.agents.runflags import evaluator_args, option_values
         from autocomp_zmq.bus.auth import SecretError, load_secret
         from autocomp_zmq.bus.curve import load_public_key
         from autocomp_zmq.cluster import slurm
@@ -95,9 +95,7 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
             if curve_server_key:
                 load_public_key(curve_server_key)
             option_values(target_option or [], "--target-option")     # NAME=VALUE, checked here, not in a task
-            args = as_args(cfg, BUS_WORKER_OPTIONS)
-            for pair in target_option or []:
-                args += ["--target-option", pair]
+            args = evaluator_args(cfg, target_option or [])
             host, port = connect_address(connect, "--connect")
             for tool in ("sbatch", "squeue", "scancel"):
                 slurm.require(tool, "workers")

@@ -127,11 +127,9 @@ class Submitted:
 
 def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
     """The job of a run's `--slurm N` evaluators, for the endpoint the coordinator bound."""
-    from autocomp_zmq.agents.runflags import BUS_WORKER_OPTIONS, as_args, option_pairs
+    from autocomp_zmq.agents.runflags import evaluator_args, option_pairs
     host, port = connect_address(endpoint)
-    args = as_args(cfg, BUS_WORKER_OPTIONS)
-    for pair in option_pairs(cfg.task.target_options):
-        args += ["--target-option", pair]
+    args = evaluator_args(cfg, option_pairs(cfg.task.target_options))
     return EvaluatorJob(tasks=cfg.cluster.slurm, host=host, port=port, secret=run_dir / "secret",
                         curve_key=run_dir / "curve" / "server.key" if cfg.bus.curve else None,
                         target=cfg.task.target, worker_args=args, options=list(cfg.cluster.slurm_option),
