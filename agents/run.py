@@ -309,31 +309,30 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
                                   "repair": cfg.model_lease_s, "eval": cfg.bus.eval_lease_s})
-    try:
-        procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
-    except OSError as exc:
-        router.close(grace_s=0)
-        raise RunError(f"cannot start the local agents: {exc}") from None
-    try:
-        cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(specs))
-    except SlurmError as exc:
-        router.close(grace_s=0)
-        stop_agents(procs, grace_s=0)
-        raise RunError(str(exc)) from None
-    watch = _RunDirWatch(run_dir, progress.update)
-    coord = Coordinator(router, store, search, leases, on_progress=watch,
-                        cost=CostPolicy(cfg.budget.max_cost, *cost_functions(prices, cfg.models.max_tokens)),
-                        replay=replay, seeded=answers_from_seed)
     interrupted, failure = False, None
 
     def stop(*_):
         nonlocal interrupted
         interrupted = True
 
-    # SIGINT too, whatever its inherited disposition: a run started in the background by a script gets SIGINT
-    # ignored, and Python then installs no KeyboardInterrupt for it, so `kill -INT` would do nothing
+    # installed before any agent or Slurm job exists, so that an interruption at any point reaches the finally
+    # below (scancel included); SIGINT too, whatever its inherited disposition: a run started in the background by
+    # a script gets SIGINT ignored, and Python then installs no KeyboardInterrupt for it, so `kill -INT` would do
+    # nothing
     old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    procs, cluster, ended = [], slurm_evaluators.Submitted(), False
     try:
+        try:
+            procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
+            cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(specs))
+        except OSError as exc:
+            raise RunError(f"cannot start the local agents: {exc}") from None
+        except SlurmError as exc:
+            raise RunError(str(exc)) from None
+        watch = _RunDirWatch(run_dir, progress.update)
+        coord = Coordinator(router, store, search, leases, on_progress=watch,
+                            cost=CostPolicy(cfg.budget.max_cost, *cost_functions(prices, cfg.models.max_tokens)),
+                            replay=replay, seeded=answers_from_seed)
         with progress:
             try:
                 coord.run(should_stop=lambda: interrupted)
@@ -341,14 +340,15 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
                 interrupted = True
             except (sqlite3.Error, OSError) as exc:   # nothing acknowledged is lost: results commit before acks
                 failure = exc
+        ended = not interrupted and failure is None
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
         try:
-            router.close("run finished" if not interrupted else "run interrupted")
+            router.close("run finished" if ended else "run interrupted")
             stop_agents(procs)
-        finally:    # the Slurm job ends with the run, however it ends (scancel)
-            cluster.end(finished=not interrupted and failure is None)
+        finally:    # the Slurm job ends with the run, however it ends (scancel; at once unless it ended normally)
+            cluster.end(finished=ended)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
     if failure is not None:
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")

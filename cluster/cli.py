@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -105,33 +106,43 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
                                worker_args=args, options=list(cfg.cluster.slurm_option))
             env = job.environment(keyless_env())
             slurm.check(job.sbatch_args(), env)
-            job_id = slurm.submit(job.sbatch_args(), env)
         except (UnknownTargetError, DescriptorError) as exc:     # a KeyError's str() would quote the message
             fail(exc.args[0])
         except (ConfigError, SecretError, slurm.SlurmError, OSError, ValueError) as exc:
             fail(str(exc))
-        say(f"Submitted Slurm job {job_id}: {job.tasks} evaluators for tcp://{host}:{port} (squeue -j {job_id})")
-        if not wait:
-            return
-        _wait_or_cancel(job_id, say)
+        with _stop_on_signal() as stop:     # from before the submission: a job is never left behind unknown
+            try:
+                job_id = slurm.submit(job.sbatch_args(), env)
+            except slurm.SlurmError as exc:
+                fail(str(exc))
+            say(f"Submitted Slurm job {job_id}: {job.tasks} evaluators for tcp://{host}:{port} (squeue -j {job_id})")
+            if wait or stop.is_set():
+                _wait_or_cancel(job_id, stop, say)
 
 
-def _wait_or_cancel(job_id: str, say: Callable[[str], None]) -> None:
-    """Stay while the job is queued or running (its workers exit when the run is over); Ctrl-C or SIGTERM cancel it."""
-    from autocomp_zmq.cluster import slurm
+@contextmanager
+def _stop_on_signal() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while inside: whatever SIGINT's inherited disposition (a command started in
+    the background by a script gets it ignored, and Python then raises no KeyboardInterrupt)."""
     stop = threading.Event()
-    old = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _wait_or_cancel(job_id: str, stop: threading.Event, say: Callable[[str], None]) -> None:
+    """Stay while the job is queued or running (its workers exit when the run is over); `stop` cancels it."""
+    from autocomp_zmq.cluster import slurm
     try:
         while not stop.wait(2.0):
             if slurm.state(job_id) is None:
                 say(f"Slurm job {job_id} ended.")
                 return
-    except KeyboardInterrupt:
-        pass
     except slurm.SlurmError as exc:
         say(f"cannot follow job {job_id} ({exc}); cancelling it")
-    finally:
-        signal.signal(signal.SIGTERM, old)
     gone = slurm.cancel(job_id)
     say(f"Cancelled Slurm job {job_id}." if gone else f"Slurm job {job_id} is still queued: scancel {job_id}")
     raise typer.Exit(130)

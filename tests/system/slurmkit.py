@@ -92,9 +92,18 @@ class Cluster:
         return "\n".join(f"--- {p.name}\n" + p.read_text(errors="replace")[-3000:]
                          for p in sorted(self.root.glob("*.log")) + sorted(self.root.glob("*.out")))
 
-    def stop(self) -> None:
-        for line in self.queue():          # a test that failed midway may leave a job behind
+    def clear(self, timeout: float = 60.0) -> None:
+        """Cancel every job still queued and wait until none is: a test that failed midway may leave one behind,
+        and the next test must not find it."""
+        for line in self.queue():
             self.run("scancel", line.split()[0])
+        _wait(lambda: not self.queue(), timeout, "the queue to empty", self)
+
+    def stop(self) -> None:
+        try:
+            self.clear(timeout=15)
+        except (RuntimeError, subprocess.SubprocessError):   # a cluster that never came up, or died: stop it anyway
+            pass
         for proc in reversed(self.procs):  # slurmd, slurmctld, then munged, which they need to say goodbye
             proc.terminate()
             try:

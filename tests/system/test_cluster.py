@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -20,13 +21,20 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def one_node():
     why = slurmkit.missing()
     if why:
         pytest.skip(why)
     started = slurmkit.start()
     yield started
     started.stop()
+
+
+@pytest.fixture
+def cluster(one_node):
+    """The module's cluster, with an empty queue after each test: a job one test leaves is its own failure only."""
+    yield one_node
+    one_node.clear()
 
 
 def _free_port() -> int:
@@ -61,23 +69,41 @@ def test_a_search_with_slurm_evaluators_equals_a_local_run(cluster, tmp_path):
     assert len(list((remote / "logs").glob("slurm-*.out"))) == 1     # the tasks' output, in the run's logs
 
 
-@pytest.mark.parametrize("stage", ["pending", "running"])
+def _late_sbatch(tmp_path) -> tuple[dict, Path]:
+    """PATH with an sbatch that, once it has queued a job, says its id only when `release` exists (a controller
+    slow to answer; `--test-only` answers at once): the environment for it, and the release file."""
+    release, bin_dir = tmp_path / "release", tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nout=$({shutil.which("sbatch")} "$@"); rc=$?\ncase " $* " in *" --test-only "*) ;; *)\n'
+        f'  while [ ! -e {release} ]; do sleep 0.1; done ;;\nesac\nprintf "%s\\n" "$out"; exit $rc\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, release
+
+
+@pytest.mark.parametrize("stage", ["submitting", "pending", "running"])
 def test_an_interrupted_run_cancels_its_job(cluster, tmp_path, stage):
-    run = tmp_path / "run"
-    if stage == "pending":     # a job Slurm holds back (as on a cluster too small for it) is cancelled as well
+    run, env, release = tmp_path / "run", dict(cluster.env), None
+    if stage == "submitting":  # interrupted while sbatch has queued the job but not yet said its id
+        late, release = _late_sbatch(tmp_path)
+        env.update(late)
+        extra = ["--slurm-option=--begin=now+3600"]
+    elif stage == "pending":   # a job Slurm holds back (as on a cluster too small for it) is cancelled as well
         extra = ["--slurm-option=--begin=now+3600"]
     else:                      # a starting kernel that keeps a Slurm task busy for seconds: interrupted mid-job
         (tmp_path / "slow.c").write_text(SLOW_GEMM)
         extra = ["--kernel", str(tmp_path / "slow.c"), "--no-check-start"]
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
-    proc = launch("run", "--config", str(cfg), "--slurm", "2", "--out", str(run), *extra, env=cluster.env)
-    if stage == "pending":
+    proc = launch("run", "--config", str(cfg), "--slurm", "2", "--out", str(run), *extra, env=env)
+    if stage in ("submitting", "pending"):
         wait_for(lambda: _jobs(cluster, "PENDING"), timeout=60, what="the pending job")
     else:
         wait_for(lambda: query(run, "SELECT 1 FROM attempts a JOIN jobs j ON j.id = a.job_id "
                                     "WHERE j.kind = 'eval' AND a.finished IS NULL"),
                  timeout=90, what="a Slurm task evaluating the slow kernel")
     proc.send_signal(signal.SIGINT)
+    if release:
+        release.touch()
     out = finish(proc, timeout=120)
     assert _jobs(cluster) == [], f"{cluster.queue()}\n{out}"
     wait_for(lambda: not processes_mentioning(str(run / "secret")), timeout=30, what="the Slurm tasks to exit")
@@ -106,14 +132,18 @@ def test_secret_made_before_the_run_lets_slurm_workers_start_first(cluster, tmp_
     assert query(run, "SELECT COUNT(*) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.kind = 'eval'")[0][0]
 
 
-def test_stopping_workers_cancels_their_job(cluster, tmp_path):
+@pytest.mark.parametrize("stage", ["submitting", "running"])
+def test_stopping_workers_cancels_their_job(cluster, tmp_path, stage):
     (tmp_path / "secret").write_text(os.urandom(32).hex() + "\n")
     (tmp_path / "secret").chmod(0o600)
+    env, release = (_late_sbatch(tmp_path) if stage == "submitting" else ({}, None))
     workers = launch("workers", "--slurm", "1", "--connect", f"tcp://127.0.0.1:{_free_port()}", "--secret-file",
                      str(tmp_path / "secret"), f"--slurm-option=--output={tmp_path}/slurm-%j.out",
-                     env=cluster.env)     # nobody there: the tasks retry until cancelled
+                     env={**cluster.env, **env})     # nobody there: the tasks retry until cancelled
     wait_for(lambda: _jobs(cluster, "RUNNING"), timeout=60, what="the workers' job to run")
     workers.send_signal(signal.SIGINT)
+    if release:           # interrupted while sbatch had queued the job but not yet said its id
+        release.touch()
     said = finish(workers, timeout=90)
     assert workers.returncode == 130 and "Cancelled Slurm job" in said, said
     assert _jobs(cluster) == []
