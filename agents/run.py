@@ -346,9 +346,11 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
             router.close("run finished" if ended else "run interrupted")
             stop_agents(procs)
         finally:    # the Slurm job ends with the run, however it ends (scancel; at once unless it ended normally)
-            cluster.end(finished=ended)
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
+            try:
+                cluster.end(finished=ended)
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
     if failure is not None:
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
