@@ -16,7 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402

@@ -26,7 +26,10 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: keep numpy's BLAS single-threaded
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402

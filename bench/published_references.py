@@ -2,13 +2,15 @@
 ours does, or ours with other inputs: what bench_published_nki.py judges those kernels against (OWN, by name)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
 
 from autocomp_zmq.hw_runners.trainium_sim.workloads import load_specs  # noqa: E402
 

@@ -13,12 +13,17 @@ import math
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
 
-from autocomp_zmq.agents.heuristic import unsupported
-from autocomp_zmq.agents.problemsource import wire
-from autocomp_zmq.agents.run import RunError
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from autocomp_zmq.agents.heuristic import unsupported  # noqa: E402
+from autocomp_zmq.agents.problemsource import wire  # noqa: E402
+from autocomp_zmq.agents.run import RunError  # noqa: E402
 
 BUDGETS = (25, 50, 100)
 
