@@ -4,7 +4,10 @@ Infrastructure shared by the hardware targets (hw_runners/), not a target
 itself. The child starts in a new session (so the whole process group can be
 killed), with an empty environment unless told otherwise, inside a private
 working directory, through `launcher.c`, which applies hard rlimits, a private
-network namespace and drops root. A wall-clock timer kills the process group.
+network namespace and drops root; optionally a private filesystem view
+(`privatefs.c`: the work directory, read-only paths, read-write device nodes
+and a /proc of its own PID namespace). A wall-clock timer kills the process
+group.
 The evaluator that calls this never runs candidate code in its own process.
 The launcher is built once per machine by `buildcache`; `seccomp_filter.h`
 (in HEADER_DIR) holds what every seccomp allowlist shares, for programs that
@@ -73,12 +76,20 @@ class Limits:
     nproc: int = 0  # 0: no RLIMIT_NPROC (it does not bind root; seccomp blocks fork instead)
     isolate_net: bool = True
     drop_root: bool = True
-    private_fs: bool = False      # see only the working directory and ro_paths (fails closed)
+    private_fs: bool = False      # see only the working directory, ro_paths and devices (fails closed)
     ro_paths: tuple[str, ...] = ()
+    # device nodes the program may open read-write (a GPU's: CUDA opens them O_RDWR and drives them by ioctl);
+    # with private_fs only (without it nothing is hidden)
+    devices: tuple[str, ...] = ()
     force_landlock: bool = False  # Landlock even where a mount namespace is possible (for tests)
     # a PID namespace: every process the program started dies with it, even one that left its process group
     # (setsid); a status note says when none could be made (then the process group is all that is killed)
     pid_ns: bool = False
+    # a /proc in the private view: a fresh, read-only procfs of the program's own PID namespace, so that it lists
+    # only the program's processes (never the host's /proc, whose /proc/<pid>/root leads into other sandboxes).
+    # Needs private_fs and pid_ns; where none can be mounted there is no /proc, and the status note
+    # "proc none (<why>)" says why ("proc private" when there is one)
+    proc: bool = False
 
 
 @dataclass
@@ -183,6 +194,9 @@ def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[s
     if limits.private_fs:
         cmd.append("--private-fs")
         cmd += [arg for path in limits.ro_paths for arg in ("--ro", path)]
+        cmd += [arg for path in limits.devices for arg in ("--dev", path)]
+        if limits.proc:
+            cmd.append("--proc")
         if limits.force_landlock:
             cmd.append("--fs-landlock")
     for num, (mode, rel) in sorted(fds.items()):

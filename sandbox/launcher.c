@@ -8,11 +8,14 @@
  *   - moves into a new network namespace (as root directly, otherwise through
  *     a user namespace) so the program has no network,
  *   - with --private-fs, gives it a private root holding only its working
- *     directory and the --ro paths (privatefs.c; Landlock where no mount
- *     namespace can be made, and a setup failure where neither works),
+ *     directory, the --ro paths and the --dev device nodes (privatefs.c;
+ *     Landlock where no mount namespace can be made, and a setup failure
+ *     where neither works),
  *   - drops root to nobody when started as root,
  *   - with --pid-ns, runs the program in a new PID namespace (pid_namespace below), so that nothing it
- *     starts outlives it, however it detaches (setsid, double fork).
+ *     starts outlives it, however it detaches (setsid, double fork),
+ *   - with --proc too, mounts a /proc of that PID namespace in the private root (enter_root below), so the
+ *     program sees its own processes and nobody else's; where none can be mounted it has no /proc at all.
  * What could and could not be applied is written to --status.
  * Exit code 125 means the sandbox itself could not be set up.
  */
@@ -108,7 +111,25 @@ static int enter_namespaces(int flags) {
   return 1;
 }
 
-static void confine(int net, int fs, int force_landlock, const char *dir, char **ro, int nro) {
+/* --proc: the private root gets a /proc; root_pending: it is built but waits for enter_root in the new PID
+ * namespace (a procfs shows the PID namespace of the process that mounts it, and confine runs before
+ * pid_namespace makes that one). */
+static int want_proc, root_pending;
+
+/* Enter the private root, with --proc first mounting its /proc unless `no_proc` says why there is none (then
+ * the program has no /proc at all: fail closed). */
+static void enter_root(const char *no_proc) {
+  const char *failed;
+  int hidepid = 0;
+  if (want_proc && !no_proc && mount_private_proc(&hidepid)) no_proc = strerror(errno);
+  if (enter_private_root(&failed)) die(failed);
+  root_pending = 0;
+  if (!want_proc) return;
+  if (no_proc) fprintf(status, "proc none (%s)\n", no_proc);
+  else fprintf(status, hidepid ? "proc private\n" : "proc private (without hidepid: the launcher is listed)\n");
+}
+
+static void confine(int net, int fs, int force_landlock, const struct fsview *view, int pidns) {
   int flags = (net ? CLONE_NEWNET : 0) | (fs && !force_landlock ? CLONE_NEWNS : 0);
   int mode = geteuid() == 0 ? 0 : 1;   /* for the status: directly or through a user namespace */
   int entered = flags && enter_namespaces(flags);
@@ -121,12 +142,15 @@ static void confine(int net, int fs, int force_landlock, const char *dir, char *
   if (!fs) return;
   const char *failed = "";
   if (entered && (flags & CLONE_NEWNS)) {
-    if (private_root(dir, ro, nro, &failed)) die(failed);
+    if (build_private_root(view, &failed)) die(failed);
     fprintf(status, "fs private\n");
-    return;
+    root_pending = 1;
+    if (!want_proc || !pidns) enter_root("no PID namespace to show: --proc needs --pid-ns");
+    return;     /* else pid_namespace enters it */
   }
-  if (landlock_confine(dir, ro, nro, &failed)) die(failed);
+  if (landlock_confine(view, &failed)) die(failed);
   fprintf(status, "fs landlock\n");
+  if (want_proc) fprintf(status, "proc none (no mount namespace; Landlock denies the host's /proc)\n");
 }
 
 /* End the way the program ended: its exit status, or death by the same signal. */
@@ -148,11 +172,17 @@ static void mirror(int ws) {
  * the kernel then kills every process left in the namespace, so nothing the program started survives it,
  * whether it called setsid or forked twice. The program is not pid 1 itself because the kernel spares pid 1
  * from signals it has no handler for (SIGXCPU, SIGXFSZ), which would change how limits end it. This process
- * (outside) and the reaper keep our uid and are invisible from inside, so the program cannot kill them to
- * escape; the reaper dies with this process (a parent-death signal), taking the namespace with it. Returns in
- * the program's process only. */
+ * (outside) is invisible from inside; the reaper keeps our uid, and the kernel ignores signals to a namespace's
+ * pid 1 from inside that it has no handler for, so the program cannot kill either to escape (nor open the
+ * reaper's /proc entries, which need the capabilities it kept; hidepid hides it too when the program dropped
+ * root); the reaper dies with this process (a parent-death signal), taking the namespace with it. With --proc
+ * the reaper enters the private root and mounts its /proc before it starts the program. Returns in the
+ * program's process only. */
 static void pid_namespace(pid_t evaluator) {
-  int entered = unshare(CLONE_NEWPID) == 0 || enter_namespaces(CLONE_NEWPID);
+  int entered = unshare(CLONE_NEWPID) == 0;
+  /* a PID namespace through a user namespace of its own would leave us no right to enter the private root */
+  if (!entered && root_pending) enter_root("the PID namespace needs a user namespace, in which none can be mounted");
+  entered = entered || enter_namespaces(CLONE_NEWPID);
   if (!entered) {
     fprintf(status, "pid shared (%s)\n", strerror(errno));
     return;
@@ -173,6 +203,10 @@ static void pid_namespace(pid_t evaluator) {
   }
   close(report[0]);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL)) _exit(125);
+  if (root_pending) {                    /* pid 1 of the new namespace: its /proc is the program's */
+    enter_root(NULL);
+    fflush(status);
+  }
   pid_t prog = fork();
   if (prog < 0) _exit(125);
   if (prog == 0) {
@@ -194,8 +228,10 @@ static void pid_namespace(pid_t evaluator) {
 int main(int argc, char **argv) {
   pid_t parent = getppid();
   unsigned long long cpu = 0, mem = 0, fsize = 0, nofile = 64, nproc = 0;
-  int net = 0, drop = 0, filter = 0, fs = 0, force_landlock = 0, pidns = 0, nro = 0, i;
-  char *ro[32];
+  int net = 0, drop = 0, filter = 0, fs = 0, force_landlock = 0, pidns = 0, nro = 0, ndev = 0, i;
+  /* as many --ro and --dev paths as there are arguments (a GPU host's view names dozens) */
+  char **ro = calloc((size_t)argc, sizeof *ro), **dev = calloc((size_t)argc, sizeof *dev);
+  if (!ro || !dev) { fprintf(stderr, "sandbox: out of memory\n"); return 125; }
   const char *status_path = NULL, *dir = NULL;
   for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     if (!strcmp(argv[i], "--status") && i + 1 < argc) status_path = argv[++i];
@@ -211,7 +247,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--private-fs")) fs = 1;
     else if (!strcmp(argv[i], "--fs-landlock")) force_landlock = 1;
     else if (!strcmp(argv[i], "--pid-ns")) pidns = 1;
-    else if (!strcmp(argv[i], "--ro") && i + 1 < argc && nro < 32) ro[nro++] = argv[++i];
+    else if (!strcmp(argv[i], "--proc")) want_proc = 1;
+    else if (!strcmp(argv[i], "--ro") && i + 1 < argc) ro[nro++] = argv[++i];
+    else if (!strcmp(argv[i], "--dev") && i + 1 < argc) dev[ndev++] = argv[++i];
     else if (!strcmp(argv[i], "--fd") && i + 1 < argc) i++; /* handled below, after chdir */
     else { fprintf(stderr, "sandbox: unknown option %s\n", argv[i]); return 125; }
   }
@@ -245,7 +283,12 @@ int main(int argc, char **argv) {
   }
 
   if (fs && !dir) { fprintf(stderr, "sandbox: --private-fs needs --chdir\n"); return 125; }
-  confine(net, fs, force_landlock, dir, ro, nro);
+  if (!fs && (want_proc || nro || ndev)) {
+    fprintf(stderr, "sandbox: --proc, --ro and --dev need --private-fs\n");
+    return 125;
+  }
+  struct fsview view = {.dir = dir, .ro = ro, .nro = nro, .dev = dev, .ndev = ndev, .proc = want_proc};
+  confine(net, fs, force_landlock, &view, pidns);
   limit(RLIMIT_CORE, 0, 0);   /* before any fork: mirror() may re-raise a crash's signal on this process */
   if (pidns) {
     pid_namespace(parent);

@@ -2,14 +2,27 @@
  *
  * A private root: in a new mount namespace, a small tmpfs becomes the root
  * and holds only the program's working directory (read-write, at its real
- * path), the read-only paths the caller names (the toolchain: /usr, /lib...)
- * and /dev/null. Everything else of the host (/etc, /home, /root, /proc,
- * other work directories, the run's secrets) does not exist for the program:
- * opening it fails with ENOENT and __has_include cannot even probe for it.
+ * path), the read-only paths the caller names (the toolchain: /usr, /lib...),
+ * the device nodes it names (read-write: a GPU's), /dev/null and, when asked,
+ * a fresh /proc. Everything else of the host (/etc, /home, /root, the host's
+ * /proc, other work directories, the run's secrets) does not exist for the
+ * program: opening it fails with ENOENT and __has_include cannot even probe
+ * for it.
+ *
+ * The /proc is a procfs instance of the sandbox's own PID namespace, mounted
+ * read-only with hidepid: it lists only the sandbox's own processes, so no
+ * /proc/<pid>/root, cwd or mem leads into another sandbox or the host (the
+ * host's /proc would). A procfs shows the PID namespace of the process that
+ * mounts it, and the launcher makes that namespace after this root is built;
+ * so the root is built (build_private_root), the launcher's process inside
+ * the new PID namespace mounts the /proc (mount_private_proc) and only then
+ * enters it (enter_private_root). The mount comes before the host root is
+ * detached: inside a user namespace the kernel allows a new procfs only while
+ * a fully visible one is mounted in the namespace.
  *
  * Where no mount namespace can be made (no root, no user namespaces),
  * Landlock restricts the program to the same paths instead: reads elsewhere
- * fail with EACCES (a path's existence stays observable).
+ * fail with EACCES (a path's existence stays observable), /proc included.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -77,11 +90,12 @@ static int bind_into(const char *root, const char *src, int writable, int recurs
   return mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | locked, NULL);
 }
 
-/* Call inside a fresh mount namespace, with the working directory `dir` as cwd. */
-int private_root(const char *dir, char *const *ro, int nro, const char **failed) {
-  char real[PATH_MAX], root[PATH_MAX + 16], old[PATH_MAX + 32];
+static char root[PATH_MAX + 16], real[PATH_MAX];   /* the tmpfs root, the work directory's real path */
+
+/* Call inside a fresh mount namespace, with the working directory as cwd. */
+int build_private_root(const struct fsview *v, const char **failed) {
   *failed = "realpath";
-  if (!realpath(dir, real)) return -1;
+  if (!realpath(v->dir, real)) return -1;
   *failed = "make mounts private";
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) return -1;
   snprintf(root, sizeof root, "%s/.fsroot", real);
@@ -89,14 +103,42 @@ int private_root(const char *dir, char *const *ro, int nro, const char **failed)
   if ((mkdir(root, 0700) && errno != EEXIST) ||
       mount("autocomp-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0755"))
     return -1;
-  for (int i = 0; i < nro; i++) {
-    *failed = ro[i];
-    if (access(ro[i], F_OK) == 0 && bind_into(root, ro[i], 0, 1)) return -1;
+  for (int i = 0; i < v->nro; i++) {
+    *failed = v->ro[i];
+    if (access(v->ro[i], F_OK) == 0 && bind_into(root, v->ro[i], 0, 1)) return -1;
+  }
+  /* read-write and not nodev (a bind keeps the device mount's flags): CUDA opens its nodes O_RDWR */
+  for (int i = 0; i < v->ndev; i++) {
+    *failed = v->dev[i];
+    if (access(v->dev[i], F_OK) == 0 && bind_into(root, v->dev[i], 1, 0)) return -1;
   }
   *failed = "/dev/null";
   if (bind_into(root, "/dev/null", 1, 0)) return -1;
   *failed = "work directory";
   if (bind_into(root, real, 1, 0)) return -1;   /* not recursive: leaves .fsroot out */
+  char at[sizeof root + 8];
+  snprintf(at, sizeof at, "%s/proc", root);
+  *failed = "/proc mount point";               /* now: the root turns read-only when it is entered */
+  if (v->proc && mkdir(at, 0555)) return -1;
+  return 0;
+}
+
+/* A read-only procfs at the root's /proc, for the caller's PID namespace (call after build_private_root
+ * with v->proc, before enter_private_root). hidepid=2 ("invisible") also hides the namespace's processes
+ * of other users (the launcher's own, as root); *hidepid says whether the kernel took it. */
+int mount_private_proc(int *hidepid) {
+  char at[sizeof root + 8];
+  const unsigned long flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  snprintf(at, sizeof at, "%s/proc", root);
+  *hidepid = mount("proc", at, "proc", flags, "hidepid=2") == 0;
+  if (*hidepid) return 0;
+  return errno == EINVAL ? mount("proc", at, "proc", flags, NULL) : -1;
+}
+
+/* Make the built root the root of the mount namespace (of every process in it whose root was the host's),
+ * detach the host's, and turn the root read-only. */
+int enter_private_root(const char **failed) {
+  char old[sizeof root + 16];
   snprintf(old, sizeof old, "%s/.old-root", root);
   *failed = "pivot_root";
   if (mkdir(old, 0700) || syscall(SYS_pivot_root, root, old) || chdir("/")) return -1;
@@ -123,7 +165,7 @@ static int allow(int ruleset, const char *path, __u64 access, __u64 handled) {
   return r;
 }
 
-int landlock_confine(const char *dir, char *const *ro, int nro, const char **failed) {
+int landlock_confine(const struct fsview *v, const char **failed) {
   *failed = "Landlock is not available";
   long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1) return -1;
@@ -136,10 +178,13 @@ int landlock_confine(const char *dir, char *const *ro, int nro, const char **fai
   if (ruleset < 0) return -1;
   const __u64 read = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
   *failed = "Landlock rules";
-  for (int i = 0; i < nro; i++)
-    if (allow(ruleset, ro[i], read, handled)) return -1;
-  if (allow(ruleset, "/dev/null", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE, handled) ||
-      allow(ruleset, dir, handled, handled))
+  /* device nodes: read, write and (ABI >= 5, else unrestricted) ioctl, which CUDA drives its GPU by */
+  const __u64 rw = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE, device = rw | 1ULL << 15;
+  for (int i = 0; i < v->nro; i++)
+    if (allow(ruleset, v->ro[i], read, handled)) return -1;
+  for (int i = 0; i < v->ndev; i++)
+    if (allow(ruleset, v->dev[i], device, handled)) return -1;
+  if (allow(ruleset, "/dev/null", rw, handled) || allow(ruleset, v->dir, handled, handled))
     return -1;
   *failed = "Landlock restrict_self";
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_landlock_restrict_self, ruleset, 0)) return -1;
