@@ -1,6 +1,8 @@
 """Where the cuda target's children run: the Python with PyTorch (probed once), what a host lacks, the children's
 environment, and their sandbox: a private filesystem view holding the Python, the compilers load_inline needs, the
-dynamic linker's cache, /proc and /sys (read-only), the work directory, and of /dev only the claimed GPU's nodes."""
+dynamic linker's cache, /sys (read-only), the work directory, a /proc of the child's own PID namespace (never the
+host's: its /proc/<pid>/root would lead into other sandboxes), and of /dev only the claimed GPU's nodes (read-write)
+and a few read-only ones."""
 from __future__ import annotations
 
 import dataclasses
@@ -91,25 +93,28 @@ def child_env(work: Path, python: str, gpu_uuid: str | None, device: str) -> dic
         env["CUDA_HOME"] = cuda
     if gpu_uuid:
         env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    # the evaluator interleaves the reference's and the candidate's runs: an OpenMP pool that spins after its work
+    # would take the cores the other child's run needs next
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"          # Triton kernels run on the CPU tensors, in Triton's interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
+        env["OMP_NUM_THREADS"] = "1"           # a functional check: one thread times steadily on a shared machine
     return env
 
 
-def read_only_paths(python: str, gpu: Gpu | None) -> tuple[str, ...]:
+def read_only_paths(python: str) -> tuple[str, ...]:
     """The paths a child may read: the Python's prefixes and site directories, the compilers, the dynamic linker's
-    cache and alternatives, /proc and /sys, and the claimed GPU's device nodes."""
+    cache and alternatives, /sys and /dev's zero and random nodes. Not /proc (the sandbox mounts one of the child's
+    own) nor the GPU's nodes (limits() grants them read-write)."""
     facts = probe(python)
     pythons = [facts.get("prefix"), facts.get("base_prefix"), *facts.get("site", []), facts.get("torch_dir"),
                facts.get("triton_dir"), os.path.dirname(os.path.realpath(python)), _cuda_home()]
     # the Python's trees where they really are (a venv's links point there); the toolchain's as they are named
     # (the launcher recreates merged-/usr links such as /lib64 -> usr/lib64, which the loader is found through)
     paths = [os.path.realpath(p) for p in pythons if p] + list(sandbox.toolchain_paths("gcc"))
-    paths += ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/proc", "/sys",
+    paths += ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/sys",
               "/dev/zero", "/dev/urandom", "/dev/random"]
-    if gpu is not None:
-        paths += device_nodes(gpu.minor)
     ncu = shutil.which("ncu")
     if ncu:                                 # Nsight Compute's own tree (it injects its libraries into the child)
         paths.append(str(Path(os.path.realpath(ncu)).parent))
@@ -117,6 +122,11 @@ def read_only_paths(python: str, gpu: Gpu | None) -> tuple[str, ...]:
 
 
 def limits(base: sandbox.Limits, python: str, gpu: Gpu | None) -> sandbox.Limits:
+    """The children's sandbox in the private view: the paths above, the claimed GPU's nodes read-write (CUDA opens
+    them O_RDWR and drives them by ioctl, which Landlock grants only so) and a private /proc (CUDA reads
+    /proc/self/* and /proc/driver/nvidia/*; it needs the PID namespace the target's limits ask for)."""
     if not base.private_fs:
         return base
-    return dataclasses.replace(base, ro_paths=tuple(dict.fromkeys((*base.ro_paths, *read_only_paths(python, gpu)))))
+    devices = device_nodes(gpu.minor) if gpu is not None else []
+    return dataclasses.replace(base, ro_paths=tuple(dict.fromkeys((*base.ro_paths, *read_only_paths(python)))),
+                               devices=tuple(dict.fromkeys((*base.devices, *devices))), proc=True)

@@ -78,3 +78,26 @@ def describe_failure(stderr: str) -> str:
                 "NVreg_RestrictProfilingToAdminUsers=0, or an evaluator running as root with limits.drop_root=false)")
     tail = stderr.strip().splitlines()[-1:] if stderr.strip() else ["no kernel was profiled"]
     return tail[0][:300]
+
+
+PARAMS = "/proc/driver/nvidia/params"
+
+
+def refused_to(limits, params: str = PARAMS, euid: int | None = None) -> str | None:
+    """Why ncu cannot read the GPU's counters for a child with these sandbox limits, known before trying (saving the
+    profile's time), or None: the driver restricts profiling to administrators (RmProfilingAdminOnly: 1, NVIDIA's
+    NVreg_RestrictProfilingToAdminUsers) and the child runs as an ordinary user (nobody, or this non-root user)."""
+    import os
+    try:
+        with open(params) as fh:
+            restricted = any(line.split(":", 1)[0].strip() == "RmProfilingAdminOnly" and line.split(":", 1)[1].strip()
+                             == "1" for line in fh if ":" in line)
+    except OSError:
+        return None
+    euid = os.geteuid() if euid is None else euid
+    as_user = euid != 0 or limits.drop_root
+    if restricted and as_user:
+        return ("the driver lets only administrators read the GPU's performance counters (RmProfilingAdminOnly: 1) and "
+                "the judge's children run as an ordinary user: set NVIDIA's NVreg_RestrictProfilingToAdminUsers=0, or "
+                "run the evaluator as root with the target option limits={drop_root=false}")
+    return None

@@ -1,24 +1,16 @@
 """cuda: judge KernelBench-style kernels (a ModelNew of inline CUDA and/or Triton) on an NVIDIA GPU.
 
-One evaluation, on the GPU this evaluator owns (one evaluator per GPU, a lock file each):
-  1. seeds drawn fresh: the models' weights, two hidden input sets (besides two public ones), and the seed every
-     timed run's inputs are made from (each run its own);
-  2. the reference child (trusted code only: the problem's Model) computes the outputs of every set and runs the
-     timed loop the candidate will run, on the same inputs, in a directory the candidate's sandbox cannot see;
-  3. the candidate child (child/candidate_run.py) imports kernel.py, runs it on the same sets, checks what needs no
-     reference (inputs untouched, no input returned, no output buffer reused, judge functions untouched, no threads),
-     captures forward as a CUDA graph, says "ready", and only then learns the timed runs' seed; it saves every timed
-     run's outputs;
-  4. here: every output compared with the reference's (each set in full; each timed run at positions drawn after
-     the fact), the judge's clock over the candidate's timed loop checked against its events plus what the same loop
-     cost the reference, latency = the median of the timed runs, and achieved vs peak rates.
-The children run sandboxed (sandbox/: rlimits, an empty environment, nobody's uid, no network, a PID namespace, and a
+One evaluation (judge.py) runs on the GPU this evaluator owns (one evaluator per GPU, a lock file each), in two
+sandboxed children: the reference child (the problem's own code only) and the candidate child (kernel.py). Inputs are
+drawn fresh for every evaluation; every output of every input set and of every timed run is handed over as sealed
+memory and compared in full with the reference's; every timed run is a window of this process's clock, which the
+run's reported steps must agree with, as they must with the reference's same steps (clock.py). The children run
+sandboxed (sandbox/: rlimits, an empty environment, nobody's uid, no network, a PID namespace with its own /proc, and a
 private filesystem view holding the Python, the CUDA toolkit and only this GPU's device nodes).
-What a candidate could forge is not trusted: its outputs, those of every timed run included, are compared here with
-outputs computed in another process on inputs drawn for this evaluation and revealed only when the runs start (so
-every timed run must have done the work); its timed runs replay a captured graph (no candidate Python runs while
-they are timed); and the times it reports must agree with the evaluator's own clock. Its Python does run in the process that times it (PyTorch's
-extension model needs that): a candidate that rewrites the interpreter's memory is beyond these checks.
+What a candidate could forge is not trusted: its outputs are compared in another process; its times are believed only
+as far as this process's clock bounds them. Its Python does run in the process that times it (PyTorch's extension
+model needs that): a candidate that rewrites the interpreter's memory can misreport its steps, within the slack of
+those checks.
 """
 from __future__ import annotations
 
@@ -26,24 +18,20 @@ import copy
 import dataclasses
 import math
 import os
-import secrets
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
-from autocomp_zmq.hw_runners.cuda import environment, metrics
-from autocomp_zmq.hw_runners.problemfile import load_once
+from autocomp_zmq.hw_runners.cuda import clock, environment, metrics
 from autocomp_zmq.hw_runners.cuda.gpu import DEFAULT_LOCK_DIR, GpuClaim, claim_gpu, host_gpus, peaks_for
+from autocomp_zmq.hw_runners.cuda.judge import judge
 from autocomp_zmq.hw_runners.cuda.problems import ProblemSpec, load_specs, to_problem
-from autocomp_zmq.hw_runners.cuda.session import Child, compare_outputs, run_candidate, run_profile, run_reference
-
-
+from autocomp_zmq.hw_runners.cuda.session import Child, run_profile
+from autocomp_zmq.hw_runners.problemfile import load_once
 
 def _default_limits() -> sandbox.Limits:
     # No address-space limit: the CUDA driver reserves far more virtual memory than it uses. 540 s of wall clock:
@@ -51,17 +39,19 @@ def _default_limits() -> sandbox.Limits:
     return sandbox.Limits(wall_s=540, cpu_s=540 * 16, mem_bytes=0, fsize_bytes=4 << 30, nofile=4096,
                           isolate_net=True, private_fs=True, pid_ns=True)
 
-
 @dataclass
 class Options:
     python: str | None = None           # the Python with torch (and triton); None: $AUTOCOMP_TORCH_PYTHON, else ours
     device: str = "cuda"                # "cuda"; "cpu" runs the judge on the CPU (a functional check, no GPU times)
-    warmup: int = 10
-    iters: int = 100
-    timed_output_budget: int = 2 << 30  # bytes of timed runs' outputs kept for checking (fewer runs for big outputs)
+    warmup: int | None = None           # None: 10 on a GPU, 2 on the CPU check (Triton's interpreter is slow)
+    iters: int | None = None            # timed runs; None: 100 on a GPU, 10 on the CPU check
+    timed_output_budget: int = 32 << 30  # bytes of timed runs' outputs handed over and compared (fewer runs if larger)
+    chunk_bytes: int = 1 << 30          # outputs are handed over in sealed pieces of at most this many bytes
     public_seeds: tuple[int, ...] = (1, 2)
     hidden_sets: int = 2                # input sets drawn fresh for every evaluation
-    require_graph: bool = True          # time only kernels whose forward a CUDA graph can capture
+    variants: tuple[str, ...] = ("signed",)   # hidden sets beyond get_inputs' distribution, where the problem allows
+    require_graph: bool = False         # refuse kernels a CUDA graph cannot capture (else they are timed eagerly)
+    slack: tuple[float, ...] | None = None  # clock.Slack's (rel, abs_ms, window_rel, window_abs_ms); None: the device's
     l2_flush_bytes: int | None = None   # None: twice the GPU's L2 (256 MiB for an unknown GPU)
     profile: bool = True                # Nsight Compute metrics, where ncu is installed
     input_seed: int | None = None       # None: fresh seeds every evaluation (tests fix them)
@@ -74,16 +64,23 @@ class Options:
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be cuda or cpu, not {self.device!r}")
+        cpu = self.device == "cpu"
+        self.warmup = (2 if cpu else 10) if self.warmup is None else self.warmup
+        self.iters = (10 if cpu else 100) if self.iters is None else self.iters
         if not (isinstance(self.warmup, int) and self.warmup >= 0 and isinstance(self.iters, int) and self.iters >= 5):
             raise ValueError("warmup must be an integer >= 0 and iters >= 5")
         self.public_seeds = tuple(int(s) for s in self.public_seeds)
+        self.variants = tuple(self.variants)
+        unknown = sorted(set(self.variants) - {"signed"})
+        if unknown:
+            raise ValueError(f"unknown input variant {unknown[0]!r} (variants: signed)")
+        if not (isinstance(self.chunk_bytes, int) and self.chunk_bytes >= 16 and self.chunk_bytes % 16 == 0):
+            raise ValueError("chunk_bytes must be a positive multiple of 16")
         self.lock_dir = Path(self.lock_dir)
         if self.problems_dir is not None:
             self.problems_dir = Path(self.problems_dir).resolve()
 
-
 _CLAIMS: dict[Path, GpuClaim] = {}
-
 
 @register("cuda")
 class Cuda(Target):
@@ -136,69 +133,39 @@ class Cuda(Target):
 
     # -- one evaluation -----------------------------------------------------------------------------------
     def _evaluate_in(self, work: Path, spec: ProblemSpec, code: str, claim: GpuClaim | None) -> EvalResult:
-        opts = self.options
-        rng = np.random.default_rng(opts.input_seed if opts.input_seed is not None else secrets.randbits(63))
-        draw = lambda: int(rng.integers(1 << 30, 1 << 31))  # noqa: E731  (apart from the public seeds)
-        sets = {f"public{i}": s for i, s in enumerate(opts.public_seeds)}
-        sets.update({f"hidden{i}": draw() for i in range(opts.hidden_sets)})
-        timing_seed = draw()
-        job = {"device": opts.device, "init_seed": draw(), "sets": sets, "warmup": opts.warmup,
-               "require_graph": opts.require_graph, "l2_flush_bytes": self._l2_flush_bytes(claim)}
-        python = self._python()
-        ref_dir, cand_dir = work / "reference", work / "candidate"
-        ref = run_reference(Child(ref_dir, python, self._env(ref_dir, claim), self._limits(ref_dir, claim)), spec,
-                            {**job, "iters": opts.iters, "timing_seed": timing_seed,
-                             "timed_output_budget": opts.timed_output_budget})
-        if not ref.ok:
-            return EvalResult.failure("setup", f"the reference of problem {spec.name} failed: {ref.error}",
-                                      latency_unit="us")
-        cand_dir.mkdir()
-        (cand_dir / "kernel.py").write_text(code)
-        cand = run_candidate(Child(cand_dir, python, self._env(cand_dir, claim), self._limits(cand_dir, claim)),
-                             spec, {**job, "iters": int(ref.result["iters"])}, {"seed": timing_seed})
-        common = dict(stdout=cand.stdout, stderr=cand.stderr, sandbox=cand.notes, latency_unit="us")
-        if not cand.ok:
-            return cand.failure(opts.limits, common)
-        result = self._verdict(spec, cand, ref, list(sets), rng, claim, common)
-        if result.correct and opts.profile and opts.device == "cuda":
-            prof_dir = work / "profile"
-            result.feedback.update(run_profile(Child(prof_dir, python, self._env(prof_dir, claim),
-                                                     self._limits(prof_dir, claim)), spec, job, code))
-            result.feedback_text = metrics.feedback_text(result.feedback)
-        return result
+        opts = dataclasses.replace(self.options, l2_flush_bytes=self._l2_flush_bytes(claim))
+        make_child = lambda d: Child(d, self._python(), self._env(d, claim), self._limits(d, claim))  # noqa: E731
+        return judge(spec, opts, make_child, work, code, lambda ev, ref, cand: self._verdict(ev, ref, cand, claim))
 
-    def _verdict(self, spec: ProblemSpec, cand, ref, names: list[str], rng, claim: GpuClaim | None,
-                 common: dict) -> EvalResult:
-        opts = self.options
-        n = int(ref.result["iters"])
-        wrong, worst = compare_outputs(spec, cand, ref, names, n, rng)
-        times, ref_times = cand.times(opts.warmup + n), ref.times(opts.warmup + n)
-        if times is None or ref_times is None:
-            return EvalResult.failure("crash", f"the timed runs reported no {opts.warmup + n} run times", **common)
-        timed = times[opts.warmup:]
-        doubt = metrics.timing_doubt(cand.timed_wall_s, times, float(ref.result.get("loop_seconds") or 0), ref_times,
-                                     timed, opts.device)
-        if wrong is None and doubt:
-            return EvalResult.failure("policy", doubt, **common)
+    def _verdict(self, ev, ref: dict, cand: dict, claim: GpuClaim | None) -> EvalResult:
+        opts, spec, common = ev.opts, ev.spec, ev.common()
+        timed = [r.steps["bracket"] for r in cand["runs"]]
+        slack = clock.Slack(*opts.slack) if opts.slack else clock.SLACK[opts.device]
+        gpu = claim.gpu if claim and opts.device == "cuda" else None
+        named = peaks_for(gpu.name) if gpu else None
         stats = metrics.statistics(timed)
-        gpu = claim.gpu if claim else None
-        named = peaks_for(gpu.name) if gpu and opts.device == "cuda" else None
+        io = ref["sets"].get("bytes") or {}
+        doubt, checks = clock.doubt(cand["runs"], cand["reference_runs"], slack)
+        doubt = doubt or clock.below_peaks(stats["median_us"], spec.flops, io, named[1] if named else None)
+        if doubt:
+            return EvalResult.failure("policy", doubt, feedback={"clock_checks": checks}, **common)
         perf = metrics.performance(stats["median_us"], spec.flops, spec.bytes, spec.dtype, named[1] if named else None)
+        how = cand["ready"].get("timed_as")
         m = {**stats, **perf, "latency_us": stats["median_us"], "warmup": opts.warmup, "dtype": spec.dtype,
-             "device": opts.device, "timed_as": "CUDA-graph replays" if cand.result.get("graph") else
-             ("eager runs (CPU: not GPU times)" if opts.device == "cpu" else "eager runs"),
-             "device_name": gpu.name if gpu and opts.device == "cuda" else "CPU functional check",
+             "device": opts.device, "timed_as": metrics.timed_as(opts.device, how, cand["ready"].get("graph_error")),
+             "device_name": gpu.name if gpu else "CPU functional check",
              "gpu": {"name": gpu.name, "driver": gpu.driver, "uuid": gpu.uuid} if gpu else None,
              "peaks": named[0] if named else None,
-             "reference_us": metrics.statistics(ref_times[opts.warmup:])["median_us"], "sets": len(names),
-             "max_abs_err": worst, "seconds": cand.result.get("seconds", {}),
-             "graph_error": cand.result.get("graph_error")}
-        result = EvalResult(correct=wrong is None, latency=stats["median_us"],
-                            utilization=perf.get("flops_fraction"), roofline_fraction=perf.get("roofline_fraction"),
-                            bound=perf.get("bound"), feedback=m, feedback_text=metrics.feedback_text(m), **common)
-        if wrong is not None:
-            result.error_kind, result.error = "wrong_result", wrong
-        return result
+             "reference_us": metrics.statistics([r.steps["bracket"] for r in cand["reference_runs"]])["median_us"],
+             "sets": len(cand["used"]), "set_names": list(cand["used"]), "dropped_sets": cand["dropped"],
+             "max_abs_err": ev.worst, "seconds": cand["finished"].get("seconds", {}),
+             "window_us": metrics.statistics([r.window_ms for r in cand["runs"]])["median_us"],
+             "graph_error": cand["ready"].get("graph_error"), "io_bytes": io, "clock_checks": checks}
+        if opts.profile and opts.device == "cuda":      # the candidate's directory: its builds are reused
+            m.update(run_profile(ev.candidate.child, spec.reference, ev.plan.job))
+        return EvalResult(correct=True, latency=stats["median_us"], utilization=perf.get("flops_fraction"),
+                          roofline_fraction=perf.get("roofline_fraction"), bound=perf.get("bound"), feedback=m,
+                          feedback_text=metrics.feedback_text(m), **common)
 
     # -- host -------------------------------------------------------------------------------------------
     def _problems_dir(self) -> Path:

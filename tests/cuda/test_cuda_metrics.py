@@ -1,24 +1,18 @@
-"""The cuda target's verdict arithmetic: tolerances and NaN/Inf, run statistics, the clock check against reported
-run times, and achieved rates against peaks."""
+"""The cuda target's verdict arithmetic: run statistics, the clock checks of a candidate's timed runs against the
+evaluator's windows and the reference's same runs, the floor the GPU's peaks set, and achieved rates against peaks."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from autocomp_zmq.hw_runners.cuda import clock
 from autocomp_zmq.hw_runners.cuda.gpu import PEAKS
-from autocomp_zmq.hw_runners.cuda.metrics import mismatch, performance, statistics, timing_doubt
+from autocomp_zmq.hw_runners.cuda.metrics import performance, statistics, timed_as
+
+SLACK = clock.Slack(rel=0.5, abs_ms=0.25, window_rel=1.0, window_abs_ms=2.0)
 
 
-def test_mismatch_names_the_worst_element_and_nan_inf():
-    want = np.ones((4, 4), np.float32)
-    assert mismatch("out", want + 1e-4, want, 1e-3, 1e-3) is None
-    got = want.copy()
-    got[2, 3] = 1.5
-    assert "1 of 16 elements of out are outside the tolerance" in mismatch("out", got, want, 1e-3, 1e-3)
-    assert "worst at [2, 3]: got 1.5" in mismatch("out", got, want, 1e-3, 1e-3)
-    got[1, 1] = np.nan
-    assert "NaN/Inf elements where the reference is finite (first at (1, 1))" in mismatch("out", got, want, 1, 1)
-    assert "has shape [4]" in mismatch("out", want[0], want, 1, 1)
+def run(window: float, gen: float = 1.0, bracket: float = 1.0, handover: float = 0.5, flush: float = 0.0):
+    return clock.TimedRun(window, {"gen": gen, "flush": flush, "bracket": bracket, "handover": handover})
 
 
 def test_statistics_are_in_microseconds():
@@ -26,16 +20,60 @@ def test_statistics_are_in_microseconds():
     assert s["median_us"] == pytest.approx(12.0) and s["runs"] == 5 and s["min_us"] == pytest.approx(10.0)
 
 
-def test_the_clock_check():
-    times = [1.0] * 12                                  # ms
-    ref = [2.0] * 12
-    # the reference's loop took 0.2 s of which 24 ms were its runs: 176 ms around them
-    assert timing_doubt(0.012 + 0.176, times, 0.2, ref, times[2:]) is None
-    # reported 1 ms runs, but the judge's clock saw 2 s: the times are not the device's
-    assert "the judge's clock saw 2.000 s" in timing_doubt(2.0, times, 0.2, ref, times[2:])
-    # the reported median shaped below the typical run
-    shaped = [0.5] * 6 + [1.8] * 4
-    assert "bimodal" in timing_doubt(sum(shaped) / 1e3 + 0.176 + 0.002, [1.0, 1.0] + shaped, 0.2, ref, shaped)
+def test_honest_runs_pass_and_say_what_each_check_measured():
+    reference = [run(3.0, bracket=1.5) for _ in range(5)]
+    candidate = [run(2.6, bracket=1.0) for _ in range(5)]
+    why, table = clock.doubt(candidate, reference, SLACK)
+    assert why is None
+    assert table["gen"] == {"extra_ms": 0.0, "reference_ms": 1.0, "allowed_ms": 0.76}   # 0.5 x 1 + 0.25 + 1% of 1
+    assert table["unexplained"]["extra_ms"] == pytest.approx(0.1)
+
+
+def test_a_run_reporting_more_than_its_window_is_forged():
+    why, _ = clock.doubt([run(3.0)] * 4 + [run(1.0)], [run(3.0)] * 5, SLACK)
+    assert why.startswith("timed run 4 reports 2.500 ms of steps, but the judge's clock saw the whole run take 1.000 ms")
+
+
+def test_work_moved_into_a_step_around_the_kernel_is_caught():
+    reference = [run(3.0) for _ in range(5)]
+    candidate = [run(4.9, gen=2.9, bracket=0.01) for _ in range(5)]
+    why, _ = clock.doubt(candidate, reference, SLACK)
+    assert why.startswith("making each run's inputs took 1.900 ms more than the reference's same step")
+
+
+def test_time_the_steps_do_not_account_for_is_caught():
+    reference = [run(3.0) for _ in range(5)]
+    candidate = [run(9.0, bracket=0.01) for _ in range(5)]
+    why, _ = clock.doubt(candidate, reference, SLACK)
+    assert why.startswith("the rest of each run's window took")
+
+
+def test_pairs_cancel_the_machines_load_and_the_median_ignores_a_disturbed_run():
+    # the machine slows down halfway: both children's runs take twice as long from then on
+    reference = [run(3.0 * f, gen=1.0 * f) for f in (1, 1, 2, 2, 2)]
+    candidate = [run(3.0 * f, gen=1.0 * f) for f in (1, 1, 2, 2, 2)]
+    candidate[2] = run(30.0, gen=20.0)          # one run caught by a burst of other work
+    assert clock.doubt(candidate, reference, SLACK)[0] is None
+
+
+def test_a_latency_below_what_the_gpus_peaks_allow_is_refused():
+    h100 = PEAKS["H100 SXM"]
+    io = {"inputs": 128 << 20, "weights": 0, "outputs": 128 << 20}      # a 4096 x 8192 fp32 softmax
+    ideal, what = clock.ideal_us(167772160, io["inputs"], io["outputs"], h100)
+    assert ideal == pytest.approx((128 << 20) * 2 / 3.35e12 * 1e6, rel=0.2) and "GB/s" in what
+    assert clock.below_peaks(100.0, 167772160, io, h100) is None
+    assert "below what the GPU's peaks allow" in clock.below_peaks(5.0, 167772160, io, h100)
+    assert clock.below_peaks(5.0, 167772160, io, None) is None          # an unknown GPU: no floor
+    # compute-bound: a 4096^3 GEMM's FLOPs at twice the FP16 rate (FP8) bound it from below
+    gemm = {"inputs": 2 * 4096 * 4096 * 2, "weights": 0, "outputs": 4096 * 4096 * 2}
+    assert "FLOPs" in clock.ideal_us(2 * 4096 ** 3, gemm["inputs"], gemm["outputs"], h100)[1]
+
+
+def test_how_the_runs_were_timed_is_said():
+    assert timed_as("cuda", "graph", None) == "CUDA-graph replays"
+    eager = timed_as("cuda", "eager", "RuntimeError: operation not permitted when stream is capturing")
+    assert "device-wide synchronize" in eager and "stream is capturing" in eager
+    assert "not GPU times" in timed_as("cpu", "eager", None)
 
 
 def test_performance_against_h100_peaks():
@@ -47,3 +85,4 @@ def test_performance_against_h100_peaks():
     fp32 = performance(200.0, flops, nbytes, "float32", PEAKS["H100 SXM"])
     assert fp32["peak_tflops"] == 67 and "tf32_fraction" in fp32
     assert "flops_fraction" not in performance(200.0, flops, nbytes, "float32", None)    # unknown GPU: rates only
+    assert performance(200.0, None, nbytes, "float32", PEAKS["H100 SXM"]) == {}         # unknown work: latency only

@@ -1,6 +1,8 @@
 """The cuda target's judge, end to end in its CPU functional-check mode (device=cpu: the same children, sandbox,
 seeds, checks and protocol as on a GPU, with PyTorch on the CPU and Triton's interpreter; no GPU times): kernels that
-do the work pass, and each known way of fooling a kernel judge is turned down, by construction where it can be."""
+do the work pass, every output is compared (shape, dtype, values; scalars and integers too; outputs of any size in
+sealed pieces, nothing written to disk), and the hidden input sets go beyond get_inputs' distribution where the
+problem allows it. The ways of fooling the judge are in test_judge_attacks.py."""
 from __future__ import annotations
 
 import shutil
@@ -18,28 +20,41 @@ from tests.cuda.cpu_problems import write_problems  # noqa: E402
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
 
 HEAD = "import torch\nimport torch.nn as nn\n\n\n"
-SOFTMAX = """class ModelNew(nn.Module):
+FORWARD = """class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 {init}
-    def forward(self, x):
+    def forward(self, {args}):
 {body}
 """
 
 
+def kernel(body: str, init: str = "", prelude: str = "", args: str = "x") -> str:
+    """A ModelNew whose forward(args) runs `body`."""
+    indent = lambda text: "\n".join("        " + line for line in text.strip().splitlines())  # noqa: E731
+    return HEAD + prelude + FORWARD.format(body=indent(body), init=indent(init) + "\n", args=args)
+
+
 def softmax(body: str, init: str = "", prelude: str = "") -> str:
-    return HEAD + prelude + SOFTMAX.format(body="\n".join("        " + l for l in body.strip().splitlines()),
-                                    init="\n".join("        " + l for l in init.strip().splitlines()) + "\n")
+    return kernel(body, init, prelude)
 
 
 @pytest.fixture(scope="module")
-def cuda_cpu():
+def problems_root():
     root = Path(tempfile.mkdtemp(prefix="cuda-cpu-problems-"))
     write_problems(root)
-    target = get_target("cuda", device="cpu", problems_dir=root, warmup=1, iters=5,
-                        limits={"drop_root": False})       # the test venv's Python is private to root
-    yield target
+    yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+def cpu_target(root: Path, **options):
+    return get_target("cuda", device="cpu", problems_dir=root, warmup=1, iters=5,
+                      limits={"drop_root": False}, **options)    # the test venv's Python is private to root
+
+
+@pytest.fixture(scope="module")
+def cuda_cpu(problems_root):
+    return cpu_target(problems_root)
 
 
 def judge(target, code: str, problem: str = "softmax-small"):
@@ -52,7 +67,9 @@ def test_a_triton_kernel_is_judged_correct_with_feedback(cuda_cpu):
     m = r.feedback
     assert r.latency == m["median_us"] > 0 and m["runs"] == 5 and m["device"] == "cpu"
     assert m["sets"] == 4 and m["max_abs_err"] < 1e-5 and m["reference_us"] > 0
+    assert set(m["clock_checks"]) == {"gen", "flush", "handover", "unexplained"}
     assert "CPU: not GPU times" in r.feedback_text and "drawn fresh for this evaluation" in r.feedback_text
+    assert "every timed run's outputs" in r.feedback_text
     assert {"pid isolated", "fs private", "net isolated"} <= set(r.sandbox)
 
 
@@ -72,77 +89,72 @@ def test_weights_are_built_the_way_the_reference_builds_them(cuda_cpu):
     assert (r.correct, r.error_kind) == (False, "wrong_result") and "public0" in r.error
 
 
-@pytest.mark.parametrize("name, code, kind, words", [
-    ("returns its input", softmax("return x"), "wrong_result", "shares memory with input 0"),
-    ("returns a view of its input", softmax("torch.softmax(x, 1)\nreturn x[:, :]"), "wrong_result",
-     "shares memory with input 0"),
-    ("works in place on its input", softmax("x.sub_(x.amax(1, keepdim=True))\ne = x.exp()\nreturn e / e.sum(1, keepdim=True)"),
-     "wrong_result", "changed its input 0 in place"),
-    ("hands back one buffer every call", softmax("if self.buf is None:\n    self.buf = torch.empty_like(x)\n"
-                                                 "self.buf.copy_(torch.softmax(x, 1))\nreturn self.buf",
-                                                 init="self.buf = None"), "wrong_result", "handed back output 0's buffer"),
-    ("caches its first output", softmax("if self.cache is None:\n    self.cache = torch.softmax(x, 1)\n"
-                                        "return self.cache.clone()", init="self.cache = None"),
-     "wrong_result", "input set public1"),
-    ("memorizes the public inputs", softmax(
-        "for probe, out in MEMO:\n    if torch.equal(x, probe):\n        return out.clone()\nreturn torch.zeros_like(x)",
-        prelude="import sys\nref = sys.modules['reference']\nMEMO = []\nfor s in (1, 2):\n    torch.manual_seed(s)\n"
-                "    (x0,) = ref.get_inputs()\n    MEMO.append((x0, torch.softmax(x0, 1)))\n"), "wrong_result",
-     "input set hidden0 (drawn fresh)"),
-    ("looks for the reference's outputs", softmax(
-        "if FOUND:\n    import numpy\n    return torch.from_numpy(numpy.load(FOUND[0]))\nreturn torch.zeros_like(x)",
-        prelude="import glob\nFOUND = glob.glob('/tmp/**/reference/public0_0.npy', recursive=True) + "
-                "glob.glob('../reference/*.npy')\n"), "wrong_result", "input set public0"),
-    ("replaces a judge function", softmax("return torch.softmax(x, 1)",
-                                          prelude="import time\ntime.perf_counter = lambda: 0.0\n"),
-     "policy", "replaced functions the judge relies on: time.perf_counter"),
-    ("leaves a thread running", softmax("return torch.softmax(x, 1)",
-                                        prelude="import threading, time\nthreading.Thread(target=time.sleep, "
-                                                "args=(600,), name='helper', daemon=True).start()\n"),
-     "policy", "left threads running (helper)"),
+def test_the_problems_small_sizes_are_what_the_cpu_check_runs(cuda_cpu):
+    """The built-in softmax ships at 4096 x 8192 with small = {B = 64, D = 512}: the CPU check runs at those."""
+    r = judge(cuda_cpu, softmax("return torch.softmax(x, 1)"), "softmax-shrunk")
+    assert r.correct, r.error
+    assert r.feedback["io_bytes"]["inputs"] == 64 * 512 * 4
+
+
+def test_a_scalar_output_is_compared(cuda_cpu):
+    right = kernel("return ((a - b) * (a - b)).mean()", args="a, b")
+    r = judge(cuda_cpu, right, "mse-loss")
+    assert r.correct, r.error
+    wrong = kernel("return ((a - b) * (a - b)).mean() * 1.01", args="a, b")
+    r = judge(cuda_cpu, wrong, "mse-loss")
+    assert (r.correct, r.error_kind) == (False, "wrong_result") and "1 of 1 elements of output 0" in r.error, r.error
+
+
+@pytest.mark.parametrize("body, words", [
+    ("return torch.softmax(x.double(), 1)", "output 0 is float64; the reference returns float32"),
+    ("return torch.softmax(x, 1).half()", "output 0 is float16; the reference returns float32"),
+    ("return torch.softmax(x, 1).reshape(-1)", "output 0 has shape [32768], expected [64, 512]"),
+    ("return torch.softmax(x, 1), x.clone()", "forward returned 2 tensors; the reference returns 1"),
+    ("y = torch.softmax(x, 1)\ny[3, 5] = float('nan')\nreturn y",
+     "output 0 has 1 NaN/Inf elements where the reference is finite (first at [3, 5])"),
 ])
-def test_ways_of_fooling_the_judge_are_turned_down(cuda_cpu, name, code, kind, words):
-    r = judge(cuda_cpu, code)
-    assert (r.correct, r.error_kind) == (False, kind), (name, r.error)
-    assert words in r.error, (name, r.error)
+def test_dtype_shape_and_count_are_compared(cuda_cpu, body, words):
+    r = judge(cuda_cpu, softmax(body))
+    assert (r.correct, r.error_kind) == (False, "wrong_result"), r.error
+    assert words in r.error and "public0" in r.error, r.error
 
 
-FORGER = softmax("return torch.softmax(x, 1)", prelude='''import json, os, sys, time
-import numpy as np
-# speaks the judge's protocol itself: waits for the seed, computes the timed runs' outputs slowly with the reference,
-# saves them, and reports runs of one nanosecond
-job = json.load(open("job.json"))
-ref = sys.modules["reference"]
-os.write(3, b'{"ready": true}\\n')
-seed = json.loads(os.read(4, 4096))["seed"]
-model = ref.Model()
-for k in range(job["warmup"] + job["iters"]):
-    torch.manual_seed(seed + k)
-    (x,) = ref.get_inputs()
-    time.sleep(0.4)
-    if k >= job["warmup"]:
-        np.save("timed%d_0.npy" % (k - job["warmup"]), torch.softmax(x, 1).numpy())
-result = {"ok": True, "stage": "done", "times_ms": [1e-6] * (job["warmup"] + job["iters"]), "outputs": {}}
-for name, s in job["sets"].items():
-    torch.manual_seed(s)
-    (x,) = ref.get_inputs()
-    np.save(name + "_0.npy", torch.softmax(x, 1).numpy())
-    result["outputs"][name] = [{"shape": [64, 512], "dtype": "float32"}]
-result["outputs"]["timed"] = [{"shape": [64, 512], "dtype": "float32"}]
-json.dump(result, open("result.json", "w"))
-os.write(3, b'{"done": true}\\n')
-time.sleep(60)
-''')
+def test_an_integer_output_must_be_exact_and_of_the_same_dtype(cuda_cpu):
+    assert judge(cuda_cpu, kernel("return torch.max(x, dim=1).indices"), "argmax-rows").correct
+    r = judge(cuda_cpu, kernel("return torch.argmax(x, dim=1).int()"), "argmax-rows")
+    assert not r.correct and "output 0 is int32; the reference returns int64" in r.error, r.error
+    r = judge(cuda_cpu, kernel("return torch.argmin(x, dim=1)"), "argmax-rows")
+    assert not r.correct and "elements of output 0 are outside the tolerance" in r.error, r.error
 
 
-def test_forged_run_times_disagree_with_the_judges_clock(cuda_cpu):
-    r = judge(cuda_cpu, FORGER)
-    assert (r.correct, r.error_kind) == (False, "policy"), r.error
-    assert "the judge's clock saw" in r.error and "are not the device's" in r.error
+def test_signed_hidden_inputs_tell_relu_from_identity(cuda_cpu):
+    """get_inputs draws torch.rand (non-negative): identity passes every set drawn from it; the hidden set whose
+    torch.rand draws are signed does not."""
+    r = judge(cuda_cpu, kernel("return x.clone()"), "relu-rand")
+    assert (r.correct, r.error_kind) == (False, "wrong_result"), r.error
+    assert "hidden-signed" in r.error and "signed inputs" in r.error, r.error
+    r = judge(cuda_cpu, kernel("return x.clamp_min(0.0)"), "relu-rand")
+    assert r.correct, r.error
+    assert "hidden-signed" in r.feedback["set_names"] and "torch.rand's draws in [-1, 1)" in r.feedback_text
 
 
-def test_a_forged_done_before_the_outputs_exist_counts_nothing_after_it(cuda_cpu):
-    early = FORGER.replace("os.write(3, b'{\"ready\": true}\\\\n')", "os.write(3, b'{\"ready\": true}\\\\n')\n"
-                           "os.read(4, 4096)\nos.write(3, b'{\"done\": true}\\\\n')\ntime.sleep(60)")
-    r = judge(cuda_cpu, early)
-    assert not r.correct and r.error_kind in ("wrong_result", "crash", "policy"), r.error
+def test_a_problem_the_signed_variant_does_not_apply_to_says_so(cuda_cpu):
+    r = judge(cuda_cpu, softmax("return torch.softmax(x, 1)"))
+    assert r.correct and "hidden-signed" in r.feedback["dropped_sets"], r.feedback
+    assert "input set hidden-signed not used: get_inputs draws nothing the signed variant changes" in r.feedback_text
+
+
+def test_outputs_in_many_sealed_pieces_are_compared_in_full_and_nothing_is_written_to_disk(problems_root):
+    target = cpu_target(problems_root, chunk_bytes=4096)
+    r = judge(target, softmax("return torch.softmax(x, 1)"))
+    assert r.correct, r.error
+    last = softmax("y = torch.softmax(x, 1)\ny[-1, -1] += 1.0\nreturn y")     # wrong in the last piece only
+    r = judge(target, last)
+    assert not r.correct and "1 of 32,768 elements of output 0" in r.error and "[63, 511]" in r.error, r.error
+
+
+def test_no_output_reaches_the_disk(problems_root, tmp_path):
+    target = cpu_target(problems_root, keep_workdir=True, work_root=tmp_path)
+    assert judge(target, softmax("return torch.softmax(x, 1)")).correct
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size > 64 * 1024]
+    assert not written, written       # 64 x 512 float32 outputs are 128 KiB each: none was saved

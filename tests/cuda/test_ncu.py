@@ -32,3 +32,14 @@ def test_no_kernels_and_why():
     argv = command("/usr/bin/ncu", "/venv/bin/python", "profile_run.py", "job.json")
     assert argv[:4] == ["/usr/bin/ncu", "--csv", "--page", "raw"] and argv[-3:] == ["/venv/bin/python",
                                                                                   "profile_run.py", "job.json"]
+
+
+def test_ncu_is_not_tried_where_the_driver_refuses_ordinary_users(tmp_path):
+    from autocomp_zmq import sandbox
+    from autocomp_zmq.hw_runners.cuda import ncu
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
+    assert "RmProfilingAdminOnly: 1" in ncu.refused_to(sandbox.Limits(drop_root=True), str(params), euid=0)
+    assert ncu.refused_to(sandbox.Limits(drop_root=False), str(params), euid=0) is None
+    params.write_text("RmProfilingAdminOnly: 0\n")
+    assert ncu.refused_to(sandbox.Limits(drop_root=True), str(params), euid=0) is None

@@ -1,20 +1,25 @@
 """The candidate's side of one evaluation (README.md). In order: import kernel.py (its inline CUDA compiles here),
-build ModelNew, run it on every input set (outputs saved for the evaluator, which compares them with the
-reference's), checking as it goes that it leaves its inputs unchanged, returns no input (or view of one), and does
-not hand back the same output buffer on the next call; then that the judge's functions are untouched and no thread
-of the candidate's is left running; then the timed runs: the forward captured as a CUDA graph, the evaluator told
-"ready", and only then told the seed the timed runs' inputs are made from; every timed run's outputs are saved
-for the evaluator to check."""
+build ModelNew, run it on every input set, handing each set's outputs over as sealed memory for the evaluator to have
+them compared with the reference's, and checking as it goes that it leaves its inputs unchanged, returns no input (or
+view of one), and does not hand back the same output buffer on the next call; then that the judge's functions are
+untouched and no thread of the candidate's is left running; then the timed runs (judge_timing.py), whose inputs it
+learns one run at a time, when the evaluator opens the run.
+
+The inputs are made with a private copy of the problem's reference module, loaded before kernel.py: a kernel that
+replaces `reference.get_inputs` (or anything else of the `reference` module it can import) changes nothing the judge
+calls."""
 import torch
 
 import judge_common as h
+import judge_timing
 
-reference = h.timed("import", lambda: h.load_module("reference.py", "reference"))
+inputs_module = h.timed("import", lambda: h.load_module("reference.py", "_judge_inputs", register=False))
+h.timed("import", lambda: h.load_module("reference.py", "reference"))     # for kernels that import it
 threads = h.python_threads()
 kernel = h.timed("import", lambda: h.load_module("kernel.py", "kernel"))
 if not isinstance(getattr(kernel, "ModelNew", None), type):
     h.fail("import", "kernel.py defines no class ModelNew")
-model = h.timed("init", lambda: h.make_model(kernel.ModelNew, reference, h.JOB["init_seed"]))
+model = h.timed("init", lambda: h.make_model(kernel.ModelNew, inputs_module, h.JOB["init_seed"]))
 
 
 def overlaps(a, b):
@@ -41,13 +46,17 @@ def check_call(inputs, outs, before, previous):
 
 def correctness():
     previous = []
-    for name, seed in h.JOB["sets"].items():
-        inputs = h.make_inputs(reference, seed)
+    for name, s in h.JOB["sets"].items():
+        inputs, _ = h.make_inputs(inputs_module, s["seed"], s.get("variant"))
         before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         outs = h.outputs_of(model(*inputs))
         h.synchronize()
         check_call(inputs, outs, before, previous)
-        h.save_outputs(name, outs)
+        meta, fds = h.hand_over(outs)
+        h.tell({"set": name, "outputs": meta}, fds)
+        answer, _ = h.hear()            # the evaluator stops this process if the outputs were wrong
+        if not answer.get("next"):
+            h._exit(0)
         previous = [(o, o.clone()) for o in outs]
 
 
@@ -62,27 +71,19 @@ def integrity():
 
 
 def timing():
-    inputs = h.device_inputs(reference, next(iter(h.JOB["sets"].values())))
-    forward = h.graph_forward(model, inputs)
-    h.RESULT["graph"] = forward is not None
-    if forward is None:
-        if h.CUDA and h.JOB["require_graph"]:
-            h.fail("benchmark", "forward could not be captured as a CUDA graph (%s): the judge times graph replays, so "
-                                "forward must launch its kernels on the current stream (at::cuda::getCurrentCUDAStream() "
-                                "in CUDA; Triton does) and must not synchronize with the host (.item(), .cpu(), "
-                                "printing tensors)" % h.RESULT.get("graph_error", "?"), "crash")
-        forward = lambda: model(*inputs)  # noqa: E731
-    h.tell({"ready": True})
-    go = h.hear()                      # only now: the seed the timed runs' inputs are made from
-    h.RESULT["times_ms"], h.RESULT["loop_seconds"] = h.run_timed(
-        forward, inputs, reference, go["seed"], h.JOB["warmup"], h.JOB["iters"], "timed")
-    integrity()
+    runs = judge_timing.Runs(model, inputs_module, next(iter(h.JOB["sets"].values()))["seed"], h.JOB["require_graph"])
+    runs.ready()
+    while True:
+        message, _ = h.hear()
+        if "run" not in message:
+            return
+        runs.step(message)
 
 
 with torch.no_grad():
     h.timed("run", correctness)
     integrity()
     h.timed("benchmark", timing)
-h.RESULT["ok"] = True
-h.RESULT["stage"] = "done"
-h.finish(done=True)
+integrity()
+h.tell({"finished": True, "seconds": dict(h.SECONDS)})
+h._exit(0)

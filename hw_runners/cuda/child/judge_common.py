@@ -1,40 +1,50 @@
-"""What both judge children share (see README.md): the job, the result, seeded inputs and models, outputs, the pipe
-to the evaluator, and the timing loop. The functions the judge relies on are bound here, before any candidate code
-is imported, so a candidate that replaces torch.cuda.synchronize or Event.elapsed_time changes nothing the judge
-calls, and `tampered()` names what it replaced."""
-import importlib.util
+"""What every judge child shares (see README.md): the job, the conversation with the evaluator, stages and
+failures, seeded models and inputs (with their hidden variants), and outputs handed over as sealed memory.
+
+Everything the judge calls is bound here, before any candidate code is imported: a candidate that replaces a function
+afterwards changes nothing the judge calls, and `tampered()` names what it replaced. Nothing here is trusted by the
+evaluator for the candidate, though: its outputs leave this process only as sealed memory (`hand_over`), which
+nothing can change once sent, and every step it reports is bounded by the evaluator's own clock."""
+import fcntl
 import json
+import mmap
 import os
+import socket
 import sys
 import threading
 import time
 import traceback
+import types
 
-import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 with open(sys.argv[1] if len(sys.argv) > 1 else "job.json") as _fh:
     JOB = json.load(_fh)
-RESULT = {"ok": False, "stage": "setup", "seconds": {}, "outputs": {}}
 DEVICE = JOB["device"]                       # "cuda" or "cpu" (the functional check mode: no GPU times)
 CUDA = DEVICE == "cuda"
+CHUNK = int(JOB.get("chunk_bytes", 1 << 30))  # the largest sealed piece of an output (under the file-size limit)
 # float32 means IEEE float32 in the reference: cuDNN's default lets convolutions use TF32 (10-bit mantissas), which
 # would make the reference itself less exact than the tolerance assumes; a kernel may still choose TF32 for itself
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-_perf_counter, _write, _np_save = time.perf_counter, os.write, np.save
-if CUDA:
-    _sync, _Event, _Graph = torch.cuda.synchronize, torch.cuda.Event, torch.cuda.CUDAGraph
-    _record, _elapsed, _ev_sync = torch.cuda.Event.record, torch.cuda.Event.elapsed_time, torch.cuda.Event.synchronize
-    _replay = torch.cuda.CUDAGraph.replay
+
+_perf_counter, _monotonic = time.perf_counter, time.monotonic
+_send_fds, _recv_fds, _dumps, _loads = socket.send_fds, socket.recv_fds, json.dumps, json.loads
+_memfd, _ftruncate, _close, _fcntl, _mmap = os.memfd_create, os.ftruncate, os.close, fcntl.fcntl, mmap.mmap
+_frombuffer, _manual_seed, _exit = torch.frombuffer, torch.manual_seed, os._exit
+SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL
+# the evaluator's socket (SOCK_SEQPACKET: one JSON message, with descriptors, each); none under a profiler
+WIRE = socket.socket(fileno=int(JOB["wire"])) if JOB.get("wire") is not None else None
+SECONDS = {}
 WATCHED = {"torch.cuda.synchronize": lambda: torch.cuda.synchronize, "torch.cuda.Event": lambda: torch.cuda.Event,
            "torch.cuda.Event.record": lambda: torch.cuda.Event.record,
            "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
            "torch.cuda.CUDAGraph.replay": lambda: torch.cuda.CUDAGraph.replay,
            "torch.Tensor.copy_": lambda: torch.Tensor.copy_, "torch.Tensor.clone": lambda: torch.Tensor.clone,
-           "torch.Tensor.cpu": lambda: torch.Tensor.cpu, "torch.Tensor.numpy": lambda: torch.Tensor.numpy,
-           "torch.manual_seed": lambda: torch.manual_seed, "numpy.save": lambda: np.save,
-           "time.perf_counter": lambda: time.perf_counter, "os.write": lambda: os.write, "json.dump": lambda: json.dump}
+           "torch.frombuffer": lambda: torch.frombuffer, "torch.manual_seed": lambda: torch.manual_seed,
+           "time.perf_counter": lambda: time.perf_counter, "socket.send_fds": lambda: socket.send_fds,
+           "os.memfd_create": lambda: os.memfd_create, "json.dumps": lambda: json.dumps}
 _SNAPSHOT = {name: get() for name, get in WATCHED.items()}
 
 
@@ -43,69 +53,118 @@ def tampered():
     return [name for name, get in WATCHED.items() if get() is not _SNAPSHOT[name]]
 
 
-def finish(done=False):
-    """Write the result, tell the evaluator (which stops this process the moment it hears "done": what is not
-    written by then does not count), and exit without atexit handlers or any other thread's last word."""
-    with open("result.json.tmp", "w") as fh:
-        json.dump(RESULT, fh)
-    os.replace("result.json.tmp", "result.json")
-    sys.stdout.flush()
-    if done:
-        tell({"done": True})
-    os._exit(0)
+# -- the conversation ----------------------------------------------------------------------------------------------
+def tell(message, fds=()):
+    """One message to the evaluator, with descriptors (closed here once sent: the evaluator holds its own)."""
+    if WIRE is not None:
+        _send_fds(WIRE, [_dumps(message).encode()], list(fds))
+    for fd in fds:
+        _close(fd)
+
+
+def hear():
+    """(message, descriptors) from the evaluator; exits quietly when it has hung up."""
+    if WIRE is None:
+        _exit(0)
+    data, fds, _, _ = _recv_fds(WIRE, 1 << 16, 64)
+    if not data:
+        _exit(0)
+    return _loads(data), list(fds)
 
 
 def fail(stage, what, kind=None):
-    RESULT["stage"] = stage
+    """Tell the evaluator why this stage failed, then exit."""
+    report = {"stage": stage, "kind": kind, "seconds": SECONDS}
     if isinstance(what, BaseException):
-        RESULT["error"] = "%s: %s" % (type(what).__name__, what)
-        RESULT["traceback"] = "".join(traceback.format_exception(type(what), what, what.__traceback__))[-6000:]
+        report["error"] = "%s: %s" % (type(what).__name__, what)
+        report["traceback"] = "".join(traceback.format_exception(type(what), what, what.__traceback__))[-6000:]
     else:
-        RESULT["error"] = str(what)
-    if kind:
-        RESULT["kind"] = kind
-    finish()
+        report["error"] = str(what)
+    try:
+        sys.stderr.write("judge: %s failed: %s\n" % (stage, report["error"]))
+        tell({"failed": report})
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _exit(1)
 
 
 def timed(stage, fn):
-    RESULT["stage"] = stage
     started = _perf_counter()
     try:
         return fn()
     except Exception as exc:
         fail(stage, exc)
     finally:
-        RESULT["seconds"][stage] = round(RESULT["seconds"].get(stage, 0) + _perf_counter() - started, 3)
+        SECONDS[stage] = round(SECONDS.get(stage, 0) + _perf_counter() - started, 3)
 
 
-def load_module(path, name):
-    spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+# -- the problem's code ---------------------------------------------------------------------------------------------
+def load_module(path, name, register=True):
+    """The file as a module; with register=False a private copy nothing else can import by name (the judge makes its
+    inputs with such a copy, so a kernel that edits the `reference` module changes nothing the judge calls)."""
+    module = types.ModuleType(name)
+    module.__file__ = os.path.abspath(path)
+    if register:
+        sys.modules[name] = module
+    with open(path) as fh:
+        exec(compile(fh.read(), module.__file__, "exec"), module.__dict__)
+    for key, value in (JOB.get("small") or {}).items():   # smaller sizes for the CPU check (problem.toml `small`)
+        if key in module.__dict__:
+            setattr(module, key, value)
     return module
-
-
-def to_device(value):
-    return value.to(DEVICE) if isinstance(value, torch.Tensor) else value
-
-
-def make_inputs(reference, seed):
-    """The forward's arguments for one seed: get_inputs() on the CPU under torch's seeded global generator (the same
-    values in every process), then moved to the device."""
-    torch.manual_seed(seed)
-    return [to_device(v) for v in reference.get_inputs()]
 
 
 def make_model(cls, reference, seed):
     """cls(*get_init_inputs()) with torch's generator seeded first, so Model and ModelNew that build the same layers in
     the same order get the same weights (KernelBench's convention)."""
-    torch.manual_seed(seed)
+    _manual_seed(seed)
     init = reference.get_init_inputs()
-    torch.manual_seed(seed)
+    _manual_seed(seed)
     return cls(*init).to(DEVICE)
 
 
+class SignedUniform(TorchFunctionMode):
+    """Inputs beyond get_inputs' own distribution: torch.rand and rand_like draw from [-1, 1) instead of [0, 1), so an
+    activation or a clamp meets negative inputs (a kernel that returns its input unchanged is no longer right)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.rand, torch.rand_like) and isinstance(out, torch.Tensor) and out.is_floating_point():
+            self.hits += 1
+            out = out.mul_(2).sub_(1)
+        return out
+
+
+VARIANTS = {"signed": SignedUniform}
+
+
+class _Same:
+    hits = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def make_inputs(reference, seed, variant=None, on_device=False):
+    """The forward's arguments for one seed (the same values in every process on this device): get_inputs() under
+    torch's seeded generators, on the CPU then moved to the device (input sets), or made on the device itself (timed
+    runs: fast). Returns (inputs, how many draws the variant changed)."""
+    _manual_seed(seed)
+    mode = VARIANTS[variant]() if variant else _Same()
+    with (torch.device(DEVICE) if on_device else _Same()), mode:
+        values = reference.get_inputs()
+    return [v.to(DEVICE) if isinstance(v, torch.Tensor) else v for v in values], mode.hits
+
+
+# -- outputs --------------------------------------------------------------------------------------------------------
 def outputs_of(result):
     outs = result if isinstance(result, (tuple, list)) else (result,)
     for o in outs:
@@ -114,113 +173,40 @@ def outputs_of(result):
     return list(outs)
 
 
-def save_outputs(prefix, outs):
-    """Each output as <prefix>_<i>.npy in float32 (the evaluator compares them), with its shape and dtype."""
-    meta = []
-    for i, o in enumerate(outs):
-        array = o.detach().to("cpu", torch.float32).numpy()
-        _np_save("%s_%d.npy" % (prefix, i), array)
-        meta.append({"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")})
-    RESULT["outputs"][prefix] = meta
+def describe(outs):
+    return [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")} for o in outs]
 
 
-def tell(message):
-    """One JSON line to the evaluator, which notes when it arrives on its own clock."""
-    fd = JOB.get("to_parent")
-    if fd is not None:
-        _write(fd, (json.dumps(message) + "\n").encode())
+def _flat_bytes(tensor):
+    t = tensor.detach().contiguous().reshape(-1)
+    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
 
 
-def hear():
-    """One JSON line from the evaluator."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(JOB["from_parent"], 4096)
-        if not chunk:
-            raise EOFError("the evaluator closed the pipe")
-        data += chunk
-    return json.loads(data)
+def hand_over(outs):
+    """Each output's bytes copied into sealed memory files (memfd, at most CHUNK bytes each): once sealed, nobody, this
+    process included, can change them, so what the evaluator receives is what forward returned by then.
+    Returns (each output's shape, dtype, size and pieces; the descriptors, in order)."""
+    meta, fds = describe(outs), []
+    for o, m in zip(outs, meta):
+        flat = _flat_bytes(o)
+        m["nbytes"], m["chunks"] = int(flat.numel()), 0
+        for start in range(0, m["nbytes"], CHUNK):
+            n = min(CHUNK, m["nbytes"] - start)
+            fd = _memfd("output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            _ftruncate(fd, n)
+            with _mmap(fd, n) as mm:
+                dst = _frombuffer(mm, dtype=torch.uint8, count=n)
+                dst.copy_(flat[start:start + n])
+                del dst
+            _fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+            fds.append(fd)
+            m["chunks"] += 1
+    return meta, fds
 
 
 def synchronize():
     if CUDA:
-        _sync()
-
-
-def device_inputs(reference, seed):
-    """The forward's arguments for one timed run: get_inputs() run with the device as the default device and torch's
-    generators seeded, so the tensors are made on the device (fast) and equal in every process on this device."""
-    torch.manual_seed(seed)
-    with torch.device(DEVICE):
-        return [to_device(v) for v in reference.get_inputs()]
-
-
-def save_raw(path, tensor):
-    """A tensor's values in its own dtype (bf16 as its 16-bit patterns: numpy has no bfloat16)."""
-    t = tensor.detach().to("cpu")
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    _np_save(path, t.numpy())
-
-
-def run_timed(forward, inputs, reference, seed, warmup, iters, prefix):
-    """`warmup` + `iters` runs of `forward`, each on new inputs: before run i, inputs made from seed + i are copied
-    into `inputs` (what forward reads; a captured graph's buffers), the L2 cache is evicted by writing a buffer twice
-    its size, and the device synchronized. On a GPU each run is bracketed by CUDA events and ended by a device-wide
-    synchronization (work on any stream is counted); on the CPU by perf_counter. Each timed run's outputs are then
-    saved (prefix<k>_<o>.npy) for the evaluator to check against the reference's. Returns (each run's time in ms,
-    warm-up runs first; the wall time of the whole loop on this process's clock)."""
-    flush = torch.empty(JOB["l2_flush_bytes"] // 4, dtype=torch.int32, device=DEVICE) if CUDA else None
-    times, meta = [], []
-    began = _perf_counter()
-    for i in range(warmup + iters):
-        for dst, src in zip(inputs, device_inputs(reference, seed + i)):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
-        if CUDA:
-            flush.zero_()
-            _sync()
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _record(start)
-            outs = forward()
-            _sync()                 # every stream's work is done before the end event is recorded
-            _record(end)
-            _ev_sync(end)
-            times.append(_elapsed(start, end))
-        else:
-            started = _perf_counter()
-            outs = forward()
-            times.append((_perf_counter() - started) * 1e3)
-        if i >= warmup:
-            outs = outputs_of(outs)
-            for o, out in enumerate(outs):
-                save_raw("%s%d_%d.npy" % (prefix, i - warmup, o), out)
-            meta = [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")} for o in outs]
-    RESULT["outputs"][prefix] = meta
-    return times, _perf_counter() - began
-
-
-def graph_forward(model, inputs):
-    """The model's forward captured as a CUDA graph (torch.cuda.graph; warmed up on a side stream first, as its docs
-    require): replays run exactly the captured GPU work and no Python of the candidate. None when it cannot be
-    captured (a host synchronization, a CPU tensor, ...): the runs are then eager, with the reason kept."""
-    if not CUDA:
-        return None
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                model(*inputs)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = _Graph()
-        with torch.cuda.graph(graph):
-            captured = model(*inputs)
-        _sync()
-    except Exception as exc:
-        RESULT["graph_error"] = ("%s: %s" % (type(exc).__name__, exc))[:400]
-        return None
-    return lambda: (_replay(graph), captured)[1]
+        torch.cuda.synchronize()
 
 
 def python_threads():
