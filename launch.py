@@ -63,45 +63,6 @@ FileTargetOpt = Annotated[Optional[str], typer.Option("--target", "-t", help="Ha
                                                       show_default="gemmini-sim, or the problem file's")]
 
 
-@app.command()
-def problems(target: FileTargetOpt = None, problems_dir: ProblemsDirOpt = None,
-             as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False) -> None:
-    """List the problems of a target (parametric names are accepted too: the line under the table says
-    which), or with --problems-dir those its problem files define, each checked."""
-    from autocomp_zmq.agents.problemsource import ProblemSourceError, declared, load, read_definition
-    if problems_dir is not None:
-        from autocomp_zmq.hw_runners.problemfile import DefinitionError, scan
-        try:
-            rows = []
-            for name in scan(problems_dir):
-                definition = read_definition(None, problems_dir, name)
-                file_target = declared(definition)[1]
-                if target not in (None, file_target):
-                    continue
-                rows.append(load(_target(file_target), name, None, definition))
-        except (DefinitionError, ProblemSourceError) as exc:
-            _fail(str(exc))
-        title, patterns = f"problems in {problems_dir}", []
-    else:
-        target = target or "gemmini-sim"
-        tgt = _target(target)
-        rows, title, patterns = tgt.problems(), f"{target} problems", tgt.name_patterns()
-    if as_json:
-        for p in rows:
-            print(json.dumps({"name": p.name, "target": p.target, "family": p.family, "dims": p.dims,
-                              "tags": list(p.tags), "kernels": {k: str(v) for k, v in p.kernels.items()}}))
-        return
-    table = Table(title=title)
-    for col in ("name", "target", "family", "sizes", "tags"):
-        table.add_column(col)
-    for p in rows:
-        table.add_row(p.name, p.target, p.family, " ".join(f"{k}={v}" for k, v in p.dims.items()), ",".join(p.tags))
-    console.print(table)
-    if patterns:
-        console.print(f"Also any other size by name: {', '.join(patterns)}. Your own kernel: --problem-file "
-                      "FILE.toml (README: Optimizing your own kernel).", markup=False, highlight=False)
-
-
 @app.command("eval")
 def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-' for stdin, or "
                                                         "builtin:ROLE (gemmini-sim: naive, baseline, tuned, "
@@ -388,7 +349,9 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
 
 
 from autocomp_zmq.agents.inspect_cli import register as _register_inspect  # noqa: E402
+from autocomp_zmq.agents.problems_cli import register as _register_problems  # noqa: E402
 from autocomp_zmq.cluster.cli import register as _register_cluster  # noqa: E402
+_register_problems(app, console, err, _fail, _target)   # problems (listing, checking, importing KernelBench)
 _register_inspect(app, console, err)
 _register_cluster(app, console, _fail, with_config_options)   # secret, workers
 

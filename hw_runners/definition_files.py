@@ -1,9 +1,16 @@
 """A problem definition as files: reading a user's problem file and the files it names (kernel, reference)
 into the wire ProblemDefinition, finding the problem files of a --problems-dir, and writing a definition out
-on this host so that its reference imports. hw_runners/problemfile.py parses what is read."""
+on this host so that its reference imports. hw_runners/problemfile.py parses what is read.
+
+A named file may be anywhere on disk: next to the problem file (`ref.py`, `sub/ref.py`), elsewhere relative to
+it (`../ref.py`) or absolute (`/data/KernelBench/level1/19_ReLU.py`). What is read travels under a stored
+name, a path inside the definition (relative(): the name itself when it stays inside the problem file's
+folder, else `_outside/<hash of the name>/<file name>`), which both the reading side and the parsing side
+derive from the name as written, so materialize never writes outside its own directory."""
 from __future__ import annotations
 
 import atexit
+import hashlib
 import shutil
 import tempfile
 import tomllib
@@ -14,6 +21,8 @@ from autocomp_zmq.protocols.jobs import DEFINITION_BYTES, ProblemDefinition
 
 FILE_BYTES = 64 * 1024            # each file of a definition (the wire's Text limit)
 NAME_CHARS = 200                  # each file's name (the wire's Name limit)
+PATH_CHARS = 4096                 # a named file's path as the problem file writes it (PATH_MAX)
+OUTSIDE = "_outside"              # where files from outside the problem file's folder are stored
 
 
 class DefinitionError(ValueError):
@@ -33,8 +42,8 @@ def read(path: Path) -> ProblemDefinition:
         named = meta.get(key)
         if named is None:
             continue
-        rel = relative(named, path.name, key)
-        files[rel] = _read_text(path.parent / rel, path.name, key)
+        stored = relative(named, path.name, key)
+        files[stored] = _read_text(path.parent / named, path.name, key)   # an absolute name replaces the folder
     if sum(len(t.encode()) for t in files.values()) > DEFINITION_BYTES:
         raise DefinitionError(f"{path.name}: the problem file and the files it names exceed "
                               f"{DEFINITION_BYTES // 1024} KiB together")
@@ -57,12 +66,22 @@ def _read_text(path: Path, file: str, key: str) -> str:
 
 
 def relative(named: Any, file: str, key: str) -> str:
-    """A file name the problem file gives, checked: inside the problem file's directory, short enough."""
+    """The stored name of a file the problem file names (see the module's docstring), checked: a path to a
+    file, short enough; the same name whichever side (reader, parser) asks."""
     p = PurePosixPath(named) if isinstance(named, str) else None
-    if p is None or not named or p.is_absolute() or ".." in p.parts or "\\" in named or len(named) > NAME_CHARS:
-        raise DefinitionError(f"{file}: {key}: must be a file name relative to the problem file, inside its "
-                              f"directory, not {named!r}")
-    return str(p)
+    if (p is None or not named or "\\" in named or "\0" in named or len(named) > PATH_CHARS
+            or p.name in ("", ".", "..")):
+        raise DefinitionError(f"{file}: {key}: must be the path of a file (relative to the problem file, or "
+                              f"absolute), not {named!r}")
+    if not p.is_absolute() and ".." not in p.parts and len(str(p)) <= NAME_CHARS:
+        return str(p)
+    digest = hashlib.sha256(named.encode()).hexdigest()[:16]
+    stored = f"{OUTSIDE}/{digest}/{p.name}"
+    if len(stored) > NAME_CHARS:
+        raise DefinitionError(f"{file}: {key}: the file name {p.name[:40]}... is too long (at most "
+                              f"{NAME_CHARS - len(OUTSIDE) - 18} characters for a file outside the problem file's "
+                              "folder)")
+    return stored
 
 
 def toml_of(text: str, file: str) -> dict:

@@ -46,11 +46,16 @@ def test_a_problem_file_becomes_a_problem(problem_file):
     assert (p.name, p.family, p.dims) == ("my-softmax", "own:my-softmax", {"B": 64, "D": 512})
     assert p.semantics.flops == 5 * 64 * 512 and p.semantics.bytes == 8 * 64 * 512 and p.semantics.atol == 1e-3
     assert "class Model" in p.description and "ModelNew" in p.kernel_source("naive")
+    assert p.kernel_source("start") == p.kernel_source("naive") and p.semantics.small == {}
 
 
 @pytest.mark.parametrize("edit, words", [
     (lambda t: t.replace('dtype = "float32"', 'dtype = "int7"'), "my-softmax.toml: dtype: 'int7' is not one of"),
-    (lambda t: t.replace('flops = "5 * B * D"\n', ''), "my-softmax.toml: flops: missing"),
+    (lambda t: t.replace('flops = "5 * B * D"\n', 'counted = ["flops"]\n'),
+     "my-softmax.toml: counted: must list which of the given flops and bytes were counted"),
+    (lambda t: t + "small = {B = 8, E = 4}\n",
+     "my-softmax.toml: small.E: not a module-level integer constant of my_ref.py"),
+    (lambda t: t.replace('kernel = "my_kernel.py"\n', ''), "my-softmax.toml: kernel: missing"),
     (lambda t: t.replace('"5 * B * D"', '"5 * B * E"'), "my-softmax.toml: flops: '5 * B * E' is not a formula"),
     (lambda t: t + "signature = 'x'\n", "my-softmax.toml: signature: not a field of a cuda problem file"),
 ])

@@ -168,9 +168,15 @@ def test_unreadable_files_are_named(tmp_path):
     path.write_text("name = \n")
     with pytest.raises(DefinitionError, match="^my.toml: not valid TOML"):
         read(path)
-    path.write_text(toml(edited(GEMM, reference="../ref.py")))
-    with pytest.raises(DefinitionError, match="^my.toml: reference: must be a file name relative to the problem file"):
+    path.write_text(toml(edited(GEMM, reference="../ref.py")))        # outside the folder: read if it is there
+    with pytest.raises(DefinitionError, match=r"^my.toml: reference: cannot read .*ref.py: No such file"):
         read(path)
+    (tmp_path.parent / "ref.py").write_text("def reference(A, B):\n    return A @ B\n")
+    try:
+        stored = [name for name in read(path).files if name.endswith("ref.py")]
+        assert len(stored) == 1 and stored[0].startswith("_outside/"), stored
+    finally:
+        (tmp_path.parent / "ref.py").unlink()
     with pytest.raises(DefinitionError, match="^nope.toml: cannot read"):
         read(tmp_path / "nope.toml")
 
