@@ -51,7 +51,7 @@ def plan(spec, opts) -> Plan:
         sets[f"hidden-{variant}"] = {"seed": draw(), "variant": variant}
     job = {"device": opts.device, "init_seed": draw(), "sets": sets, "require_graph": opts.require_graph,
            "chunk_bytes": opts.chunk_bytes, "atol": spec.atol, "rtol": spec.rtol,
-           "small": dict(getattr(spec, "small", None) or {}) if opts.device == "cpu" else {}}
+           "l2_flush_bytes": int(opts.l2_flush_bytes or 256 << 20)}
     return Plan(job, [draw() for _ in range(opts.warmup + opts.iters)], opts.warmup, opts.iters)
 
 
@@ -83,6 +83,8 @@ class Evaluation:
     def __init__(self, spec, opts, make_child: Callable[[Path], Child], work: Path, code: str) -> None:
         self.spec, self.opts, self.make_child, self.work, self.code = spec, opts, make_child, work, code
         self.plan = plan(spec, opts)
+        # the CPU check runs the problem at its `small` sizes, written into the reference's source
+        self.reference_source = spec.reference_source(small=opts.device == "cpu")
         self.worst = 0.0
         self.reference: Conversation | None = None
         self.candidate: Conversation | None = None
@@ -90,7 +92,7 @@ class Evaluation:
     # -- the children -------------------------------------------------------------------------------------------
     def start_reference(self) -> dict:
         """Start the reference child and have it compute the input sets. Returns what it said."""
-        ref = self.reference = start(self.make_child(self.work / "reference"), self.spec.reference,
+        ref = self.reference = start(self.make_child(self.work / "reference"), self.reference_source,
                                      "reference_run.py", self.plan.job)
         sets, _ = ref.expect("sets")
         ready, _ = ref.expect("ready")
@@ -102,7 +104,7 @@ class Evaluation:
     def run_candidate(self, used: dict) -> dict:
         """Start the candidate child, take it through the input sets, then through the timed runs, each right after the
         reference's same run (Wrong, Failed or Hangup when it does not get through)."""
-        cand = self.candidate = start(self.make_child(self.work / "candidate"), self.spec.reference,
+        cand = self.candidate = start(self.make_child(self.work / "candidate"), self.reference_source,
                                       "candidate_run.py", {**self.plan.job, "sets": used}, {"kernel.py": self.code})
         for name, s in used.items():
             message, fds = cand.expect("set")

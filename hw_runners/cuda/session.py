@@ -193,14 +193,15 @@ class Failed(Exception):
                                   **common)
 
 
-def start(child: Child, reference: Path, script: str, job: dict, files: dict[str, str] | None = None) -> Conversation:
-    """Install the judge's scripts, the problem's reference and `files` into the child's directory and start `script`
-    sandboxed, with its end of a new socket as descriptor WIRE_FD."""
+def start(child: Child, reference: str, script: str, job: dict, files: dict[str, str] | None = None) -> Conversation:
+    """Install the judge's scripts, the problem's reference (its source, at the sizes this evaluation runs) and
+    `files` into the child's directory and start `script` sandboxed, with its end of a new socket as descriptor
+    WIRE_FD."""
     child.dir.mkdir(parents=True, exist_ok=True)
     (child.dir / "tmp").mkdir(exist_ok=True)
     for name in (*SCRIPTS, script):
         shutil.copyfile(CHILD / name, child.dir / name)
-    shutil.copyfile(reference, child.dir / "reference.py")
+    (child.dir / "reference.py").write_text(reference)
     for name, text in (files or {}).items():
         (child.dir / name).write_text(text)
     (child.dir / "job.json").write_text(json.dumps({**job, "wire": WIRE_FD}))
@@ -214,7 +215,7 @@ def start(child: Child, reference: Path, script: str, job: dict, files: dict[str
     return Conversation(child, proc, ours)
 
 
-def run_profile(child: Child, reference: Path, job: dict) -> dict:
+def run_profile(child: Child, job: dict) -> dict:
     """Nsight Compute's metrics of one forward of the candidate (ncu.py) run in the candidate's own directory (its
     compiled extensions and Triton cache are reused), or {"ncu_error": why not}."""
     from autocomp_zmq.hw_runners.cuda import ncu

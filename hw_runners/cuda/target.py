@@ -162,7 +162,7 @@ class Cuda(Target):
              "window_us": metrics.statistics([r.window_ms for r in cand["runs"]])["median_us"],
              "graph_error": cand["ready"].get("graph_error"), "io_bytes": io, "clock_checks": checks}
         if opts.profile and opts.device == "cuda":      # the candidate's directory: its builds are reused
-            m.update(run_profile(ev.candidate.child, spec.reference, ev.plan.job))
+            m.update(run_profile(ev.candidate.child, ev.plan.job))
         return EvalResult(correct=True, latency=stats["median_us"], utilization=perf.get("flops_fraction"),
                           roofline_fraction=perf.get("roofline_fraction"), bound=perf.get("bound"), feedback=m,
                           feedback_text=metrics.feedback_text(m), **common)

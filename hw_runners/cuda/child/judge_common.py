@@ -109,9 +109,6 @@ def load_module(path, name, register=True):
         sys.modules[name] = module
     with open(path) as fh:
         exec(compile(fh.read(), module.__file__, "exec"), module.__dict__)
-    for key, value in (JOB.get("small") or {}).items():   # smaller sizes for the CPU check (problem.toml `small`)
-        if key in module.__dict__:
-            setattr(module, key, value)
     return module
 
 
