@@ -130,12 +130,14 @@ static void enter_root(const char *no_proc) {
 }
 
 static void confine(int net, int fs, int force_landlock, const struct fsview *view, int pidns) {
-  int flags = (net ? CLONE_NEWNET : 0) | (fs && !force_landlock ? CLONE_NEWNS : 0);
+  /* with the network goes System V IPC: shared memory, semaphores and message queues keyed by number would
+   * otherwise be a channel between sandboxes running as the same user */
+  int flags = (net ? CLONE_NEWNET | CLONE_NEWIPC : 0) | (fs && !force_landlock ? CLONE_NEWNS : 0);
   int mode = geteuid() == 0 ? 0 : 1;   /* for the status: directly or through a user namespace */
   int entered = flags && enter_namespaces(flags);
   if (!entered && net && (flags & CLONE_NEWNS)) {   /* the network alone, then Landlock for files */
-    entered = enter_namespaces(CLONE_NEWNET) ? 2 : 0;
-    flags = CLONE_NEWNET;
+    entered = enter_namespaces(CLONE_NEWNET | CLONE_NEWIPC) ? 2 : 0;
+    flags = CLONE_NEWNET | CLONE_NEWIPC;
   }
   if (net) fprintf(status, entered ? (mode ? "net isolated-userns\n" : "net isolated\n") : "net shared (%s)\n",
                    strerror(errno));

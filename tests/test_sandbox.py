@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import signal
 import tempfile
 import time
@@ -77,6 +78,21 @@ def test_network_is_isolated(workdir):
         pytest.skip(f"network namespaces unavailable here: {r.notes}")
     interfaces = {line.split(":")[0].strip() for line in out(workdir).splitlines()[2:]}
     assert interfaces == {"lo"}
+
+
+@pytest.mark.skipif(not shutil.which("ipcmk") or not shutil.which("ipcs"), reason="util-linux's ipcmk/ipcs missing")
+def test_system_v_ipc_is_not_shared_with_the_host_or_other_sandboxes(workdir):
+    """A shared-memory segment made on the host (or in another sandbox) is not there for a sandboxed program."""
+    made = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True, check=True).stdout
+    shmid = made.split(":")[-1].strip()
+    try:
+        r = run_sh(workdir, "ipcs -m")
+        assert r.ok, out(workdir, "stderr.txt")
+        if not any(n.startswith("net isolated") for n in r.notes):
+            pytest.skip(f"namespaces unavailable here: {r.notes}")
+        assert shmid not in out(workdir)
+    finally:
+        subprocess.run(["ipcrm", "-m", shmid], check=False)
 
 
 def test_stdin_is_empty_and_resource_limits_are_set(workdir):
