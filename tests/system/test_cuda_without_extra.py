@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 PLUGIN = "tests.without_cuda_extra"
 NEEDS = re.compile(r"PyTorch|Triton|nvcc is not installed")   # why a test may skip here
 # tests that need PyTorch or Triton (judge runs, Triton's interpreter), as junit names them: each must skip
-NEED_TORCH = ("tests.cuda.test_judge_cpu", "tests.cuda.test_on_gpu",
+NEED_TORCH = ("tests.cuda.test_judge_cpu", "tests.cuda.test_judge_attacks", "tests.cuda.test_on_gpu",
               "tests.cuda.test_heuristic.test_every_schedule_one_change_from_the_start_renders_a_correct_kernel[",
               "tests.cuda.test_heuristic.test_seeded_walks_through_the_mutations_render_correct_kernels[",
               "tests.cuda.test_heuristic.test_the_cuda_target_judges_the_agents_kernels_correct_on_the_cpu",
