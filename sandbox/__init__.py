@@ -113,6 +113,9 @@ class Outcome:
             return f"timed out after {limits.wall_s:g} s (wall-clock limit); it may loop forever or sleep"
         if self.signal == signal.SIGKILL:
             # ru_maxrss cannot tell: it includes the pages of the Python process that forked us
+            if not limits.mem_bytes:        # no address-space limit (the cuda target's): the machine's memory
+                return (f"killed (SIGKILL): the CPU time limit of {limits.cpu_s} s was exceeded, or the machine ran "
+                        "out of memory (the kernel's OOM killer)")
             return (f"killed (SIGKILL): the CPU time limit of {limits.cpu_s} s or the memory limit of "
                     f"{limits.mem_bytes >> 20} MiB was exceeded")
         if self.signal == signal.SIGSYS:

@@ -331,6 +331,10 @@ def test_missing_program_is_reported(workdir):
      "killed (SIGKILL): the CPU time limit of 60 s or the memory limit of 512 MiB was exceeded"),
     (Outcome(None, signal.SIGKILL, False, 1.0), Limits(cpu_s=3),
      "killed (SIGKILL): the CPU time limit of 3 s or the memory limit of 4096 MiB was exceeded"),
+    # no memory limit (the cuda target's children: CUDA reserves far more address space than it uses)
+    (Outcome(None, signal.SIGKILL, False, 1.0), Limits(cpu_s=3, mem_bytes=0),
+     "killed (SIGKILL): the CPU time limit of 3 s was exceeded, or the machine ran out of memory (the kernel's OOM "
+     "killer)"),
     (Outcome(None, signal.SIGSYS, False, 1.0), Limits(),
      "killed by SIGSYS: it made a forbidden system call (e.g. to create a thread or process)"),
     (Outcome(None, signal.SIGXCPU, False, 1.0), Limits(cpu_s=3), "CPU time limit of 3 s exceeded"),

@@ -158,7 +158,9 @@ def judge(spec, opts, make_child: Callable[[Path], Child], work: Path, code: str
         try:
             ref = ev.start_reference()
         except (Hangup, Failed) as exc:
-            why = exc.report.get("error") if isinstance(exc, Failed) else f"it {exc}: {ev.reference.stderr[-1500:]}"
+            ref = ev.reference
+            why = exc.report.get("error") if isinstance(exc, Failed) else \
+                f"it {ref.wait(1.0).describe(ref.child.limits)}: {ref.stderr[-1500:]}"
             return EvalResult.failure("setup", f"the reference of problem {spec.name} failed: {why}",
                                       latency_unit="us")
         dropped = ref["sets"].get("dropped") or {}
@@ -174,8 +176,11 @@ def judge(spec, opts, make_child: Callable[[Path], Child], work: Path, code: str
         except Hangup as exc:
             ev.candidate.wait(1.0)          # a child that hung up because it is ending: let it end, then say how
             if not ev.reference.alive():
-                return EvalResult.failure("setup", f"the reference child ended while comparing ({exc}): "
-                                          f"{ev.reference.stderr[-1500:]}", latency_unit="us")
+                ref = ev.reference
+                how = ref.stop().describe(ref.child.limits)
+                return EvalResult.failure("setup", f"the reference of problem {spec.name} {how} during the evaluation"
+                                          + (f":\n{ref.stderr[-1500:]}" if ref.stderr.strip() else ""),
+                                          latency_unit="us")
             return ev.candidate.ended(str(exc), ev.common())
         ev.candidate.stop()
         return verdict(ev, ref, {**cand, "used": used, "dropped": dropped})
