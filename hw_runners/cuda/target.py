@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,6 +126,10 @@ class Cuda(Target):
         work = Path(tempfile.mkdtemp(prefix="cuda-", dir=self.options.work_root))
         try:
             result = self._evaluate_in(work, spec, code, claim)
+        except Exception as exc:            # the judge's own fault, never the kernel's: an evaluation, not a crash
+            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-3000:]
+            result = EvalResult.failure("setup", f"the cuda judge failed ({type(exc).__name__}: {exc}); this is a "
+                                        f"fault of the judge, not of the kernel:\n{trace}", latency_unit="us")
         finally:
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)

@@ -47,6 +47,9 @@ def cuda_cpu(problems_root):  # noqa: F811
                                         prelude="import threading, time\nthreading.Thread(target=time.sleep, "
                                                 "args=(600,), name='helper', daemon=True).start()\n"),
      "policy", "left threads running (helper)"),
+    ("leaves a process running", softmax("return torch.softmax(x, 1)",
+                                         prelude="import subprocess\nHELPER = subprocess.Popen(['sleep', '600'])\n"),
+     "policy", "left 1 process(es) running"),
 ])
 def test_ways_of_fooling_the_judge_are_turned_down(cuda_cpu, name, code, kind, words):
     r = judge(cuda_cpu, code)

@@ -2,7 +2,7 @@
 build ModelNew, run it on every input set, handing each set's outputs over as sealed memory for the evaluator to have
 them compared with the reference's, and checking as it goes that it leaves its inputs unchanged, returns no input (or
 view of one), and does not hand back the same output buffer on the next call; then that the judge's functions are
-untouched and no thread of the candidate's is left running; then the timed runs (judge_timing.py), whose inputs it
+untouched and no thread or process of the candidate's is left running; then the timed runs (judge_timing.py), whose inputs it
 learns one run at a time, when the evaluator opens the run.
 
 The inputs are made with a private copy of the problem's reference module, loaded before kernel.py: a kernel that
@@ -15,7 +15,7 @@ import judge_timing
 
 inputs_module = h.timed("import", lambda: h.load_module("reference.py", "_judge_inputs", register=False))
 h.timed("import", lambda: h.load_module("reference.py", "reference"))     # for kernels that import it
-threads = h.python_threads()
+threads, processes = h.python_threads(), h.other_processes()
 kernel = h.timed("import", lambda: h.load_module("kernel.py", "kernel"))
 if not isinstance(getattr(kernel, "ModelNew", None), type):
     h.fail("import", "kernel.py defines no class ModelNew")
@@ -67,6 +67,11 @@ def integrity():
     started = sorted(set(h.python_threads()) - set(threads))
     if started:
         h.fail("run", "kernel.py left threads running (%s): a kernel does its work in forward" % ", ".join(started),
+               "policy")
+    now = h.other_processes()
+    spawned = sorted(set(now) - set(processes)) if now is not None and processes is not None else []
+    if spawned:
+        h.fail("run", "kernel.py left %d process(es) running: a kernel does its work in forward" % len(spawned),
                "policy")
 
 

@@ -208,3 +208,12 @@ def synchronize():
 
 def python_threads():
     return sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+
+
+def other_processes():
+    """The other processes this one can see (the sandbox gives it a /proc of its own PID namespace: those it
+    started), or None where it has no /proc."""
+    try:
+        return sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid())
+    except OSError:
+        return None
