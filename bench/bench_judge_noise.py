@@ -31,7 +31,7 @@ from autocomp_zmq.hw_runners.cuda import environment  # noqa: E402
 from autocomp_zmq.hw_runners.cuda.gpu import host_gpus  # noqa: E402
 from autocomp_zmq.hw_runners.cuda.problems import load_specs  # noqa: E402
 
-CHECKS = ("gen", "flush", "handover", "unexplained")
+CHECKS = ("gen", "flush", "handover", "outside")
 
 
 def reference_as_kernel(target, name: str) -> str:

@@ -53,7 +53,7 @@ return out""")
              init="self.cache = None"), "input set public1"),
     (softmax("return torch.softmax(x, 1)", prelude="import torch\ntorch.cuda.synchronize = lambda *a: None\n"),
      "replaced functions the judge relies on"),
-    (FORGER, "the rest of each run's window took"),
+    (FORGER, "each run's window outside the timed kernel took"),
     (GET_INPUTS_ATTACK, "wrong result"),
     # forward's work done on the device as torch.randn makes each run's inputs, outside the timed events
     (softmax("return KEPT.pop().clone() if KEPT else torch.softmax(x, 1)", prelude=(

@@ -24,6 +24,7 @@ with open(sys.argv[1] if len(sys.argv) > 1 else "job.json") as _fh:
 DEVICE = JOB["device"]                       # "cuda" or "cpu" (the functional check mode: no GPU times)
 CUDA = DEVICE == "cuda"
 CHUNK = int(JOB.get("chunk_bytes", 1 << 30))  # the largest sealed piece of an output (under the file-size limit)
+MAX_PIECES = 250                              # descriptors in one message (the kernel allows 253)
 # float32 means IEEE float32 in the reference: cuDNN's default lets convolutions use TF32 (10-bit mantissas), which
 # would make the reference itself less exact than the tolerance assumes; a kernel may still choose TF32 for itself
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -66,7 +67,7 @@ def hear():
     """(message, descriptors) from the evaluator; exits quietly when it has hung up."""
     if WIRE is None:
         _exit(0)
-    data, fds, _, _ = _recv_fds(WIRE, 1 << 16, 64)
+    data, fds, _, _ = _recv_fds(WIRE, 1 << 16, MAX_PIECES)
     if not data:
         _exit(0)
     return _loads(data), list(fds)
@@ -198,6 +199,11 @@ def hand_over(outs):
             _fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
             fds.append(fd)
             m["chunks"] += 1
+            if len(fds) > MAX_PIECES:
+                for fd in fds:
+                    _close(fd)
+                raise ValueError("the outputs need more than %d pieces of %d bytes (target option chunk_bytes)"
+                                 % (MAX_PIECES, CHUNK))
     return meta, fds
 
 
