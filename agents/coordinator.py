@@ -3,10 +3,12 @@
 One event loop around the ROUTER socket: agents join and leave, results come
 in, leases expire. Every job goes to an agent of the right role (and model,
 for LLM roles) that has credit left; it carries a lease and an attempt
-number. A dead agent or an expired lease puts the job back in the queue for
-another agent, up to max_attempts; a late or duplicate result is acknowledged
-and counted once. Results are committed to the run store before they are
-acknowledged.
+number. A dead agent or an expired lease puts the job back in the queue, up to
+max_attempts, for an agent that has not lost it yet when there is one, else for
+any live agent that can serve it (an agent that rejoins is a new incarnation):
+no job waits for an agent that cannot come. A late result of a job still queued
+is accepted, once; a duplicate is acknowledged and counted. Results are
+committed to the run store before they are acknowledged.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Callable
 
 import structlog
 
-from autocomp_zmq.agents.failures import FailureTally, reason_of
+from autocomp_zmq.agents.failures import FailureTally, is_noop, reason_of
 from autocomp_zmq.agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
 from autocomp_zmq.agents.runstore import RunStore
 from autocomp_zmq.agents.spending import CostPolicy, Spending
@@ -46,6 +48,7 @@ class InFlight:
     attempt: int
     deadline: float
     started: float
+    late: bool = False        # answered after it was lost, while queued again
 
 
 @dataclass
@@ -77,7 +80,7 @@ class Coordinator(Spending):
         self.progress_every_s = progress_every_s
         self.queues: dict[str, deque[Job]] = {role: deque() for role in DISPATCH_ORDER}
         self.attempts: dict[str, int] = {}
-        self.avoid: dict[str, set[bytes]] = {}   # job id -> agents that already lost it
+        self.avoid: dict[str, set[int]] = {}     # job id -> incarnations of the agents that already lost it
         self.in_flight: dict[str, InFlight] = {}
         self.stats = Stats(started=clock())
         self.failures = FailureTally()            # failed jobs and incorrect candidates, by reason
@@ -92,6 +95,7 @@ class Coordinator(Spending):
         self.cap_reached = False
         self._blocked = 0.0                       # worst case of the job the cap held back
         self._worst: dict[str, float] = {}        # job id -> worst-case cost of its model calls
+        self._placeholders: set[tuple[str, int]] = set()   # (job, attempt) lost and counted at its worst case
         self._last_tick = clock()
         self._next_progress = 0.0
 
@@ -151,19 +155,25 @@ class Coordinator(Spending):
 
     def _on_result(self, peer: Peer, body: control.Result) -> None:
         job_id = body.job_id
-        flight = self.in_flight.get(job_id)
+        flight = self.in_flight.get(job_id) or self._late(peer, body)
         peer.in_flight.discard(job_id)
         if flight is None:
-            self.stats.duplicates += 1     # late, duplicate or already-settled: ack, count nothing
+            self.stats.duplicates += 1     # duplicate or already settled: ack, count nothing
             self.router.send(peer, control.Ack(job_id=job_id))
             return
         ok, result, error = self._decode(peer, flight.job, body)
         if flight.peer is not peer:
             flight.peer.in_flight.discard(job_id)
-        del self.in_flight[job_id]
+        self.in_flight.pop(job_id, None)
         self.reserved.pop(job_id, None)
         with self.store.tx():
-            self.store.end_attempt(job_id, body.attempt, "ok" if ok else "failed")
+            earlier = body.attempt != flight.attempt     # an attempt lost before the one in flight answered
+            if earlier:
+                self.store.end_attempt(job_id, flight.attempt, f"not needed: attempt {body.attempt} answered")
+            self.store.end_attempt(job_id, body.attempt, ("ok" if ok else "failed")
+                                   + (" (answered after it was lost)" if flight.late or earlier else ""))
+            if result is not None and (job_id, body.attempt) in self._placeholders:
+                self._unplace(job_id, body.attempt)     # the calls it reports replace their worst case
             for call in result.calls if result is not None else ():
                 self._charge(job_id, ROLE_OF_KIND[flight.job.kind], call)
                 # the texts are kept once, with the call; the job's stored result (for resume) needs only counts
@@ -174,10 +184,25 @@ class Coordinator(Spending):
         if not ok:
             self.stats.failed[flight.job.kind] = self.stats.failed.get(flight.job.kind, 0) + 1
             self.failures.add(flight.job.kind, flight.job.model, reason_of(error, flight.job.model))
-            log.info("job_failed", kind=flight.job.kind, job=job_id, model=flight.job.model,
-                     error=(error or "")[:300])
+            if not is_noop(error):         # a proposal of nothing is the search at work, not a failure
+                log.info("job_failed", kind=flight.job.kind, job=job_id, model=flight.job.model,
+                         error=(error or "")[:300])
         elif flight.job.kind == "eval" and not result.correct:
             self.failures.add("eval", None, str(result.error_kind or "incorrect"))
+
+    def _late(self, peer: Peer, body: control.Result) -> InFlight | None:
+        """A job lost by an agent (declared dead, or its lease expired) and queued again, answered by that agent
+        after all: taken out of the queue and settled by this answer, as if it were in flight."""
+        job_id = body.job_id
+        kind = ROLE_OF_KIND.get(body.kind)
+        queue = self.queues.get(kind) if kind else None
+        job = next((j for j in queue if j.id == job_id), None) if queue else None
+        if job is None:
+            return None
+        queue.remove(job)
+        log.info("late_result_accepted", kind=job.kind, job=job_id, agent=peer.describe(), attempt=body.attempt)
+        now = self.clock()
+        return InFlight(job, peer, body.attempt, now, now, late=True)
 
     # -- leases -------------------------------------------------------------------
     def _expire_leases(self, now: float) -> None:
@@ -211,11 +236,12 @@ class Coordinator(Spending):
         if flight is None:
             return
         self.store.end_attempt(job_id, flight.attempt, f"lost: {why}")
-        self.avoid.setdefault(job_id, set()).add(flight.peer.identity)
+        self.avoid.setdefault(job_id, set()).add(flight.peer.incarnation)
         lost = self.reserved.pop(job_id, 0.0)
         if lost:   # the lost call may well have been billed: count it at its worst case, visibly
+            self._placeholders.add((job_id, flight.attempt))
             self._charge(job_id, ROLE_OF_KIND[flight.job.kind],
-                         ModelCall(model=flight.job.model or "?", cost=lost, outcome="lost: counted at its worst case"),
+                         ModelCall(model=flight.job.model or "?", cost=lost, outcome=self._lost_outcome(flight.attempt)),
                          priced=False)
         if self.attempts[job_id] >= self.leases.max_attempts:
             self.stats.lost += 1
@@ -294,21 +320,24 @@ class Coordinator(Spending):
             self.stats.dispatched += 1
         queue.extendleft(reversed(skipped))
 
+    @staticmethod
+    def _can_serve(peer: Peer, job: Job) -> bool:
+        if peer.role == "evaluator":
+            return peer.target == job.payload.problem.target
+        return job.model is None or job.model in peer.models
+
     def _pick_agent(self, job: Job, peers: list[Peer]) -> Peer | None:
-        role = ROLE_OF_KIND[job.kind]
-        target = job.payload.problem.target
+        """The free agent with the most credit that can serve the job, one that has not lost it (died with it or
+        outlasted its lease) when any live agent has not: then the job waits for that one. When every live agent
+        that can serve it has lost it once, it goes to one of them again (max_attempts bounds that) rather than
+        wait for an agent that may never come."""
         avoid = self.avoid.get(job.id, ())
-        best = None
-        for peer in peers:
-            if peer.identity in avoid:   # it lost this job once (died or let the lease expire): never again
-                continue
-            if role == "evaluator" and peer.target != target:
-                continue
-            if role != "evaluator" and job.model is not None and job.model not in peer.models:
-                continue
-            if best is None or peer.credit > best.credit:
-                best = peer
-        return best
+        able = [p for p in peers if self._can_serve(p, job)]
+        fresh = [p for p in able if p.incarnation not in avoid]
+        if not fresh and avoid and any(p.incarnation not in avoid and self._can_serve(p, job)
+                                       for p in self.router.alive(ROLE_OF_KIND[job.kind])):
+            return None
+        return max(fresh or able, key=lambda p: p.credit, default=None)
 
     def _warn_unserved(self) -> None:
         """Name (once) every role/model that queued jobs have needed, with no agent offering it, for
@@ -318,17 +347,22 @@ class Coordinator(Spending):
         if now < self._next_warn_check:
             return
         self._next_warn_check = now + 1.0
-        needed = {(role, j.model if j.kind != "eval" else None) for role, q in self.queues.items() for j in q}
-        offered = {(p.role, m) for p in self.router.alive() for m in [None, *p.models]}
-        unserved = needed - offered
+        alive = self.router.alive()
+        unserved = {(role, j.model if j.kind != "eval" else j.payload.problem.target)
+                    for role, q in self.queues.items() for j in q
+                    if not any(p.role == role and self._can_serve(p, j) for p in alive)}
         self._unserved_since = {k: self._unserved_since.get(k, now) for k in unserved}
-        for (role, model), since in self._unserved_since.items():
-            key = f"{role}:{model}"
+        for (role, need), since in self._unserved_since.items():
+            key = f"{role}:{need}"
             if now - since >= self.leases.unserved_warn_s and key not in self._warned:
                 self._warned.add(key)
-                log.warning("no_agent_for_job", role=role, model=model, waiting_s=round(now - since),
-                            note="start one with `launch.py worker --role ...`" if model is None else
-                            "start a worker that serves this model (`launch.py worker --role ... --model ...`)")
+                if role == "evaluator":
+                    log.warning("no_agent_for_job", role=role, target=need, waiting_s=round(now - since),
+                                note=f"start one with `launch.py worker --role evaluator --target {need}`")
+                else:
+                    log.warning("no_agent_for_job", role=role, model=need, waiting_s=round(now - since),
+                                note="start one with `launch.py worker --role ...`" if need is None else
+                                "start a worker that serves this model (`launch.py worker --role ... --model ...`)")
 
     def _account(self, now: float) -> None:
         dt = now - self._last_tick

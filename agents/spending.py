@@ -53,6 +53,18 @@ class Spending:
         key = (call.model, role)
         self.spent_by[key] = self.spent_by.get(key, 0.0) + call.cost
 
+    @staticmethod
+    def _lost_outcome(attempt: int) -> str:
+        return f"lost: counted at its worst case (attempt {attempt})"
+
+    def _unplace(self, job_id: str, attempt: int) -> None:
+        """A lost attempt answered after all: the worst case it was counted at leaves the record and the total;
+        the calls its answer reports are charged instead."""
+        self._placeholders.discard((job_id, attempt))
+        for model, role, cost in self.store.drop_model_calls(job_id, self._lost_outcome(attempt)):
+            self.spent -= cost
+            self.spent_by[(model, role)] = self.spent_by.get((model, role), 0.0) - cost
+
     def _worst_case(self, job: Job) -> float:
         """The most this job's model calls can cost (0 for a model without a known price: a run with
         --max-cost does not start with one). Computed once per job: a job the cap holds back is asked again

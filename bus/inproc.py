@@ -99,6 +99,21 @@ class InProcTransport:
         self._pending.append(Event("joined", peer))
         return identity
 
+    def rejoin(self, identity: bytes) -> None:
+        """The agent says HELLO again under its identity (it was declared dead, or reconnected): a new
+        incarnation, as the Router makes one; the old one is reported dead first if it was not yet."""
+        old = self.peers[identity]
+        if old.state != "dead":
+            old.state = "dead"
+            self._pending.append(Event("dead", old))
+        self._frozen.discard(identity)
+        self._killed.discard(identity)
+        now = self.clock()
+        peer = Peer(identity, old.sender, old.role, old.impl, list(old.models), old.target, old.capacity, old.host,
+                    old.pid, now, now, address=old.address)
+        self.peers[identity] = peer
+        self._pending.append(Event("joined", peer))
+
     def reply(self, identity: bytes, body: Control) -> None:
         """The agent sends a message (a Result, usually); the next poll() delivers it."""
         peer = self.peers[identity]

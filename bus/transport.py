@@ -5,6 +5,7 @@ embedding. Peer and Event live here, shared by both (bus.router re-exports
 them)."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -31,6 +32,9 @@ class Peer:
     state: str = "alive"          # alive | suspect | dead
     in_flight: set[str] = field(default_factory=set)
     address: str = "unknown"      # the remote IP its connection came from (logs: who joined, who went)
+    # this HELLO's number, unique in the process: an agent that rejoins under its old identity is a new
+    # incarnation (what the old one lost is not held against it)
+    incarnation: int = field(default_factory=itertools.count(1).__next__)
 
     @property
     def credit(self) -> int:

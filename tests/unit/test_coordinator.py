@@ -161,7 +161,7 @@ def test_a_dead_agents_jobs_go_to_another_agent_never_back(tmp_path):
     rig.step()
     [again] = rig.t.jobs_for(b)
     assert again.job_id == job.job_id and again.attempt == 2
-    assert rig.coord.stats.requeued == 1 and rig.coord.avoid[job.job_id] == {a}
+    assert rig.coord.stats.requeued == 1 and rig.coord.avoid[job.job_id] == {rig.t.peers[a].incarnation}
     assert rig.store.count("attempts") == 2
 
 
@@ -192,7 +192,7 @@ def test_an_expired_evaluation_lease_is_a_timeout_verdict_and_the_hung_evaluator
     assert [b.job_id for b in rig.t.messages_for(slow, MessageType.ACK)] == [job.job_id]
 
 
-def test_an_expired_model_lease_requeues_and_the_slow_agent_is_avoided(tmp_path):
+def test_an_expired_model_lease_requeues_and_the_slow_agent_is_avoided_while_another_can_serve(tmp_path):
     rig = Rig(tmp_path)
     ev = rig.t.join("evaluator", target="t", capacity=1)
     rig.step()
@@ -201,14 +201,93 @@ def test_an_expired_model_lease_requeues_and_the_slow_agent_is_avoided(tmp_path)
     rig.step(3)
     jobs = rig.t.jobs_for(slow)
     assert jobs and all(j.kind == "plan" for j in jobs)
-    rig.clock.advance(5.1)                                      # past the 5 s lease
-    rig.step(3)
-    assert rig.coord.stats.requeued == len(jobs) and rig.t.jobs_for(slow) == []     # not given back to it
     other = rig.t.join("planner", models=["synthetic"], capacity=4)
+    rig.clock.advance(5.1)                                      # past the 5 s lease
     rig.step()
+    assert rig.coord.stats.requeued == len(jobs) and rig.t.jobs_for(slow) == []     # not given back to it
     again = rig.t.jobs_for(other)
-    assert sorted(j.job_id for j in again) == sorted(j.job_id for j in jobs)
-    assert {j.attempt for j in again} == {2}
+    assert sorted(j.job_id for j in again) == sorted(j.job_id for j in jobs) and {j.attempt for j in again} == {2}
+
+
+def test_a_job_every_live_agent_lost_goes_back_to_one_of_them(tmp_path):
+    """The only planner outlived a plan's lease: the job is not left for a planner that may never come;
+    it goes back to that planner (attempt 2), max_attempts bounding the retries."""
+    rig = Rig(tmp_path)
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    rig.t.reply(ev, result(rig.t.jobs_for(ev)[0]))
+    slow = rig.t.join("planner", models=["synthetic"], capacity=4)
+    rig.step(3)
+    jobs = rig.t.jobs_for(slow)
+    rig.clock.advance(5.1)
+    rig.step()
+    again = rig.t.jobs_for(slow)
+    assert sorted(j.job_id for j in again) == sorted(j.job_id for j in jobs) and {j.attempt for j in again} == {2}
+
+
+def test_a_job_lost_by_the_only_agent_of_its_role_goes_back_to_it_when_it_rejoins(tmp_path):
+    """One evaluator, paused past dead_s (SIGSTOP, a cut link): declared dead, its job requeued. It comes
+    back under its old identity as a new incarnation and gets the job again: nothing is stranded."""
+    rig = Rig(tmp_path, leases=LeasePolicy())
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.freeze(a)
+    rig.clock.advance(rig.t.timing.dead_s + 1)
+    rig.step()
+    assert rig.coord.stats.requeued == 1 and rig.coord.queued == 1
+    rig.t.rejoin(a)
+    rig.step()
+    [again] = rig.t.jobs_for(a)
+    assert again.job_id == job.job_id and again.attempt == 2
+    rig.t.reply(a, result(again))
+    rig.step()
+    assert rig.search.evals_done == 1 and rig.store.finished_job(job.job_id)[0]
+
+
+def test_a_late_result_of_a_requeued_job_is_accepted_once(tmp_path):
+    """The paused evaluator finishes the job it was declared dead with and re-sends the result as it
+    rejoins: the job is still queued, so that result settles it (not dropped as a duplicate, not run again)."""
+    rig = Rig(tmp_path, leases=LeasePolicy())
+    a = rig.t.join("evaluator", target="t", capacity=1)
+    rig.step()
+    [job] = rig.t.jobs_for(a)
+    rig.t.freeze(a)
+    rig.clock.advance(rig.t.timing.dead_s + 1)
+    rig.step()
+    assert rig.coord.queued == 1
+    rig.t.rejoin(a)
+    rig.t.reply(a, result(job))                                 # attempt 1's answer, re-sent after the HELLO
+    rig.step()
+    assert rig.search.evals_done == 1 and rig.coord.stats.duplicates == 0
+    assert job.job_id not in [j.job_id for j in rig.t.jobs_for(a)]  # not run a second time
+    assert rig.store.finished_job(job.job_id)[0]
+    rig.t.reply(a, result(job))                                 # and once only
+    rig.step()
+    assert rig.coord.stats.duplicates == 1 and rig.search.evals_done == 1
+
+
+def test_a_late_answer_replaces_the_worst_case_its_lost_attempt_was_counted_at(tmp_path):
+    book = PriceBook({LLM: Price(input=0.0, output=10.0)})
+    cfg = BeamConfig(iterations=1, beam=1, plans=1, codes=1, seed=2, plan_models=(LLM,), code_models=(LLM,))
+    rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(5.0, *cost_functions(book, max_tokens=4000)),
+              leases=LeasePolicy())
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    planner = rig.t.join("planner", models=[LLM], capacity=1)
+    rig.step()
+    rig.t.reply(ev, result(rig.t.jobs_for(ev)[0]))
+    rig.step()
+    [plan] = rig.t.jobs_for(planner)
+    rig.t.freeze(planner)
+    rig.clock.advance(rig.t.timing.dead_s + 1)
+    rig.step()
+    assert rig.coord.spent == pytest.approx(0.06)              # lost: counted at its worst case
+    rig.t.rejoin(planner)
+    paid = msgspec.structs.replace(answer(plan), calls=[ModelCall(model=LLM, tokens_out=1000)])
+    rig.t.reply(planner, result(plan, paid))
+    rig.step()
+    assert rig.coord.spent == pytest.approx(0.01) == rig.store.total_cost()
+    assert rig.store.count("model_calls") == 1 and rig.store.count("model_calls", "outcome LIKE 'lost%'") == 0
 
 
 def test_a_frozen_agent_turns_dead_by_the_clock_and_loses_its_jobs(tmp_path):
@@ -384,3 +463,16 @@ def test_no_agent_warning_only_after_jobs_lacked_one_for_the_whole_grace(tmp_pat
             rig.step()
         warned = [e for e in logs if e["event"] == "no_agent_for_job"]
         assert [(e["role"], e["model"]) for e in warned] == [("planner", LLM)] and warned[0]["waiting_s"] >= 30
+
+
+def test_evaluations_no_live_evaluator_can_serve_are_named_with_the_worker_to_start(tmp_path):
+    from structlog.testing import capture_logs
+    rig = Rig(tmp_path)
+    rig.t.join("evaluator", target="other-target", capacity=2)        # alive, but for another target
+    with capture_logs() as logs:
+        for _ in range(32):
+            rig.clock.advance(1.0)
+            rig.step()
+    warned = [e for e in logs if e["event"] == "no_agent_for_job"]
+    assert [(e["role"], e["target"]) for e in warned] == [("evaluator", "t")]
+    assert "--role evaluator --target t" in warned[0]["note"]
