@@ -50,7 +50,6 @@ class Dealer:
         self.hello = hello
         name = f"{hello.role}-{hello.host}-{hello.pid}-{next(_ids)}"
         self.codec = Codec(Signer(key), name)
-        self.identity = f"{name}-{self.codec.incarnation:x}".encode()
         self.jobs: queue.Queue[Message | None] = queue.Queue()
         self.connected = threading.Event()
         self.finished = threading.Event()          # coordinator said DISCONNECT
@@ -158,16 +157,16 @@ class Dealer:
             self.gave_up = (f"gave up on {self.connect_to} after {self.refused} refused handshakes in a row: {why}")
         elif why is None and now - self._reached >= self.timing.unreachable_s:
             self.gave_up = (f"gave up on {self.connect_to}: no coordinator answered for "
-                            f"{now - self._reached:.0f} s (its run may have ended; --unreachable-s sets how long "
-                            f"a worker waits)")
+                            f"{now - self._reached:.0f} s (" + (f"{watch.dropped}; " if watch.dropped else "") +
+                            "its run may have ended; --unreachable-s sets how long a worker waits)")
         if self.gave_up:             # said once, by whoever runs the agent (agents/worker.py GaveUp)
             self.last_problem = self.gave_up
             return
         if self.failed_handshakes < self.timing.warn_after_failed_handshakes and why is None:
             return
-        silence = ("something listens there but did not finish the ZeroMQ handshake (a busy or stopped "
-                   "coordinator?)" if watch.connected else "nothing answers there (no coordinator yet, or its run "
-                   "has ended)")
+        silence = watch.dropped or ("something listens there but did not finish the ZeroMQ handshake (a busy or "
+                                    "stopped coordinator?)" if watch.connected else "nothing answers there (no "
+                                    "coordinator yet, or its run has ended)")
         self.last_problem = f"no welcome from {self.connect_to} after {self.failed_handshakes} attempts: {why or silence}"
         if now - self._last_warned >= self.timing.warn_interval_s:
             self._last_warned = now
@@ -175,7 +174,6 @@ class Dealer:
 
     def _socket(self) -> tuple[zmq.Socket, LinkWatch]:
         sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self.identity)
         sock.setsockopt(zmq.LINGER, 500)        # flush a final RESULT/DISCONNECT on close (set before connecting)
         sock.setsockopt(zmq.IMMEDIATE, 1)       # queue nothing for a peer that is not connected
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)

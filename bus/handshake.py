@@ -71,11 +71,16 @@ class ConnectionWatch(threading.Thread):
         super().__init__(name="bus-handshakes", daemon=True)
         self.sock, self.rejects, self.curve = sock, rejects, curve
         # MONITOR_STOPPED: disable_monitor() then tells this thread to end
-        self.monitor = _monitor(sock, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | FAILED | zmq.EVENT_MONITOR_STOPPED)
+        self.monitor = _monitor(sock, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | FAILED | zmq.EVENT_MONITOR_STOPPED
+                                | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self.start()
 
     def run(self) -> None:
         addresses: dict[int, str] = {}     # descriptor -> peer address, of the connections still open
+        # connections whose handshake has not ended yet, oldest first. A handshake's end names no descriptor: it is
+        # taken as the oldest's (connections handshake in the order they came, nearly always), so that one that
+        # closes before its handshake ended, with no reason given (random bytes, a port probe), is counted too
+        handshaking: dict[int, None] = {}
         refused: tuple[str, str] | None = None
         try:
             while True:
@@ -85,15 +90,22 @@ class ConnectionWatch(threading.Thread):
                     continue
                 if event == zmq.EVENT_ACCEPTED:
                     addresses[value] = _peer_of(value)
+                    handshaking[value] = None
+                elif event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_HANDSHAKE_FAILED_AUTH):
+                    handshaking.pop(next(iter(handshaking), None), None)   # the gate reports its own refusals
                 elif event & FAILED:       # libzmq reports the connection's end (its descriptor) right after
                     detail = f"ZMTP error 0x{value:x}" if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL else \
                         f"the peer closed the connection during the handshake ({os.strerror(value)})"
                     refused = (server_reason(event, value, self.curve), detail)
                 elif event == zmq.EVENT_DISCONNECTED:
                     address = addresses.pop(value, "unknown")
+                    unfinished = handshaking.pop(value, ...) is None
                     if refused:
                         self.rejects.add(refused[0], address, refused[1])
                         refused = None
+                    elif unfinished:
+                        self.rejects.add("handshake_failed", address, "the connection closed before its ZeroMQ "
+                                         "handshake ended (not a ZeroMQ peer: random bytes, a port probe?)")
                 elif event == zmq.EVENT_MONITOR_STOPPED:
                     return
         except zmq.ZMQError:               # the context is terminating
@@ -120,6 +132,10 @@ class LinkWatch:
         self.connected = False        # a TCP connection was made: something listens there
         self.handshaken = False       # the coordinator's gate admitted this agent
         self.refusal: str | None = None
+        # the other end accepted the connection and closed it without a reason: a coordinator's libzmq refusing a
+        # CURVE key, or a forwarder (ssh -L) with no coordinator behind it yet. Not a refusal: a worker waits
+        # --unreachable-s for it (saying what it may be), as for a coordinator not there yet
+        self.dropped: str | None = None
 
     def read(self) -> str | None:
         """Take the events that arrived; why the coordinator's end refused this attempt, once known."""
@@ -138,10 +154,11 @@ class LinkWatch:
             elif event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
                 self.refusal = f"the ZeroMQ handshake failed (ZMTP error 0x{value:x}): another version?"
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and self.connected:
-                self.refusal = ("the coordinator closed the connection during the handshake: a wrong "
-                                "--curve-server-key?" if self.curve else
-                                "the other end closed the connection during the handshake: not an autocomp "
-                                "coordinator?")
+                self.dropped = ("the other end closed the connection during the handshake: a wrong "
+                                "--curve-server-key, or a forwarder with no coordinator behind it yet" if self.curve else
+                                "the other end closed the connection during the handshake: a coordinator that uses "
+                                "CURVE (give --curve-server-key RUN_DIR/curve/server.key), a forwarder with no "
+                                "coordinator behind it yet, or not an autocomp coordinator")
         return self.refusal
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from autocomp_zmq.protocols.control import Control, Disconnect, Error, Heartbeat
 from autocomp_zmq.protocols.envelope import MAX_FRAME_BYTES, MAX_FRAMES, MAX_MESSAGE_BYTES, MessageType, ProtocolError
 
 log = structlog.get_logger("bus.router")
+OVERSIZE_READ = 2
 
 
 class Router:
@@ -38,11 +39,15 @@ class Router:
         self.run_id = run_id
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # unroutable sends raise instead of vanishing
-        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a reconnecting agent takes over its identity
+        # No ROUTER_HANDOVER: a connection never takes over another's routing id. Agents set none (libzmq gives each
+        # connection a fresh one); an agent is known by the signed HELLO on its connection, and a HELLO of the same
+        # sender on a new connection (a reconnect) supersedes the old one. A replayed stream's HELLO is refused as
+        # replayed, so it binds nothing, and a peer that claims a live connection's routing id is refused by libzmq.
         # bounded linger: queued messages get a chance to leave on close, exit never hangs
         self.sock.setsockopt(zmq.LINGER, 500)
-        # per frame, checked before libzmq allocates it: a frame bigger than any legitimate one drops the link
-        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        # per frame, checked before libzmq allocates it: a frame far bigger than any legitimate one drops the link
+        # (unseen: libzmq says nothing of it); one up to OVERSIZE_READ times the limit is read, refused and counted
+        self.sock.setsockopt(zmq.MAXMSGSIZE, OVERSIZE_READ * MAX_FRAME_BYTES)
         self.sock.setsockopt(zmq.SNDHWM, 100_000)
         self.sock.setsockopt(zmq.RCVHWM, 100_000)
         self.sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
@@ -62,6 +67,7 @@ class Router:
             raise
         self.codec = Codec(Signer(key), f"coordinator:{run_id}")
         self.peers: dict[bytes, Peer] = {}
+        self._connection_of: dict[str, bytes] = {}     # sender -> the routing id its latest HELLO came on
         self._next_heartbeat = 0.0
 
     @property
@@ -95,9 +101,12 @@ class Router:
         now = time.monotonic()
         if msg.type is MessageType.HELLO:
             b = msg.body
-            old = self.peers.get(identity)
-            if old and old.state != "dead":
-                events.append(Event("dead", old))  # same identity re-introduced itself: its jobs are lost
+            for before in {identity, self._connection_of.get(msg.sender)}:
+                old = self.peers.get(before) if before else None
+                if old and old.state != "dead":    # it introduced itself again (a reconnect): what it held is lost
+                    old.state = "dead"
+                    events.append(Event("dead", old))
+            self._connection_of[msg.sender] = identity
             peer = Peer(identity, msg.sender, b.role, b.impl, list(b.models), b.target, b.capacity, b.host, b.pid,
                         now, now, address=address)
             self.peers[identity] = peer

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import secrets
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -394,3 +396,152 @@ def test_worker_process_gives_up_when_no_coordinator_answers(tmp_path):
         assert time.monotonic() - started < 30
     finally:
         kill_tree(proc.pid)
+
+
+def test_a_forwarder_that_accepts_then_closes_is_waited_for_not_taken_for_a_refusal():
+    """A worker started before its coordinator, through a forwarder (ssh -L) that accepts each connection and
+    closes it while nothing is behind it. Before, each close counted as a refused handshake and the worker gave
+    up after --max-refused (15 s); now it waits --unreachable-s, saying what the closes may mean."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def accept_and_close() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+    threading.Thread(target=accept_and_close, daemon=True).start()
+    timing = BusTiming(heartbeat_s=0.05, reconnect_min_s=0.05, reconnect_max_s=0.1, handshake_timeout_s=0.3,
+                       warn_after_failed_handshakes=2, max_refused=2, unreachable_s=600)
+    dealer = Dealer(f"tcp://127.0.0.1:{port}", secrets.token_bytes(32), HELLO, timing).start()
+    try:
+        wait_for(lambda: dealer.failed_handshakes >= 6, timeout=60, what="six closed handshakes")
+        assert dealer.gave_up is None and dealer.refused == 0
+        assert "a forwarder with no coordinator behind it yet" in dealer.last_problem
+        assert "give --curve-server-key" in dealer.last_problem
+    finally:
+        dealer.close()
+        listener.close()
+
+
+class Recorder:
+    """A TCP forwarder that keeps every byte the client sent: an eavesdropper's capture of a worker's stream
+    (without --curve the link is not encrypted)."""
+
+    def __init__(self, to_port: int) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port, self.to_port, self.sent = self.server.getsockname()[1], to_port, bytearray()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        near, _ = self.server.accept()
+        far = socket.create_connection(("127.0.0.1", self.to_port))
+        threading.Thread(target=self._pipe, args=(near, far, True), daemon=True).start()
+        self._pipe(far, near, False)
+
+    def _pipe(self, a: socket.socket, b: socket.socket, record: bool) -> None:
+        try:
+            while data := a.recv(65536):
+                if record:
+                    self.sent += data
+                b.sendall(data)
+        except OSError:
+            pass
+
+
+def zmtp_capture(stream: bytes) -> tuple[bytes, list[list[bytes]]]:
+    """From a captured ZMTP 3 stream (client side): the routing id its handshake announced (b"" if none) and the
+    messages it sent, frame by frame."""
+    pos, identity, messages, frames = 64, b"", [], []       # past the greeting
+    while pos < len(stream):
+        flags = stream[pos]
+        size, pos = (struct.unpack(">Q", stream[pos + 1:pos + 9])[0], pos + 9) if flags & 2 else (stream[pos + 1], pos + 2)
+        body, pos = stream[pos:pos + size], pos + size
+        if flags & 4:                                         # a command: its metadata may name an Identity
+            found = re.search(rb"\x08Identity(....)", body, re.S)
+            if found:
+                start = found.end()
+                identity = body[start:start + struct.unpack(">I", found.group(1))[0]]
+            continue
+        frames.append(body)
+        if not flags & 1:
+            messages.append(frames)
+            frames = []
+    return identity, messages
+
+
+def test_a_replayed_worker_stream_cannot_take_over_the_workers_connection():
+    """Before, an eavesdropper (no --curve: the link is clear text) replayed a worker's captured messages over a
+    connection that announced the worker's routing id (with ROUTER_HANDOVER, it took the worker's place): the
+    attacker received the worker's jobs and heartbeats, the worker was declared dead and its jobs requeued. Now
+    agents announce no routing id; the replayed HELLO is refused as replayed and binds nothing."""
+    key = secrets.token_bytes(32)
+    router = Router(["tcp://127.0.0.1:*"], key, "takeover", FAST)
+    recorder = Recorder(int(router.endpoints[0].rsplit(":", 1)[1]))
+    worker = Dealer(f"tcp://127.0.0.1:{recorder.port}", key, HELLO, FAST).start()
+    attacker = zmq.Context.instance().socket(zmq.DEALER)
+    attacker.setsockopt(zmq.LINGER, 0)
+    try:
+        peer = wait_for(polled(router, lambda: next((p for p in router.peers.values() if p.state == "alive"), None)),
+                        timeout=30, what="the worker to join")
+        wait_for(polled(router, lambda: len(zmtp_capture(bytes(recorder.sent))[1]) >= 3), timeout=10,
+                 what="a captured stream")
+        identity, messages = zmtp_capture(bytes(recorder.sent))
+        from autocomp_zmq.bus.gate import authenticate_client
+        authenticate_client(attacker, key, None)              # the PLAIN password, captured in clear
+        if identity:
+            attacker.setsockopt(zmq.IDENTITY, identity)
+        attacker.connect(router.endpoints[0])
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            router.poll(0.02)
+        for frames in messages:
+            attacker.send_multipart(frames)
+        received = []
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            router.poll(0.02)
+            while attacker.poll(0):
+                received.append(attacker.recv_multipart())
+        assert router.rejected.get("replayed", 0) >= 1
+        assert received == []                                 # nothing of the worker's reaches the attacker
+        assert peer.state == "alive" and [p for p in router.peers.values() if p.state == "alive"] == [peer]
+        router.send(peer, Job(job_id="j1", kind="eval", attempt=1, lease_s=5.0, payload=msgspec.Raw(encode({}))))
+        got = wait_for(polled(router, lambda: worker.next_job(timeout=0.01)), timeout=10, what="the worker's job")
+        assert got.body.job_id == "j1"
+    finally:
+        attacker.close()
+        worker.close()
+        router.close()
+
+
+def test_random_bytes_and_an_oversized_body_are_counted_with_the_peers_address():
+    """Before, neither was counted nor logged: libzmq closed the connection of 1 MiB of random bytes before any
+    handshake event, and dropped a 9 MiB body (over ZMQ_MAXMSGSIZE) without a word."""
+    key = secrets.token_bytes(32)
+    router = Router(["tcp://127.0.0.1:*"], key, "counted", LOUD)
+    port = int(router.endpoints[0].rsplit(":", 1)[1])
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            with socket.create_connection(("127.0.0.1", port)) as raw:
+                try:
+                    raw.sendall(random.Random(3).randbytes(1 << 20))
+                except OSError:
+                    pass                                  # the coordinator's end closes it
+                wait_for(polled(router, lambda: router.rejected.get("handshake_failed", 0) >= 1), timeout=20,
+                         what="the random bytes counted")
+            from autocomp_zmq.bus.gate import authenticate_client
+            authenticate_client(dealer, key, None)        # it knows the secret
+            dealer.connect(router.endpoints[0])
+            dealer.send_multipart([PROTOCOL, b"s" * 32, b"h", os.urandom(9 * MiB)])
+            wait_for(polled(router, lambda: router.rejected.get("oversized", 0) >= 1), timeout=20,
+                     what="the 9 MiB body counted")
+        for reason in ("handshake_failed", "oversized"):
+            assert [e for e in refusal_lines(logs, reason) if e["peer"] == "127.0.0.1"], (reason, logs)
+    finally:
+        dealer.close()
+        router.close()
