@@ -199,7 +199,7 @@ class CandidateIndex:
             if c.plan_job:
                 self.led_to.setdefault(c.plan_job, []).append(c.id)
         for job_id, kind, payload, result in store.answered_code_jobs(self.db):
-            request, answer = _json(payload), _json(result)
+            request, answer = store.expand_request(self.db, payload), _json(result)
             code = answer.get("code")
             if not isinstance(code, str):
                 continue

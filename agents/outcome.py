@@ -12,6 +12,7 @@ from autocomp_zmq.agents.policy import SearchPolicy
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.rundir import fallback_dir, rescue_store, write_atomic
 from autocomp_zmq.agents.runstore import RunStore, model_job_outcomes
+from autocomp_zmq.agents.runstore import failed_jobs as failed_job_rows
 
 
 def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir: Path, interrupted: bool) -> dict:
@@ -24,7 +25,9 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
                "replayed_results": s.replayed_results, "requeued_jobs": coord.stats.requeued,
                "lost_jobs": coord.stats.lost, "duplicate_results": coord.stats.duplicates,
                "failed_jobs": failed_jobs(coord), "failures": coord.failures.as_dict(),
-               "noop_proposals": sum(coord.failures.noops.values()), "duration_s": duration_s(coord),
+               # from the store: a resumed run counts its earlier sessions' too, as `show` does
+               "noop_proposals": sum(is_noop(error) for _, error in failed_job_rows(coord.store.db)),
+               "duration_s": duration_s(coord),
                "cost_usd": round(coord.spent, 6), "cost_by_model": cost_by_model(coord.spent_by),
                "latency_unit": s.latency_unit, "isa": cfg.task.isa}
     if s.baseline and s.best:
@@ -123,5 +126,8 @@ def save_results(run_dir: Path, store: RunStore, summary: dict, best_code: str |
         store.set_meta("summary", summary)
         rescue_store(store.db, rescue / "run.db")
     finally:
-        store.close()
+        try:
+            store.checkpoint()      # run.db alone then holds the whole run (a copy of it is complete)
+        finally:
+            store.close()
     return summary

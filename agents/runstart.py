@@ -9,7 +9,7 @@ from autocomp_zmq.agents import reuse
 from autocomp_zmq.agents.console import make_console
 from autocomp_zmq.agents.policy import eval_job
 from autocomp_zmq.agents.runconfig import RunConfig
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, damage_of
 from autocomp_zmq.hw_runners.base import DescriptorError, IsaProfile, Target
 from autocomp_zmq.hw_runners.pack import menu_entries
 from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
@@ -52,8 +52,13 @@ def no_offline_moves(planners, problem: Problem) -> str:
 
 
 def open_store(run_dir: Path, what: str) -> RunStore:
-    if not (run_dir / "run.db").is_file():
+    path = run_dir / "run.db"
+    if not path.is_file():
         raise RunError(f"{what} {run_dir}: not a run directory (no run.db)")
+    damage = damage_of(path)
+    if damage:
+        raise RunError(f"{what} {run_dir}: its store {path} is damaged ({damage}); nothing was written to it. "
+                       f"`show {run_dir}` reads what it still can; restore run.db from a copy, or start a new run")
     try:
         store = RunStore(run_dir / "run.db")
         store.meta("config")

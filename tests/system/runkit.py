@@ -86,6 +86,16 @@ def query(run_dir: Path, sql: str, *args):
         db.close()
 
 
+def stored(run_dir: Path, job_id: str, column: str = "result"):
+    """A job's request (column "payload") or answer as data, whole (the store keeps large members apart)."""
+    from autocomp_zmq.agents.runstore import expand
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        return expand(db, db.execute(f"SELECT {column} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+    finally:
+        db.close()
+
+
 def endpoint_of(run_dir: Path, timeout: float = 60) -> str:
     """The endpoint a run actually bound (e.g. with --bind tcp://127.0.0.1:*), once it has recorded it."""
     rows = wait_for(lambda: query(run_dir, "SELECT value FROM meta WHERE key = 'endpoint'"), timeout=timeout,

@@ -3,6 +3,7 @@ non-zero exit, nothing half-made left behind, nothing stored lost) and resume ke
 from __future__ import annotations
 
 import json
+import random
 import re
 import signal
 import sqlite3
@@ -39,6 +40,9 @@ def test_unreachable_model_server_fails_before_anything_starts(tmp_path):
     assert code == 2
     _one_line_error(out, "openai-compat@http://127.0.0.1:9/v1:x", "does not answer: connection refused")
     assert not run.exists()
+    # the model has no known price: said in a line of its own, not as a raw JSON record above the error
+    assert not [ln for ln in out.splitlines() if ln.lstrip().startswith("{")], out
+    assert any(ln.startswith("warning: price_unknown") for ln in out.splitlines()), out
 
 
 def test_run_whose_every_model_call_fails_ends_non_zero_with_the_reason(tmp_path):
@@ -178,7 +182,23 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "run.db").write_bytes(b"this is not a database" * 100)
-    _one_line_error(_run("--resume", str(broken))[1], "is not a usable run store")
+    _one_line_error(_run("--resume", str(broken))[1], "is damaged (file is not a database)")
+
+
+def test_a_damaged_store_is_refused_before_anything_writes_to_it(tmp_path):
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    run = tmp_path / "run"
+    code, out = _run("--config", str(cfg), "--out", str(run))
+    assert code == 0, out
+    db = run / "run.db"
+    data = bytearray(db.read_bytes())
+    assert len(data) >= 6 * 4096 and not (run / "run.db-wal").exists()    # a copied run.db alone is complete
+    data[2 * 4096:5 * 4096] = random.Random(1).randbytes(3 * 4096)           # three pages overwritten
+    db.write_bytes(bytes(data))
+    code, out = _run("--resume", str(run), "--iterations", "3")
+    assert code == 2
+    _one_line_error(out, f"its store {db} is damaged", "nothing was written to it")
+    assert db.read_bytes() == bytes(data) and not (run / "run.db-wal").exists()
 
 
 def test_wrong_starting_kernel_fails_before_agents_start(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 
 from autocomp_zmq.agents.report import DIFF_ADD, PLOT_COLOURS
 from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
-from tests.system.runkit import ROOT, SLOW_GEMM, finish, kill_tree, launch, query, wait_for, write_config
+from tests.system.runkit import ROOT, SLOW_GEMM, finish, kill_tree, launch, query, stored, wait_for, write_config
 
 pytestmark = pytest.mark.system
 
@@ -281,7 +281,7 @@ def test_any_candidate_opens_with_its_plan_diff_and_feedback(finished, tmp_path)
                   "JOIN plans p ON p.job_id = c.plan_job WHERE e.correct = 1 ORDER BY c.iteration DESC, c.id")
         if r[0] not in lineage)
     plan = query(finished, "SELECT text FROM plans WHERE job_id = ?", plan_job)[0][0]
-    feedback = json.loads(query(finished, "SELECT result FROM jobs WHERE id = ?", eval_job)[0][0])["feedback_text"]
+    feedback = stored(finished, eval_job)["feedback_text"]
     assert f"<a href='#cand-{cid}'><circle" in html   # its node in the beam tree
 
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autocomp_zmq.agents.run import RunConfig, RunError, execute
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, expand
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 SMALL = dict(isa="fine", beam=2, plans=2, codes=1, evaluators=1, patience=10, seed=3)
@@ -28,7 +28,7 @@ def chain_options(store: RunStore, best_id: str) -> list[str]:
 
 
 def plan_jobs(store: RunStore, iteration: int) -> list[dict]:
-    return [json.loads(p) for (p,) in store.db.execute("SELECT payload FROM jobs WHERE kind = 'plan' AND iteration = ?",
+    return [expand(store.db, p) for (p,) in store.db.execute("SELECT payload FROM jobs WHERE kind = 'plan' AND iteration = ?",
                                                         (iteration,))]
 
 
@@ -64,7 +64,7 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
                             "= c.id JOIN jobs j ON j.id = e.job_id").fetchall()
     assert len(rows) == store.db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
     assert {origin for origin, _, _ in rows} <= {"initial", "code", "repair"}
-    assert all(json.loads(p)["problem"]["name"] == "gemm-512x512x512" for _, _, p in rows)
+    assert all(expand(store.db, p)["problem"]["name"] == "gemm-512x512x512" for _, _, p in rows)
     assert dst["speedup"] > 1
     jobs_before = store.db.execute("SELECT COUNT(*) FROM jobs WHERE iteration <= ?", (len(steps),)).fetchone()[0]
     store.close()

@@ -17,7 +17,7 @@ import pytest
 
 from autocomp_zmq.agents.runstore import text_of
 from tests.llm.fake_servers import HWLOOP, FakeLLM, Reply, smart_answer
-from tests.system.runkit import finish, launch, query, write_config
+from tests.system.runkit import finish, launch, query, stored, write_config
 from tests.system.test_report import cli, table_rows
 from tests.unit.storekit import make_old
 
@@ -80,16 +80,15 @@ def test_show_candidate_prints_code_plan_feedback_and_the_calls_that_made_it(run
     assert out.startswith(f"Candidate {cid}") and REPAIRED in out and code == REPAIRED
     [(option, plan_text)] = query(run, "SELECT option_id, text FROM plans WHERE job_id = ?", plan_job)
     assert f"option {option}" in out and plan_text in out
-    [(eval_result,)] = query(run, "SELECT j.result FROM evals e JOIN jobs j ON j.id = e.job_id "
-                                  "WHERE e.candidate_id = ?", cid)
-    feedback = json.loads(eval_result)["feedback_text"]
+    [(eval_job,)] = query(run, "SELECT job_id FROM evals WHERE candidate_id = ?", cid)
+    feedback = stored(run, eval_job)["feedback_text"]
     assert feedback.splitlines()[0].startswith("Latency:") and feedback in out
     [(cycles,)] = query(run, "SELECT latency FROM evals WHERE candidate_id = ?", cid)
     assert f"correct, {cycles:,.0f} cycles" in out and f"parent: {parent}" in out
 
     # the plan call, the code call(s) that wrote the failed kernel, and the repair call: prompt and answer each
-    jobs = [j for (j,) in query(run, "SELECT id FROM jobs WHERE kind IN ('code', 'repair') AND ok = 1 "
-                                     "AND (result LIKE '%gemmini_loop_ws_oops%' OR kind = 'repair')")]
+    jobs = [j for (j, kind) in query(run, "SELECT id, kind FROM jobs WHERE kind IN ('code', 'repair') AND ok = 1")
+            if kind == "repair" or "gemmini_loop_ws_oops" in stored(run, j)["code"]]
     calls = [c for job in [plan_job, *jobs] for c in texts(run, job)]
     assert len(calls) >= 3
     for c in calls:

@@ -3,7 +3,6 @@ BeamSearch and RunStore wrote (tests/unit/storekit.py): which jobs produced each
 bounded for a paper-sized run, and stores written before calls kept their texts."""
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 
@@ -14,7 +13,7 @@ from autocomp_zmq.agents.callprint import print_calls, print_candidate
 from autocomp_zmq.agents.callview import CandidateIndex
 from autocomp_zmq.agents.report import render
 from autocomp_zmq.agents.runview import connect, load
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, expand
 from tests.unit.storekit import build, make_old
 
 
@@ -29,7 +28,7 @@ def index_of(run_dir) -> CandidateIndex:
 
 def test_every_candidate_knows_the_calls_that_produced_it(small):
     ix = index_of(small)
-    results = {job_id: (kind, json.loads(result)) for job_id, kind, result in ix.db.execute(
+    results = {job_id: (kind, expand(ix.db, result)) for job_id, kind, result in ix.db.execute(
         "SELECT id, kind, result FROM jobs WHERE kind IN ('code', 'repair')")}
     repaired = [c for c in ix.cands.values() if c.origin == "repair"]
     assert repaired, "the store should have repaired candidates"
