@@ -203,7 +203,9 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
     from autocomp_zmq.agents.run import RunError, execute
     from autocomp_zmq.agents.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
     from autocomp_zmq.agents.runflags import option_values
-    logsetup.configure()
+    # warnings before the run directory exists (a model without a price, ...) are lines on the terminal, as the
+    # run's own are, never raw JSON records above an error line
+    logsetup.to_run_dir(None, err)
     try:
         options = merge(from_toml(config) if config else {}, sectioned(given))
         options = merge(options, {"search": {"options": option_values(search_option or [])}})
@@ -237,7 +239,7 @@ def _print_summary(summary: dict) -> None:
         raise typer.Exit(1)
     if "speedup" not in summary:
         err.print(f"no result: {summary['stop_reason']}", markup=False, style="red")
-        raise typer.Exit(1)
+        raise typer.Exit(summary.get("exit_status") or 1)
     where = summary.get("rescued_to") or summary["run_dir"]
     console.print(end_line(summary), markup=False, highlight=False)
     unit = summary["latency_unit"]
@@ -251,6 +253,8 @@ def _print_summary(summary: dict) -> None:
     if summary.get("cost_usd"):
         console.print(f"Model calls cost ${summary['cost_usd']:.2f}.", markup=False)
     console.print(f"Speedup: {summary['speedup']:.2f}x", markup=False, highlight=False)
+    if summary.get("exit_status"):     # interrupted: saved, and resumable, but not finished
+        raise typer.Exit(summary["exit_status"])
 
 
 @app.command()

@@ -5,6 +5,8 @@ so every value from a run reaches rich as a `rich.text.Text`, never as a markup 
 """
 from __future__ import annotations
 
+import os
+
 import sqlite3
 import time
 from pathlib import Path
@@ -88,8 +90,12 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
         from autocomp_zmq.agents.report import render
         view = view_of(run_dir, details=True)
         path = output or Path(run_dir) / "report.html"
-        try:
-            path.write_text(render(view), encoding="utf-8")
+        try:   # as private as the run it shows: the owner's, or also its group's when the run directory is
+            mode = 0o640 if Path(run_dir).stat().st_mode & 0o050 else 0o600
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(render(view))
         except OSError as exc:
             fail(f"cannot write {path}: {exc.strerror or exc}")
         console.print(Text(f"Wrote {path}"))

@@ -49,11 +49,29 @@ def key_variables(specs: dict[str, list[ModelSpec]]) -> set[str]:
     return {s.key_variable for role_specs in specs.values() for s in role_specs if s.key_variable}
 
 
-def keyless_env(named: set[str] = frozenset()) -> dict[str, str]:
-    """This process's environment without model API keys: what evaluators (local, or Slurm tasks, which get the
-    submitter's environment) and the candidate code they run see."""
-    return {k: v for k, v in os.environ.items()
-            if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET")) and k not in named}
+# What an agent that holds no model key gets of the run's environment: these names and prefixes only (a locale, the
+# paths to Python and the toolchains, the scheduler's and the devices' own variables), so that a cloud credential or a
+# database password in the user's shell never reaches an evaluator or the candidate code it runs. More with --pass-env.
+PASSED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "LANG", "LANGUAGE", "TZ", "TERM",
+                          "TMPDIR", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "CONDA_PREFIX",
+                          "CONDA_DEFAULT_ENV", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "PKG_CONFIG_PATH", "CC",
+                          "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "XDG_DATA_HOME", "XDG_CACHE_HOME",
+                          "XDG_RUNTIME_DIR"})
+PASSED_PREFIXES = ("LC_", "AUTOCOMP_", "SLURM_", "SBATCH_", "CUDA_", "NVIDIA_", "NEURON_", "TRITON_", "TORCH_",
+                   "OMP_", "MKL_", "OPENBLAS_")
+KEY_LIKE = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_KEY")   # never, even under a passed prefix
+
+
+def keyless_env(named: set[str] = frozenset(), passed: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment as agents without model keys get it (local evaluators and offline agents, Slurm
+    tasks, and through them the candidate code): the allowlisted names and prefixes, and `passed` (--pass-env),
+    never a key-like name or one a model spec names for its key."""
+    def kept(name: str) -> bool:
+        if name in passed:
+            return name not in named
+        return (name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)) and not name.endswith(KEY_LIKE) \
+            and name not in named
+    return {k: v for k, v in os.environ.items() if kept(k)}
 
 
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
@@ -68,7 +86,7 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
         local_evals = 0      # the evaluators are Slurm tasks: this host's cores are the coordinator's and agents'
     # Only LLM agents get the API keys; evaluators, and the candidate code they run, never see them.
     full_env = dict(os.environ)
-    safe_env = keyless_env(key_variables(specs))
+    safe_env = keyless_env(key_variables(specs), cfg.local.pass_env)
     launches = [("evaluator", 1, None, [], safe_env)] * local_evals
     counts = {"planner": cfg.local.planners, "coder": cfg.local.coders, "repairer": cfg.local.repairers}
     for role, role_specs in specs.items():

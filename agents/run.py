@@ -27,7 +27,7 @@ from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answ
 from autocomp_zmq.agents.outcome import save_results, summarize
 from autocomp_zmq.agents.progress import Progress
 from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, flat_view, resume_config
-from autocomp_zmq.agents.rundir import RunDirError, RunLock, prepare_new, write_atomic
+from autocomp_zmq.agents.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
 from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
                              read_kernel, start_code)
@@ -134,6 +134,7 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
     """Run a search (a new one from cfg, or the one in `resume`, changed by the options in `given`) and
     return its summary. Raises RunError, with nothing lost, for anything that stops it."""
     lock = None
+    keep_private()      # before anything is created; a run's own setting follows once its configuration is known
     try:
         if resume:
             run_dir = Path(resume).absolute()   # agents run elsewhere: they get absolute paths
@@ -189,6 +190,7 @@ def _stored_definition(store: RunStore) -> ProblemDefinition | None:
 def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStore | None, code: str | None,
              live: bool | None, progress_on: bool, definition: ProblemDefinition | None = None) -> dict:
     resume = store is not None
+    keep_private(run_dir, cfg.local.group_read)
     specs = _model_specs(cfg)
     cfg.models.model, cfg.models.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
@@ -309,11 +311,11 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
                                   "repair": cfg.model_lease_s, "eval": cfg.bus.eval_lease_s})
-    interrupted, failure = False, None
+    interrupted, failure = 0, None    # interrupted: the signal that stopped the run (its exit status is 128 + it)
 
-    def stop(*_):
+    def stop(signum, _frame):
         nonlocal interrupted
-        interrupted = True
+        interrupted = signum
 
     # installed before any agent or Slurm job exists, so that an interruption at any point reaches the finally
     # below (scancel included); SIGINT too, whatever its inherited disposition: a run started in the background by
@@ -335,12 +337,12 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
                             replay=replay, seeded=answers_from_seed)
         with progress:
             try:
-                coord.run(should_stop=lambda: interrupted)
+                coord.run(should_stop=lambda: interrupted or cluster.failed)
             except KeyboardInterrupt:
-                interrupted = True
+                interrupted = signal.SIGINT
             except (sqlite3.Error, OSError) as exc:   # nothing acknowledged is lost: results commit before acks
                 failure = exc
-        ended = not interrupted and failure is None
+        ended = not interrupted and failure is None and not cluster.failed
     finally:
         try:
             router.close("run finished" if ended else "run interrupted")
@@ -351,10 +353,14 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
             finally:
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
+    if cluster.failed:
+        raise RunError(f"the run stopped: {cluster.failed}; every result is kept: continue with --resume {run_dir}")
     if failure is not None:
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
-    summary = summarize(cfg, search, coord, run_dir, interrupted)
+    summary = summarize(cfg, search, coord, run_dir, bool(interrupted))
+    if interrupted:
+        summary["exit_status"] = 128 + interrupted    # as a shell reports a process the signal ended: 130, 143
     best = search.summary().best
     try:
         recorded = reuse.record(store, run_dir, best.id if best else None, reuse.library_dir(cfg.task.schedule_library),
@@ -364,19 +370,28 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     except OSError as exc:   # the run store keeps the trace; only the library copy is missing
         log.warning("schedule_library_unwritable", error=str(exc))
         summary["schedule_library_error"] = str(exc)
-    return save_results(run_dir, store, summary, best.code if best else None,
-                        "best" + target_info(cfg.task.target).kernel_suffix)
+    try:
+        return save_results(run_dir, store, summary, best.code if best else None,
+                            "best" + target_info(cfg.task.target).kernel_suffix)
+    except sqlite3.Error as exc:
+        raise RunError(f"the run finished and wrote its best kernel, but its store could not take in what it "
+                       f"recorded ({exc}): that is in {run_dir / 'run.db-wal'}; keep that file beside run.db") from None
 
 
 class _RunDirWatch:
-    """Progress callback that also notices, every few seconds, that the run directory was removed."""
+    """Progress callback that also notices, every few seconds, that the run directory was removed, and every
+    30 s moves the store's write-ahead log into run.db (a store that cannot take it stops the run, loudly)."""
 
     def __init__(self, run_dir: Path, update) -> None:
         self.run_dir, self.update, self.next_check, self.warned = run_dir, update, 0.0, False
+        self.next_checkpoint = time.monotonic() + 30.0
 
     def __call__(self, coord: Coordinator) -> None:
         self.update(coord)
         now = time.monotonic()
+        if now >= self.next_checkpoint:   # run.db itself, not only its write-ahead log, keeps up with the run
+            self.next_checkpoint = now + 30.0
+            coord.store.checkpoint(final=False)
         if not self.warned and now >= self.next_check:
             self.next_check = now + 2.0
             if not (self.run_dir / "run.db").exists():

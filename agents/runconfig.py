@@ -170,7 +170,7 @@ class Bus(_Section):
 
 
 class Local(_Section):
-    """The processes this run starts on its own host."""
+    """The processes this run starts, and the files it writes, on its own host."""
     evaluators: Annotated[bounded(int, ge=0) | None, opt(
         "Local evaluator processes (none: one per core, or 0 with --slurm; 0: remote workers only).", metavar=N,
         resume=LOCAL)] = None
@@ -179,6 +179,13 @@ class Local(_Section):
     repairers: Annotated[Processes, opt("Local processes per offline repair agent.", metavar=N, resume=LOCAL)] = 1
     check_start: Annotated[bool, opt("Evaluate the starting kernel before agents start, to fail fast.",
                                      resume=LOCAL)] = True
+    group_read: Annotated[bool, opt(
+        "Let the run directory's group read it (0750 folders, 0640 files): kernels, prompts and answers shared on a "
+        "cluster filesystem. Default: the owner only (0700, 0600).", resume=LOCAL)] = False
+    pass_env: Annotated[list[str], opt(
+        "An environment variable the agents that hold no model key (evaluators, offline agents, Slurm tasks) get "
+        "besides the standard ones (repeatable), e.g. a license server's.", metavar="NAME", shown="none",
+        resume=LOCAL)] = msgspec.field(default_factory=list)
 
 
 class Cluster(_Section):

@@ -65,6 +65,15 @@ def is_locked(run_dir: Path) -> bool:
         os.close(fd)
 
 
+def keep_private(run_dir: Path | None = None, group_read: bool = False) -> None:
+    """What this process (and the agents it starts) creates from now on is the owner's only (0700 folders, 0600
+    files: run.db, its logs, the kernels), or also its group's to read (0750, 0640); the run directory itself is
+    made so, which also closes a run that an older version left readable by all."""
+    os.umask(0o027 if group_read else 0o077)
+    if run_dir is not None and run_dir.is_dir():
+        run_dir.chmod(0o750 if group_read else 0o700)
+
+
 def prepare_new(run_dir: Path) -> RunLock:
     """Create (or reuse an empty) run directory and lock it; refuse one that holds a run or is not a dir."""
     run_dir = Path(run_dir)
@@ -85,6 +94,9 @@ def write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        mask = os.umask(0o077)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)        # mkstemp's 0600, widened as far as the process's umask allows
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

@@ -104,7 +104,7 @@ def register(app: typer.Typer, console: Console, fail: Callable[[str], None], wi
             job = EvaluatorJob(tasks=cfg.cluster.slurm, host=host, port=port, secret=secret_file.absolute(),
                                curve_key=curve_server_key.absolute() if curve_server_key else None, target=target,
                                worker_args=args, options=list(cfg.cluster.slurm_option))
-            env = job.environment(keyless_env())
+            env = job.environment(keyless_env(passed=cfg.local.pass_env))
             slurm.check(job.sbatch_args(), env)
         except (UnknownTargetError, DescriptorError) as exc:     # a KeyError's str() would quote the message
             fail(exc.args[0])

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import structlog
 
@@ -85,10 +86,15 @@ def warn_unless_one_per_device(unit: str, options: list[str]) -> None:
 
 
 class Submitted:
-    """A submitted job (or none): watched while the run goes on, ended with end() however the run ends."""
+    """A submitted job (or none): watched while the run goes on, ended with end() however the run ends. A job that
+    leaves the queue while the run goes on (scancel, a node failure, its time limit) is said on the terminal and
+    submitted again, up to max_resubmits times; after that `failed` says why, and the run stops on it."""
 
-    def __init__(self, job_id: str | None = None, output: str | None = None) -> None:
+    def __init__(self, job_id: str | None = None, output: str | None = None,
+                 resubmit: Callable[[], str] | None = None, max_resubmits: int = 2) -> None:
         self.job_id, self.output = job_id, output
+        self.resubmit, self.resubmits_left = resubmit, max_resubmits if resubmit else 0
+        self.failed: str | None = None
         self._stop = threading.Event()
         self._watch = None
         if job_id:
@@ -103,9 +109,10 @@ class Submitted:
         self._stop.set()
         slurm.cancel(self.job_id, grace_s=10.0 if finished else 0.0)
 
-    def _watch_queue(self, every_s: float = 10.0, pending_warn_s: float = 60.0, gone_grace_s: float = 20.0) -> None:
+    def _watch_queue(self, every_s: float = 5.0, pending_warn_s: float = 60.0, gone_grace_s: float = 10.0) -> None:
         """Say what the run would otherwise only show as evaluators that never come: the job still pending after a
-        minute (with Slurm's reason: Resources, Priority, PartitionTimeLimit...), or gone while the run goes on."""
+        minute (with Slurm's reason: Resources, Priority, PartitionTimeLimit...), or gone while the run goes on
+        (then submitted again, or the run told to stop)."""
         started, warned = time.monotonic(), False
         while not self._stop.wait(every_s):
             try:
@@ -115,14 +122,36 @@ class Submitted:
             if now is None:
                 # the job also leaves the queue when the run ends normally (its workers are told to exit) just
                 # before end() is called: only a job still gone unremarked after a while left early
-                if not self._stop.wait(gone_grace_s):
-                    log.warning("slurm_job_gone", job=self.job_id, note=f"the evaluators' job left the queue "
-                                f"before the run ended; its output: {self.output or 'slurm-' + self.job_id + '.out'}")
-                return
-            if now[0] == "PENDING" and not warned and time.monotonic() - started >= pending_warn_s:
+                if self._stop.wait(gone_grace_s) or not self._replace():
+                    return
+                started, warned = time.monotonic(), False
+            elif now[0] == "PENDING" and not warned and time.monotonic() - started >= pending_warn_s:
                 warned = True
                 log.warning("slurm_job_pending", job=self.job_id, reason=now[1],
                             note="the evaluators' job has not started; the run waits for it")
+
+    def _replace(self) -> bool:
+        """The job left early: submit it again (True), or say the run cannot go on (False)."""
+        gone, output = self.job_id, self.output or f"slurm-{self.job_id}.out"
+        if self.resubmits_left <= 0:
+            self.failed = (f"the evaluators' Slurm job {gone} left the queue before the run ended (cancelled, a node "
+                           f"failure or its time limit; its output: {output})"
+                           + (", and so did the jobs submitted again" if self.resubmit else ""))
+            log.error("slurm_job_gone", job=gone, note=self.failed)
+            return False
+        self.resubmits_left -= 1
+        try:
+            self.job_id = self.resubmit()
+        except SlurmError as exc:
+            self.failed = f"the evaluators' Slurm job {gone} left the queue early, and submitting it again failed: {exc}"
+            log.error("slurm_job_gone", job=gone, note=self.failed)
+            return False
+        if self.output:
+            self.output = self.output.replace(gone, self.job_id)
+        log.warning("slurm_job_gone", job=gone, resubmitted_as=self.job_id,
+                    note=f"the evaluators' job left the queue before the run ended (its output: {output}); submitted "
+                         f"again as job {self.job_id} ({self.resubmits_left} more time(s) at most)")
+        return True
 
 
 def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
@@ -149,7 +178,7 @@ def preflight(cfg) -> None:
     warn_unless_one_per_device(target_info(cfg.task.target).evaluators, cfg.cluster.slurm_option)
     job = EvaluatorJob(tasks=cfg.cluster.slurm, host="head", port="1", secret=Path("secret"),
                        options=list(cfg.cluster.slurm_option))
-    slurm.check(job.sbatch_args(), job.environment(keyless_env()))
+    slurm.check(job.sbatch_args(), job.environment(keyless_env(passed=cfg.local.pass_env)))
 
 
 def start(cfg, run_dir: Path, endpoint: str, named_keys: set[str]) -> Submitted:
@@ -158,7 +187,11 @@ def start(cfg, run_dir: Path, endpoint: str, named_keys: set[str]) -> Submitted:
         return Submitted()
     from autocomp_zmq.agents.localagents import keyless_env
     job = run_job(cfg, run_dir, endpoint)
-    job_id = slurm.submit(job.sbatch_args(), job.environment(keyless_env(named_keys)))
-    log.info("slurm_submitted", job=job_id, tasks=job.tasks, connect=f"tcp://{job.host}:{job.port}",
-             options=job.options)
-    return Submitted(job_id, job.output.replace("%j", job_id))
+
+    def submit() -> str:
+        job_id = slurm.submit(job.sbatch_args(), job.environment(keyless_env(named_keys, cfg.local.pass_env)))
+        log.info("slurm_submitted", job=job_id, tasks=job.tasks, connect=f"tcp://{job.host}:{job.port}",
+                 options=job.options)
+        return job_id
+    job_id = submit()
+    return Submitted(job_id, job.output.replace("%j", job_id), resubmit=submit)

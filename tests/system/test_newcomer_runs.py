@@ -26,7 +26,7 @@ def test_kill_int_stops_a_run_a_script_started_in_the_background(tmp_path):
     cfg = write_config(tmp_path / "cfg.toml", problem="gemm-512x512x512", iterations=8, patience=8, beam=4, plans=4,
                        codes=2)                  # about 25 s: still running when it is interrupted
     run = tmp_path / "run"
-    script = f'"{sys.executable}" "{ROOT / "launch.py"}" run --config "{cfg}" --evaluators 1 --out "{run}" & wait'
+    script = f'"{sys.executable}" "{ROOT / "launch.py"}" run --config "{cfg}" --evaluators 1 --out "{run}" & wait $!'
     proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env={**os.environ, "AUTOCOMP_LOG_LEVEL": "WARNING"})
     endpoint_of(run)                                   # it is running: its bus is up
@@ -36,6 +36,7 @@ def test_kill_int_stops_a_run_a_script_started_in_the_background(tmp_path):
     out = finish(proc, timeout=60)
     assert summary(run)["stop_reason"] == "interrupted", out
     assert "Interrupted in iteration " in out and f"continue with --resume {run}" in out, out
+    assert proc.returncode == 130, out            # saved and resumable, but not finished: 128 + SIGINT
 
 
 def test_a_scripts_background_job_starts_with_sigint_ignored():

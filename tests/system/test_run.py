@@ -17,7 +17,7 @@ from autocomp_zmq.bus.dealer import Dealer
 from autocomp_zmq.bus.timing import BusTiming
 from autocomp_zmq.protocols.control import Hello
 from tests.system.runkit import (SLOW_GEMM, agents_of, endpoint_of, finish, launch, processes_mentioning, query,
-                                 summary, wait_for, write_config)
+                                 stored, summary, wait_for, write_config)
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
@@ -36,6 +36,10 @@ def test_offline_run_improves_the_naive_kernel(tmp_path):
     assert query(run, "SELECT COUNT(*) FROM evals")[0][0] == query(run, "SELECT COUNT(*) FROM candidates")[0][0]
     assert query(run, "SELECT COUNT(*) FROM model_calls WHERE model = 'heuristic'")[0][0] > 0
     assert oct((run / "secret").stat().st_mode & 0o777) == "0o600"
+    # private by default: kernels, prompts and answers are the owner's only
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in [run, run / "logs", run / "run.db", run / "best.json",
+                                                               *(run / "logs").iterdir()]}
+    assert set(modes.values()) <= {"0o700", "0o600"} and modes["run"] == "0o700", modes
 
 
 def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
@@ -44,7 +48,8 @@ def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
     # check_start off: the slow starting kernel is then evaluated by an evaluator agent, not in the coordinator
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, check_start=False)
     proc = launch("run", "--config", str(cfg), "--evaluators", "2", "--kernel", str(kernel),
-                  "--out", str(tmp_path / "run"))
+                  "--out", str(tmp_path / "run"), env={"AWS_SECRET_ACCESS_KEY": "aws", "MY_DB_PASSWORD": "db",
+                                                       "SOMETHING_ELSE": "x"})
     run = tmp_path / "run"
 
     def holder_of_the_slow_job():
@@ -55,6 +60,8 @@ def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
         return [p for p in agents_of(proc.pid, "evaluator") if p.pid in pids and p.children(recursive=True)]
 
     victim = wait_for(holder_of_the_slow_job, timeout=60, what="an evaluator running the slow job")[0]
+    seen = victim.environ()          # an allowlist, not a denylist by name: no credential of any name
+    assert "PATH" in seen and not {"AWS_SECRET_ACCESS_KEY", "MY_DB_PASSWORD", "SOMETHING_ELSE"} & set(seen)
     victim.send_signal(signal.SIGKILL)
     out = finish(proc)
     assert proc.returncode == 0, out
@@ -91,6 +98,8 @@ def test_coordinator_kill_and_resume_reaches_the_same_beam(tmp_path):
     assert resumed["best_id"] == expected["best_id"]
     assert resumed["best_latency"] == expected["best_latency"]
     assert resumed["beam"] == expected["beam"]
+    # counted from the store: the sessions before the kill count too, as in the uninterrupted run
+    assert resumed["noop_proposals"] == expected["noop_proposals"]
 
 
 def test_remote_worker_joins_over_tcp(tmp_path):
@@ -142,5 +151,5 @@ def test_an_evaluation_that_outlives_its_lease_fails_instead_of_hanging_the_next
     assert len(expired) == 1 and "silent" in expired[0][1]
     job = expired[0][0]
     assert query(run, "SELECT COUNT(*) FROM attempts WHERE job_id = ?", job) == [(1,)]   # never sent on
-    state, ok, result = query(run, "SELECT state, ok, result FROM jobs WHERE id = ?", job)[0]
-    assert state == "done" and ok == 1 and '"error_kind":"timeout"' in result.replace(" ", "")
+    state, ok = query(run, "SELECT state, ok FROM jobs WHERE id = ?", job)[0]
+    assert state == "done" and ok == 1 and stored(run, job)["error_kind"] == "timeout"

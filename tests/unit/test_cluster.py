@@ -63,6 +63,25 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
     assert not [k for k, v in env.items() if secret in v] and not [a for a in args if secret in a]
 
 
+def test_agents_without_model_keys_get_an_allowlisted_environment(monkeypatch):
+    """Before, only names ending in _API_KEY, _TOKEN or _SECRET were dropped: AWS_SECRET_ACCESS_KEY and
+    MY_DB_PASSWORD reached the evaluators and the Slurm tasks."""
+    from autocomp_zmq.agents.localagents import keyless_env
+    for name, value in {"AWS_SECRET_ACCESS_KEY": "a", "MY_DB_PASSWORD": "b", "OPENAI_API_KEY": "c", "HF_TOKEN": "d",
+                        "RANDOM_SETTING": "e", "SLURM_CONF": "/etc/slurm.conf", "CUDA_VISIBLE_DEVICES": "0",
+                        "AUTOCOMP_LOG_LEVEL": "INFO", "NEURON_RT_API_KEY": "f", "LICENSE_SERVER": "g",
+                        "LC_ALL": "C.UTF-8", "PATH": "/usr/bin"}.items():
+        monkeypatch.setenv(name, value)
+    env = keyless_env()
+    assert {"PATH", "SLURM_CONF", "CUDA_VISIBLE_DEVICES", "AUTOCOMP_LOG_LEVEL", "LC_ALL"} <= set(env)
+    assert not {"AWS_SECRET_ACCESS_KEY", "MY_DB_PASSWORD", "OPENAI_API_KEY", "HF_TOKEN", "RANDOM_SETTING",
+                "NEURON_RT_API_KEY", "LICENSE_SERVER"} & set(env)
+    assert keyless_env(passed=["LICENSE_SERVER"])["LICENSE_SERVER"] == "g"           # --pass-env
+    assert "CUDA_VISIBLE_DEVICES" not in keyless_env({"CUDA_VISIBLE_DEVICES"})     # a model spec's key: never
+    cfg = RunConfig.of(pass_env=["LICENSE_SERVER"])
+    assert cfg.local.pass_env == ["LICENSE_SERVER"] and resume_config(cfg.to_dict(), {}).local.pass_env == ["LICENSE_SERVER"]
+
+
 def test_endpoints_the_tasks_cannot_use_are_refused():
     assert connect_address("tcp://head.example:7000") == ("head.example", "7000")
     with pytest.raises(SlurmError, match="not tcp://HOST:PORT"):
@@ -97,7 +116,7 @@ def test_a_job_that_does_not_start_or_leaves_early_is_said_on_the_terminal(monke
         watched._watch_queue(every_s=0.001, pending_warn_s=0.0, gone_grace_s=0.0)
     events = [(e["event"], e.get("reason")) for e in logs]
     assert events == [("slurm_job_pending", "Resources"), ("slurm_job_gone", None)]
-    assert "runs/x/logs/slurm-41.out" in logs[-1]["note"]
+    assert "runs/x/logs/slurm-41.out" in logs[-1]["note"] and "left the queue" in watched.failed
     # a job that leaves the queue because the run ended (end() follows within seconds) is not reported
     ended = Submitted()
     ended.job_id = "42"
@@ -106,6 +125,21 @@ def test_a_job_that_does_not_start_or_leaves_early_is_said_on_the_terminal(monke
     with structlog.testing.capture_logs() as logs:
         ended._watch_queue(every_s=0.001, gone_grace_s=5.0)
     assert logs == []
+
+
+def test_a_job_cancelled_mid_run_is_submitted_again_then_the_run_is_told_to_stop(monkeypatch):
+    """Before, a job scancelled mid-run was warned about once and the run waited for evaluators forever."""
+    queue = {"41": iter([("RUNNING", "None"), None]), "51": iter([None]), "52": iter([None])}
+    monkeypatch.setattr(slurm, "state", lambda job_id: next(queue[job_id]))
+    new_ids = iter(["51", "52"])
+    watched = Submitted(resubmit=lambda: next(new_ids), max_resubmits=2)
+    watched.job_id, watched.output = "41", "runs/x/logs/slurm-41.out"
+    with structlog.testing.capture_logs() as logs:
+        watched._watch_queue(every_s=0.001, gone_grace_s=0.0)
+    assert [(e["event"], e["log_level"], e.get("resubmitted_as")) for e in logs] == [
+        ("slurm_job_gone", "warning", "51"), ("slurm_job_gone", "warning", "52"), ("slurm_job_gone", "error", None)]
+    assert "runs/x/logs/slurm-41.out" in logs[0]["note"] and watched.output == "runs/x/logs/slurm-52.out"
+    assert watched.failed.startswith("the evaluators' Slurm job 52 left the queue before the run ended")
 
 
 def test_sbatch_errors_are_one_line_in_slurms_words():
