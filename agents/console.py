@@ -16,9 +16,14 @@ def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, soft_wrap=True, width=width, emoji=False, highlight=False)
 
 
+def latency_number(value: float, unit: str) -> str:
+    """A latency's number as people read it: whole cycles with thousands separators, 4 significant digits
+    otherwise (29.41 us, not 29)."""
+    return f"{value:,.0f}" if unit == "cycles" else f"{value:,.4g}"
+
+
 def latency_text(value: float, unit: str) -> str:
-    """A latency as people read it: whole cycles with thousands separators, 4 significant digits otherwise."""
-    return f"{value:,.0f} {unit}" if unit == "cycles" else f"{value:,.4g} {unit}"
+    return f"{latency_number(value, unit)} {unit}"
 
 
 def duration_text(seconds: float | None) -> str:

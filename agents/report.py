@@ -17,6 +17,7 @@ from autocomp_zmq.agents.report_cands import (CSS as CANDIDATE_CSS, DIFF_ADD, DI
 from autocomp_zmq.agents.callprint import unpriced_note
 from autocomp_zmq.agents.callview import combined
 from autocomp_zmq.agents.runview import Node, RunView, clip, plural
+from autocomp_zmq.agents.console import latency_number, latency_text
 
 PLOT_COLOURS = {"plot-speedup": "#1c7ed6", "plot-cost": "#f08c00", "plot-tree": "#ae3ec9",
                 "plot-options": "#0ca678"}
@@ -65,7 +66,8 @@ def _headline(view: RunView) -> str:
     if view.summary is None and (view.in_flight or view.queued):   # a live or crashed run
         parts.append(f"{plural(view.in_flight, 'job')} leased to agents, {view.queued} queued")
     if view.speedup:
-        parts.append(f"best {view.best_cycles:,.0f} {view.unit} vs {view.baseline:,.0f} at the start "
+        parts.append(f"best {latency_text(view.best_cycles, view.unit)} vs {latency_number(view.baseline, view.unit)} "
+                     f"at the start "
                      f"({view.speedup:.2f}x)")
     parts.append(f"cost ${view.cost:.2f}")
     parts.append("models: " + ", ".join(dict.fromkeys(view.models("plan") + view.models("code"))))
@@ -238,7 +240,7 @@ def tree_plot(view: RunView, w: int = 1218, h: int = 430) -> str:
     for n in sorted(nodes, key=lambda n: n.on_lineage):
         x, y = pos[n.id]
         ring = f"stroke='{lineage_colour}' stroke-width='3'" if n.on_lineage else "stroke='#495057' stroke-width='1'"
-        label = escape(f"{n.id} iteration {n.iteration} {n.state}" + (f" {n.cycles:,.0f}" if n.cycles else ""))
+        label = escape(f"{n.id} iteration {n.iteration} {n.state}" + (f" {latency_number(n.cycles, view.unit)}" if n.cycles else ""))
         body.append(f"<a href='#cand-{escape(n.id)}'><circle cx='{x:.1f}' cy='{y:.1f}' r='{7 if n.on_lineage else 5}' "
                     f"fill='{NODE_COLOURS[n.state]}' {ring}><title>{label}</title></circle></a>")
     if not nodes:
@@ -309,7 +311,7 @@ def _x(v: float | None) -> str:
 def _lineage(view: RunView) -> str:
     if not view.lineage:
         return "<p class='note'>No correct kernel yet.</p>"
-    rows = [[s.iteration, s.option_id or "(start)", s.plan or "", s.model or "", f"{s.cycles:,.0f}" if s.cycles else "-",
+    rows = [[s.iteration, s.option_id or "(start)", s.plan or "", s.model or "", latency_number(s.cycles, view.unit) if s.cycles else "-",
              _x(s.vs_start), _x(s.vs_parent)] for s in view.lineage]
     out = [_table(["iteration", "option", "plan", "model", view.unit, "vs start", "vs parent"], rows, {0, 4, 5, 6})]
     start = view.lineage[0]

@@ -15,6 +15,7 @@ from html import escape
 
 from autocomp_zmq.agents.callview import Call, CandidateIndex, total
 from autocomp_zmq.agents.runview import RunView, first_line, plural
+from autocomp_zmq.agents.console import latency_text
 
 PLAN_BG, FEEDBACK_BG, ERROR_BG = "#fff3bf", "#e7f5ff", "#fff0f6"
 DIFF_ADD, DIFF_DEL = "#d3f9d8", "#ffe3e3"
@@ -81,7 +82,7 @@ def _result(index: CandidateIndex, cid: str, unit: str) -> str:
     if c.correct == 1:
         vs_start, vs_parent = index.speedups(cid)
         over = f", {_x(vs_parent)} over its parent" if vs_parent and c.parent_id else ""
-        return f"{c.cycles:,.0f} {unit} ({_x(vs_start)}{over})" if c.cycles is not None else "correct"
+        return f"{latency_text(c.cycles, unit)} ({_x(vs_start)}{over})" if c.cycles is not None else "correct"
     if c.correct == 0:
         return f"failed: {c.error_kind or 'error'}"
     return "not evaluated"

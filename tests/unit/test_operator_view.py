@@ -218,3 +218,10 @@ def test_targets_say_what_each_has_run_on_and_its_sandbox():
     assert f"gemmini-sim: {target_info('gemmini-sim').sandbox[:60]}" in out
     lines = [json.loads(ln) for ln in CliRunner().invoke(app, ["targets", "--json"]).output.splitlines()]
     assert {ln["name"]: ln["hardware"][:9] for ln in lines}["trainium-sim"] == "simulator"
+
+
+def test_latencies_keep_their_precision_in_every_view():
+    """Before, the report wrote a 29.41 us kernel as "29 us" (whole numbers, as for cycles)."""
+    from autocomp_zmq.agents.console import latency_number, latency_text
+    assert latency_text(29.4127, "us") == "29.41 us" and latency_number(1234567.4, "cycles") == "1,234,567"
+    assert latency_text(0.012345, "ms") == "0.01235 ms"
