@@ -47,6 +47,13 @@ class Slack:
 # bench/bench_judge_noise.py measured for honest kernels on 2 cores, idle and busy, with room to spare.
 SLACK = {"cuda": Slack(rel=0.25, abs_ms=0.02, window_rel=0.25, window_abs_ms=0.2),
          "cpu": Slack(rel=0.5, abs_ms=0.25, window_rel=0.5, window_abs_ms=1.0)}
+
+
+def slack_of(opts) -> Slack:
+    """The evaluation's slack: its own (--target-option slack=[...]), else its device's."""
+    return Slack(*opts.slack) if opts.slack else SLACK[opts.device]
+
+
 OVERLAP_TOLERANCE = (0.01, 0.05)      # a run's steps may exceed its window by this share + ms (clock granularity)
 FLOOR_SHARE = 0.8                     # a latency below this share of the peaks' ideal time is refused
 

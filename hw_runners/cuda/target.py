@@ -145,7 +145,7 @@ class Cuda(Target):
     def _verdict(self, ev, ref: dict, cand: dict, claim: GpuClaim | None) -> EvalResult:
         opts, spec, common = ev.opts, ev.spec, ev.common()
         timed = [r.steps["bracket"] for r in cand["runs"]]
-        slack = clock.Slack(*opts.slack) if opts.slack else clock.SLACK[opts.device]
+        slack = clock.slack_of(opts)
         gpu = claim.gpu if claim and opts.device == "cuda" else None
         named = peaks_for(gpu.name) if gpu else None
         stats = metrics.statistics(timed)
@@ -153,6 +153,8 @@ class Cuda(Target):
         doubt, checks = clock.doubt(cand["runs"], cand["reference_runs"], slack)
         doubt = doubt or clock.below_peaks(stats["median_us"], spec.flops, io, named[1] if named else None)
         if doubt:
+            if cand.get("retimed"):
+                doubt += " (in a second set of timed runs too; the first: " + cand["retimed"].split(" (")[0] + ")"
             return EvalResult.failure("policy", doubt, feedback={"clock_checks": checks}, **common)
         perf = metrics.performance(stats["median_us"], spec.flops, spec.bytes, spec.dtype, named[1] if named else None)
         how = cand["ready"].get("timed_as")
@@ -165,7 +167,8 @@ class Cuda(Target):
              "sets": len(cand["used"]), "set_names": list(cand["used"]), "dropped_sets": cand["dropped"],
              "max_abs_err": ev.worst, "seconds": cand["finished"].get("seconds", {}),
              "window_us": metrics.statistics([r.window_ms for r in cand["runs"]])["median_us"],
-             "graph_error": cand["ready"].get("graph_error"), "io_bytes": io, "clock_checks": checks}
+             "graph_error": cand["ready"].get("graph_error"), "io_bytes": io, "clock_checks": checks,
+             "retimed": cand.get("retimed")}
         if opts.profile and opts.device == "cuda":      # the candidate's directory: its builds are reused
             m.update(run_profile(ev.candidate.child, ev.plan.job))
         return EvalResult(correct=True, latency=stats["median_us"], utilization=perf.get("flops_fraction"),
