@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autocomp_zmq.agents.llm.specs import ModelSpec
 from autocomp_zmq.agents.runconfig import RunConfig
+from autocomp_zmq.agents.rundir import private_open
 from autocomp_zmq.agents.runflags import BUS_WORKER_OPTIONS, WORKER_OPTIONS, as_args, option_pairs
 from autocomp_zmq.hw_runners import get_target
 
@@ -98,7 +99,7 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
     procs = []
     try:
         for i, (role, capacity, impl, models, env) in enumerate(launches):
-            with open(run_dir / "logs" / f"{role}-{i}.log", "ab") as logf:
+            with private_open(run_dir / "logs" / f"{role}-{i}.log") as logf:
                 procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
                                               stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env))
     except OSError:

@@ -59,7 +59,8 @@ class _RunLogger:
 def to_run_dir(log_path: Path | None, console: Console, level: str | None = None,
                console_level: int = logging.WARNING) -> None:
     """Route this process's log events to log_path (JSON lines) and, from console_level up, to console."""
-    file = open(log_path, "a", encoding="utf-8") if log_path else None   # noqa: SIM115 - open for the run
+    from autocomp_zmq.agents.rundir import private_open
+    file = private_open(log_path, "a") if log_path else None   # open for the run
     logger = _RunLogger(file, console, max(console_level, _level(level)))
 
     def as_kwargs(_, method, event: dict) -> dict:

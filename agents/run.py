@@ -134,7 +134,6 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
     """Run a search (a new one from cfg, or the one in `resume`, changed by the options in `given`) and
     return its summary. Raises RunError, with nothing lost, for anything that stops it."""
     lock = None
-    keep_private()      # before anything is created; a run's own setting follows once its configuration is known
     try:
         if resume:
             run_dir = Path(resume).absolute()   # agents run elsewhere: they get absolute paths
@@ -190,7 +189,7 @@ def _stored_definition(store: RunStore) -> ProblemDefinition | None:
 def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStore | None, code: str | None,
              live: bool | None, progress_on: bool, definition: ProblemDefinition | None = None) -> dict:
     resume = store is not None
-    keep_private(run_dir, cfg.local.group_read)
+    keep_private(run_dir, cfg.local.group_read)      # a resumed run's; a new one's once its directory exists
     specs = _model_specs(cfg)
     cfg.models.model, cfg.models.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
@@ -265,6 +264,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
                 if (staging / "curve").exists():
                     shutil.move(str(staging / "curve"), run_dir / "curve")
                 store = RunStore(run_dir / "run.db")
+                keep_private(run_dir, cfg.local.group_read)
             except BaseException:
                 router.close(grace_s=0)
                 raise

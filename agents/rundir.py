@@ -65,13 +65,29 @@ def is_locked(run_dir: Path) -> bool:
         os.close(fd)
 
 
-def keep_private(run_dir: Path | None = None, group_read: bool = False) -> None:
-    """What this process (and the agents it starts) creates from now on is the owner's only (0700 folders, 0600
-    files: run.db, its logs, the kernels), or also its group's to read (0750, 0640); the run directory itself is
-    made so, which also closes a run that an older version left readable by all."""
-    os.umask(0o027 if group_read else 0o077)
-    if run_dir is not None and run_dir.is_dir():
-        run_dir.chmod(0o750 if group_read else 0o700)
+# Modes of what a run writes in its directory: the owner's only, or also its group's to read (--group-read). Set
+# per file, never through the process's umask, which the agents and the sandboxes they start would inherit.
+MODES = {"dir": 0o700, "file": 0o600}
+
+
+def keep_private(run_dir: Path, group_read: bool = False) -> None:
+    """The run directory, its logs folder and its store the owner's only (0700, 0600), or also its group's to read
+    (0750, 0640); so is what the run writes there from now on (private_open, write_atomic). A run that an older
+    version left readable by all is closed on resume."""
+    MODES.update(dir=0o750 if group_read else 0o700, file=0o640 if group_read else 0o600)
+    for folder in (run_dir, run_dir / "logs"):
+        if folder.is_dir():
+            folder.chmod(MODES["dir"])
+    for name in ("run.db", "run.db-wal", "run.db-shm", "config.json", "best.json"):
+        if (run_dir / name).exists():
+            (run_dir / name).chmod(MODES["file"])
+
+
+def private_open(path: Path, mode: str = "ab"):
+    """A file of the run directory opened for appending, created with (and kept at) the run's file mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, MODES["file"])
+    os.fchmod(fd, MODES["file"])
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 def prepare_new(run_dir: Path) -> RunLock:
@@ -94,9 +110,7 @@ def write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        mask = os.umask(0o077)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)        # mkstemp's 0600, widened as far as the process's umask allows
+        os.fchmod(fd, MODES["file"])        # mkstemp's 0600, or the run's group-readable mode
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
