@@ -208,3 +208,21 @@ def test_secret_made_before_the_run_is_the_runs(tmp_path):
                                        "WHERE j.kind = 'eval'")}
     assert agents and all(a.endswith(f":{worker.pid}") for a in agents), agents
     assert json.loads((run / "config.json").read_text())["bus"]["curve"] is True
+
+
+def test_a_job_cancelled_mid_run_is_submitted_again_and_the_run_finishes(cluster, tmp_path):
+    """Before, `scancel` of the run's job mid-run was warned about once and the run waited for evaluators forever."""
+    (tmp_path / "slow.c").write_text(SLOW_GEMM)         # keeps the Slurm task busy for seconds: cancelled mid-job
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
+    run = tmp_path / "run"
+    proc = launch("run", "--config", str(cfg), "--slurm", "1", "--kernel", str(tmp_path / "slow.c"),
+                  "--no-check-start", "--out", str(run), env=cluster.env)
+    wait_for(lambda: query(run, "SELECT 1 FROM attempts a JOIN jobs j ON j.id = a.job_id "
+                                "WHERE j.kind = 'eval' AND a.finished IS NULL"),
+             timeout=90, what="a Slurm task evaluating the slow kernel")
+    [first] = [line.split()[0] for line in cluster.queue()]
+    cluster.run("scancel", first)
+    out = finish(proc, timeout=240)
+    assert proc.returncode == 0, out + cluster.logs()
+    assert f"job={first}" in out and "submitted again as job" in out, out
+    assert summary(run)["evaluations"] >= 1 and _jobs(cluster) == []
