@@ -89,6 +89,16 @@ class Rig:
                     self.t.reply(a, result(job))
         raise AssertionError("search did not finish")
 
+    def only_evaluator_declared_dead_with_its_job(self) -> tuple[bytes, Job]:
+        """The run's one evaluator takes the first job, then falls silent (SIGSTOP, a cut link) past dead_s."""
+        a = self.t.join("evaluator", target="t", capacity=1)
+        self.step()
+        [job] = self.t.jobs_for(a)
+        self.t.freeze(a)
+        self.clock.advance(self.t.timing.dead_s + 1)
+        self.step()
+        return a, job
+
     def standard_agents(self, models=("synthetic",)) -> list[bytes]:
         return [self.t.join("evaluator", target="t", capacity=2),
                 self.t.join("planner", models=list(models), capacity=2),
@@ -229,12 +239,7 @@ def test_a_job_lost_by_the_only_agent_of_its_role_goes_back_to_it_when_it_rejoin
     """One evaluator, paused past dead_s (SIGSTOP, a cut link): declared dead, its job requeued. It comes
     back under its old identity as a new incarnation and gets the job again: nothing is stranded."""
     rig = Rig(tmp_path, leases=LeasePolicy())
-    a = rig.t.join("evaluator", target="t", capacity=1)
-    rig.step()
-    [job] = rig.t.jobs_for(a)
-    rig.t.freeze(a)
-    rig.clock.advance(rig.t.timing.dead_s + 1)
-    rig.step()
+    a, job = rig.only_evaluator_declared_dead_with_its_job()
     assert rig.coord.stats.requeued == 1 and rig.coord.queued == 1
     rig.t.rejoin(a)
     rig.step()
@@ -249,12 +254,7 @@ def test_a_late_result_of_a_requeued_job_is_accepted_once(tmp_path):
     """The paused evaluator finishes the job it was declared dead with and re-sends the result as it
     rejoins: the job is still queued, so that result settles it (not dropped as a duplicate, not run again)."""
     rig = Rig(tmp_path, leases=LeasePolicy())
-    a = rig.t.join("evaluator", target="t", capacity=1)
-    rig.step()
-    [job] = rig.t.jobs_for(a)
-    rig.t.freeze(a)
-    rig.clock.advance(rig.t.timing.dead_s + 1)
-    rig.step()
+    a, job = rig.only_evaluator_declared_dead_with_its_job()
     assert rig.coord.queued == 1
     rig.t.rejoin(a)
     rig.t.reply(a, result(job))                                 # attempt 1's answer, re-sent after the HELLO
