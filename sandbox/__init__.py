@@ -207,7 +207,9 @@ def start(argv: list[str], workdir: Path, limits: Limits, fds: dict[int, tuple[s
     for num, ours in sorted((inherit or {}).items()):
         cmd += ["--fd", f"{num}:dup:{ours}"]
     cmd += ["--", *argv]
-    proc = subprocess.Popen(cmd, env=env or {}, cwd=workdir, start_new_session=True,
+    # umask 022 whatever the user's: the launcher builds the private view's mount points as root and the program
+    # runs as nobody, which must traverse them (under a 077 umask it could not even exec its interpreter)
+    proc = subprocess.Popen(cmd, env=env or {}, cwd=workdir, start_new_session=True, umask=0o022,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             close_fds=True, pass_fds=tuple((inherit or {}).values()))
     return Sandboxed(proc, limits, status)

@@ -373,3 +373,17 @@ def test_prepare_workdir_hands_directory_to_nobody(workdir):
         assert other.stat().st_uid == 0
     finally:
         shutil.rmtree(other)
+
+
+def test_a_callers_restrictive_umask_does_not_reach_the_sandbox(workdir):
+    """Before, a user whose umask was 077 could not run trainium-sim: the launcher built the private view's mount
+    points as root under that umask, and the program, as nobody, could not even exec its interpreter."""
+    import sys
+    limits = Limits(wall_s=10, cpu_s=10, private_fs=True,
+                    ro_paths=(*sandbox.toolchain_paths(), sys.prefix, sys.base_prefix))
+    old = os.umask(0o077)
+    try:
+        r = sandbox.run([sys.executable, "-I", "-c", "print('ran')"], workdir, limits)
+    finally:
+        os.umask(old)
+    assert r.ok and out(workdir) == "ran\n", r.notes
