@@ -96,6 +96,7 @@ class Coordinator(Spending):
         self._blocked = 0.0                       # worst case of the job the cap held back
         self._worst: dict[str, float] = {}        # job id -> worst-case cost of its model calls
         self._placeholders: set[tuple[str, int]] = set()   # (job, attempt) lost and counted at its worst case
+        self._answered: dict[str, set[int]] = {}  # settled model job id -> the attempts whose answers were taken
         self._last_tick = clock()
         self._next_progress = 0.0
 
@@ -158,7 +159,8 @@ class Coordinator(Spending):
         flight = self.in_flight.get(job_id) or self._late(peer, body)
         peer.in_flight.discard(job_id)
         if flight is None:
-            self.stats.duplicates += 1     # duplicate or already settled: ack, count nothing
+            self.stats.duplicates += 1     # duplicate or already settled: ack, count it once
+            self._record_unused(body)
             self.router.send(peer, control.Ack(job_id=job_id))
             return
         ok, result, error = self._decode(peer, flight.job, body)
@@ -166,6 +168,8 @@ class Coordinator(Spending):
             flight.peer.in_flight.discard(job_id)
         self.in_flight.pop(job_id, None)
         self.reserved.pop(job_id, None)
+        if flight.job.kind != "eval":
+            self._answered.setdefault(job_id, set()).add(body.attempt)
         with self.store.tx():
             earlier = body.attempt != flight.attempt     # an attempt lost before the one in flight answered
             if earlier:

@@ -11,7 +11,9 @@ import msgspec
 import structlog
 
 from autocomp_zmq.agents.policy import Job
-from autocomp_zmq.protocols.jobs import ROLE_OF_KIND, ModelCall
+from autocomp_zmq.protocols import control
+from autocomp_zmq.protocols.envelope import ProtocolError
+from autocomp_zmq.protocols.jobs import ROLE_OF_KIND, ModelCall, decode_failure, decode_result
 
 log = structlog.get_logger("agents.coordinator")
 
@@ -64,6 +66,25 @@ class Spending:
         for model, role, cost in self.store.drop_model_calls(job_id, self._lost_outcome(attempt)):
             self.spent -= cost
             self.spent_by[(model, role)] = self.spent_by.get((model, role), 0.0) - cost
+
+    def _record_unused(self, body: control.Result) -> None:
+        """Another attempt's answer to a model job already settled (an attempt lost, then answered after another
+        did): not used, but the calls it reports were made and may have been billed, so they are recorded and
+        charged (replacing the worst case its lost attempt was counted at). A re-sent answer is not charged twice."""
+        answered = self._answered.get(body.job_id)
+        if answered is None or body.attempt in answered or body.kind not in ROLE_OF_KIND:
+            return
+        try:
+            answer = decode_result(body.kind, body.payload) if body.ok else decode_failure(body.payload)
+        except ProtocolError:
+            return
+        answered.add(body.attempt)
+        with self.store.tx():
+            if (body.job_id, body.attempt) in self._placeholders:
+                self._unplace(body.job_id, body.attempt)
+            for call in answer.calls:
+                call.outcome = f"{call.outcome or 'ok'} (answered after the job was settled: not used)"
+                self._charge(body.job_id, ROLE_OF_KIND[body.kind], call)
 
     def _worst_case(self, job: Job) -> float:
         """The most this job's model calls can cost (0 for a model without a known price: a run with

@@ -476,3 +476,32 @@ def test_evaluations_no_live_evaluator_can_serve_are_named_with_the_worker_to_st
     warned = [e for e in logs if e["event"] == "no_agent_for_job"]
     assert [(e["role"], e["target"]) for e in warned] == [("evaluator", "t")]
     assert "--role evaluator --target t" in warned[0]["note"]
+
+
+def test_an_answer_that_comes_after_another_attempt_settled_the_job_is_paid_for_once(tmp_path):
+    """A plan whose lease expired on a slow planner is answered by a second planner; the slow one answers too,
+    later. Before, that answer was dropped as a duplicate with its model calls: made, billed, never recorded."""
+    book = PriceBook({LLM: Price(input=0.0, output=10.0)})
+    cfg = BeamConfig(iterations=1, beam=1, plans=1, codes=1, seed=2, plan_models=(LLM,), code_models=(LLM,))
+    rig = Rig(tmp_path, cfg=cfg, cost=CostPolicy(5.0, *cost_functions(book, max_tokens=4000)))
+    ev = rig.t.join("evaluator", target="t", capacity=1)
+    slow = rig.t.join("planner", models=[LLM], capacity=1)
+    rig.step()
+    rig.t.reply(ev, result(rig.t.jobs_for(ev)[0]))
+    rig.step()
+    [plan] = rig.t.jobs_for(slow)
+    other = rig.t.join("planner", models=[LLM], capacity=1)
+    rig.clock.advance(5.1)                                      # past the 5 s lease: the other planner gets it
+    rig.step()
+    [again] = rig.t.jobs_for(other)
+    assert again.attempt == 2 and rig.coord.spent == pytest.approx(0.06)     # attempt 1 at its worst case
+    paid = msgspec.structs.replace(answer(plan), calls=[ModelCall(model=LLM, tokens_out=1000)])
+    rig.t.reply(other, result(again, paid))
+    rig.step()
+    rig.t.reply(slow, result(plan, paid))                       # attempt 1, after the job was settled
+    rig.t.reply(slow, result(plan, paid))                       # and re-sent after a reconnect
+    rig.t.reply(other, result(again, paid))
+    rig.step()
+    assert rig.coord.spent == pytest.approx(0.02) == rig.store.total_cost()    # two calls made, two charged
+    assert rig.store.count("model_calls", "outcome LIKE '%not used%'") == 1
+    assert rig.store.count("model_calls", "outcome LIKE 'lost%'") == 0 and rig.coord.stats.duplicates == 3
