@@ -352,9 +352,12 @@ class Coordinator(Spending):
             return
         self._next_warn_check = now + 1.0
         alive = self.router.alive()
-        unserved = {(role, j.model if j.kind != "eval" else j.payload.problem.target)
-                    for role, q in self.queues.items() for j in q
-                    if not any(p.role == role and self._can_serve(p, j) for p in alive)}
+        needs: dict[tuple, Job] = {}          # one queued job per (role, model or target): each need checked once
+        for role, q in self.queues.items():
+            for j in q:
+                needs.setdefault((role, j.model if j.kind != "eval" else j.payload.problem.target), j)
+        unserved = {need for need, j in needs.items()
+                    if not any(p.role == need[0] and self._can_serve(p, j) for p in alive)}
         self._unserved_since = {k: self._unserved_since.get(k, now) for k in unserved}
         for (role, need), since in self._unserved_since.items():
             key = f"{role}:{need}"

@@ -99,7 +99,8 @@ class ConnectionWatch(threading.Thread):
                     refused = (server_reason(event, value, self.curve), detail)
                 elif event == zmq.EVENT_DISCONNECTED:
                     address = addresses.pop(value, "unknown")
-                    unfinished = handshaking.pop(value, ...) is None
+                    unfinished = value in handshaking
+                    handshaking.pop(value, None)
                     if refused:
                         self.rejects.add(refused[0], address, refused[1])
                         refused = None
