@@ -45,8 +45,11 @@ class EvaluatorJob:
 
     def sbatch_args(self) -> list[str]:
         out = [f"--output={self.output}"] if self.output else []
-        return [f"--ntasks={self.tasks}", f"--job-name={self.name}", "--export=ALL", *out, *self.options,
-                str(slurm.TEMPLATE)]
+        # --no-requeue: a job whose node fails leaves the queue at once and the run submits it again (Submitted)
+        # within seconds; requeued by Slurm instead, it would wait the cluster's CredExpire (2 min by default)
+        # before starting anywhere. --slurm-option=--requeue comes after it and wins.
+        return [f"--ntasks={self.tasks}", f"--job-name={self.name}", "--export=ALL", "--no-requeue", *out,
+                *self.options, str(slurm.TEMPLATE)]
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         from autocomp_zmq.agents.localagents import worker_argv

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("sbatch", "squeue", "scancel", "sinfo", "srun")
+CLIENTS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo", "srun")
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])   # daemons live in sbin
 
 CONF = """\

@@ -210,8 +210,10 @@ def test_secret_made_before_the_run_is_the_runs(tmp_path):
     assert json.loads((run / "config.json").read_text())["bus"]["curve"] is True
 
 
-def test_a_job_cancelled_mid_run_is_submitted_again_and_the_run_finishes(cluster, tmp_path):
-    """Before, `scancel` of the run's job mid-run was warned about once and the run waited for evaluators forever."""
+@pytest.mark.parametrize("fault", ["scancel", "node down"])
+def test_a_job_cancelled_mid_run_is_submitted_again_and_the_run_finishes(cluster, tmp_path, fault):
+    """Before, `scancel` of the run's job mid-run was warned about once and the run waited for evaluators forever;
+    a node set down had Slurm requeue the job, which then waited 2 minutes (CredExpire) before starting again."""
     (tmp_path / "slow.c").write_text(SLOW_GEMM)         # keeps the Slurm task busy for seconds: cancelled mid-job
     cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1)
     run = tmp_path / "run"
@@ -221,7 +223,13 @@ def test_a_job_cancelled_mid_run_is_submitted_again_and_the_run_finishes(cluster
                                 "WHERE j.kind = 'eval' AND a.finished IS NULL"),
              timeout=90, what="a Slurm task evaluating the slow kernel")
     [first] = [line.split()[0] for line in cluster.queue()]
-    cluster.run("scancel", first)
+    if fault == "scancel":
+        cluster.run("scancel", first)
+    else:       # its tasks are killed and the job ends NODE_FAIL (the node returns: ReturnToService=2, or resume)
+        node = socket.gethostname()
+        assert cluster.run("scontrol", "update", f"nodename={node}", "state=down", "reason=test").returncode == 0
+        wait_for(lambda: first not in " ".join(cluster.queue()), timeout=60, what=f"job {first} to leave the queue")
+        cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
     out = finish(proc, timeout=240)
     assert proc.returncode == 0, out + cluster.logs()
     assert f"job={first}" in out and "submitted again as job" in out, out

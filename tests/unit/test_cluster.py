@@ -50,6 +50,7 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
     assert args[0] == "--ntasks=3" and args[-1] == str(slurm.TEMPLATE)
     # the user's options come after ours: sbatch takes the last, so --slurm-option=--ntasks=5 wins
     assert args.index("--ntasks=5") > args.index("--ntasks=3") and "--partition=trn" in args
+    assert "--no-requeue" in args      # a failed node's job comes back through the run's resubmission, not in 2 min
     assert f"--output={tmp_path}/logs/slurm-%j.out" in args and f"--job-name=autocomp-{tmp_path.name}" in args
     from autocomp_zmq.agents.localagents import keyless_env
     env = job.environment(keyless_env({"MY_PROVIDER_KEY"}))
