@@ -27,6 +27,8 @@ def _n(v: int | None) -> str:
 
 
 def _cost(c: Call | Usage) -> str:
+    if isinstance(c, Call) and c.billing == "unknown":      # lost after sending: the provider's count is unknown
+        return f"unknown, up to ${c.cost:.4f}"
     unknown = c.priced is False if isinstance(c, Call) else bool(c.unpriced)
     return f"${c.cost:.4f}" + ("*" if unknown else "")
 
@@ -175,6 +177,13 @@ def print_calls(console: Console, index: CandidateIndex, title: str) -> None:
     notes = unpriced_note(tot)
     if notes:
         console.print(Text(notes))
+    lost = [c for c in calls if c.billing == "unknown"]
+    unbilled = sum(c.billing == "none" for c in calls)
+    if lost or unbilled:
+        console.print(Text(f"{plural(len(lost), 'call')} lost after the request was sent (timeout, reset, malformed "
+                           f"answer): the provider may have billed them, so each counts at its worst case "
+                           f"(${sum(c.cost for c in lost):.4f} in all). {plural(unbilled, 'call')} not billed "
+                           "(429, 5xx, 529, no connection), each tried again after a wait."))
 
 
 def usage_table(rows: list[Usage], title: str) -> Table:
@@ -199,6 +208,6 @@ def unpriced_note(tot: Usage) -> str:
 def calls_json(index: CandidateIndex) -> list[str]:
     """One JSON object per call, in time order (no texts: `show --candidate` prints those)."""
     keys = ("n", "id", "job_id", "role", "model", "kind", "iteration", "tokens_in", "tokens_cached",
-            "tokens_cache_write", "tokens_out", "tokens_reasoning", "max_tokens", "cost", "priced", "latency",
+            "tokens_cache_write", "tokens_out", "tokens_reasoning", "max_tokens", "cost", "priced", "billing", "latency",
             "outcome", "finish", "created", "candidates")
     return [json.dumps({k: getattr(c, k) for k in keys}) for c in index.calls]

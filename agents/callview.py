@@ -20,7 +20,7 @@ from autocomp_zmq.agents import runstore as store
 from autocomp_zmq.agents.runstore import text_of
 
 NEW_COLUMNS = ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
-               "prefix_id", "prompt_id", "answer_id", "reasoning_id")
+               "prefix_id", "prompt_id", "answer_id", "reasoning_id", "billing")
 MIN_PREFIX = 6   # characters of a candidate id that `show --candidate` needs
 
 
@@ -50,6 +50,7 @@ class Call:
     prompt_id: str | None = None
     answer_id: str | None = None
     reasoning_id: str | None = None
+    billing: str | None = None    # reported | none (not billed) | unknown (lost after sending: cost is its worst case)
     candidates: list[str] = field(default_factory=list)   # what its job led to
 
     @property

@@ -21,7 +21,7 @@ import structlog
 
 from autocomp_zmq.agents.failures import FailureTally, is_noop, reason_of
 from autocomp_zmq.agents.policy import IsSeeded, Job, SearchPolicy, never_seeded
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, call_billing
 from autocomp_zmq.agents.spending import CostPolicy, Spending
 from autocomp_zmq.bus.transport import Event, Peer, Transport
 from autocomp_zmq.protocols import control
@@ -91,6 +91,9 @@ class Coordinator(Spending):
         self.replay = replay                      # answer LLM jobs only from this recorded run
         self.spent = store.total_cost()           # a resumed run starts with what it already spent
         self.spent_by: dict[tuple[str, str], float] = store.cost_by()   # (model, role) -> USD
+        # calls the provider did not bill ("none": 429, 5xx, no connection) and calls lost after they were sent
+        # ("unknown": counted at their worst case), this run's sessions all included
+        self.call_faults: dict[str, int] = {b: n for b, (n, _) in call_billing(store.db).items() if b != "reported"}
         self.reserved: dict[str, float] = {}      # job id -> worst-case cost of the job in flight
         self.cap_reached = False
         self._blocked = 0.0                       # worst case of the job the cap held back
@@ -182,9 +185,13 @@ class Coordinator(Spending):
                 self._charge(job_id, ROLE_OF_KIND[flight.job.kind], call)
                 # the texts are kept once, with the call; the job's stored result (for resume) needs only counts
                 call.prefix = call.prompt = call.answer = call.reasoning = ""
-            self.store.finish_job(job_id, ok, result, error, "done" if ok else "failed")
-            self.search.on_result(job_id, ok, result if ok else None, error)
+            again = self._send_again(flight, result, error)
+            if not again:
+                self.store.finish_job(job_id, ok, result, error, "done" if ok else "failed")
+                self.search.on_result(job_id, ok, result if ok else None, error)
         self.router.send(peer, control.Ack(job_id=job_id))  # only after the commit above
+        if again:
+            return
         if not ok:
             self.stats.failed[flight.job.kind] = self.stats.failed.get(flight.job.kind, 0) + 1
             self.failures.add(flight.job.kind, flight.job.model, reason_of(error, flight.job.model))
@@ -193,6 +200,21 @@ class Coordinator(Spending):
                          error=(error or "")[:300])
         elif flight.job.kind == "eval" and not result.correct:
             self.failures.add("eval", None, str(result.error_kind or "incorrect"))
+
+    def _send_again(self, flight: InFlight, result, error: str | None) -> bool:
+        """A model job whose answer was lost after its request was sent (its calls charged at their worst case) goes
+        back to the front of its queue, up to max_attempts and while the cost cap is not reached; there the cap
+        decides whether it can afford the job's worst case once more."""
+        job = flight.job
+        if not (isinstance(result, Failure) and result.retry) or self.cap_reached \
+                or self.attempts.get(job.id, 0) >= self.leases.max_attempts:
+            return False
+        self.stats.requeued += 1
+        self.store.requeue_job(job.id)
+        self.queues[ROLE_OF_KIND[job.kind]].appendleft(job)
+        log.warning("job_sent_again", kind=job.kind, job=job.id, model=job.model, attempt=flight.attempt,
+                    why=(error or "")[:300])
+        return True
 
     def _late(self, peer: Peer, body: control.Result) -> InFlight | None:
         """A job lost by an agent (declared dead, or its lease expired) and queued again, answered by that agent

@@ -67,7 +67,8 @@ class Progress:
                 "cost": coord.spent, "cost_in_flight": sum(coord.reserved.values()),
                 "cost_by": {k: v for k, v in coord.spent_by.items() if v},
                 "agents": len(coord.router.alive()), "failures": coord.failures.top(3),
-                "failed": sum(coord.failures.counts.values()), "noops": sum(coord.failures.noops.values())}
+                "failed": sum(coord.failures.counts.values()), "noops": sum(coord.failures.noops.values()),
+                "not_billed": coord.call_faults.get("none", 0), "lost_calls": coord.call_faults.get("unknown", 0)}
 
     def _left(self, s, elapsed: float) -> float | None:
         """Seconds left if every planned iteration runs (a run that stops early takes less): the evaluations
@@ -113,6 +114,8 @@ class Progress:
             parts.append(f"no-ops {snap['noops']}")
         if snap["cost"]:
             parts.append(f"cost ${snap['cost']:.2f}")
+        if snap["not_billed"] or snap["lost_calls"]:
+            parts.append(f"calls retried {snap['not_billed']}, lost {snap['lost_calls']}")
         if snap["failed"]:
             parts.append(f"failed {snap['failed']} ({snap['failures'][0]})")
         width = self.console.width if self.console.is_terminal else PLAIN_WIDTH
@@ -148,6 +151,9 @@ class Progress:
             t.add_row("cost (USD)", f"${snap['cost']:.2f} spent, ${snap['cost_in_flight']:.2f} reserved in flight")
             for (model, role), usd in sorted(snap["cost_by"].items(), key=lambda kv: -kv[1])[:6]:
                 t.add_row(Text(f"  {role}"), Text(f"${usd:.2f}  {model}"))   # Text: model specs hold brackets
+        if snap["not_billed"] or snap["lost_calls"]:
+            t.add_row("model calls", f"{snap['not_billed']} not billed (429, 5xx, no connection; tried again), "
+                                     f"{snap['lost_calls']} lost after sending (counted at their worst case)")
         if snap["noops"]:
             t.add_row("no-op proposals", f"{snap['noops']} (plans that change nothing: not failures)")
         t.add_row("failures", Text(str(snap["failed"]) if snap["failed"] else "-"))

@@ -18,6 +18,7 @@ import msgspec
 import psutil
 
 from autocomp_zmq.agents.configtext import explain
+from autocomp_zmq.agents.llm.specs import MAX_WAIT_S
 
 EVALUATORS_PER_CORE = 4        # more evaluators than this per core only queue for the CPU
 
@@ -122,7 +123,9 @@ class Models(_Section):
         "with all of it if its answer was cut off.", metavar=N, resume=LOCAL)] = 32000
     call_timeout_s: Annotated[Seconds, opt("Seconds per model call.", metavar=S)] = 600.0
     call_retries: Annotated[bounded(int, ge=0), opt(
-        "Retries of a model call on 429/5xx/timeouts (with backoff, Retry-After).", metavar=N)] = 4
+        "Retries of a model call the provider did not bill (429, 5xx, 529, no connection), after its Retry-After "
+        "or a backoff, each recorded; a call lost after it was sent is charged at its worst case and its job sent "
+        "again (at most twice) if --max-cost has room.", metavar=N)] = 4
     llm_lease_s: Annotated[Seconds | None, opt(
         "Seconds a model agent may hold a job (none: long enough for every retry of a call, so that a slow call is "
         "not paid twice).", metavar=S)] = None
@@ -214,10 +217,12 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     @property
     def model_lease_s(self) -> float:
-        """A model job's lease: every try of its call (timeout x (retries + 1)) plus the SDK's backoff
-        between tries (at most about a minute in all), unless set explicitly."""
+        """A model job's lease, unless set explicitly: its two calls (agents/llm/agent.py: a cut-off answer is asked
+        again), each tried retries + 1 times, with the longest wait between tries (agents/llm/faults.py)."""
         m = self.models
-        return m.llm_lease_s if m.llm_lease_s is not None else m.call_timeout_s * (m.call_retries + 1) + 60.0
+        tries = m.call_retries + 1
+        return m.llm_lease_s if m.llm_lease_s is not None else \
+            2 * (tries * m.call_timeout_s + m.call_retries * MAX_WAIT_S) + 60.0
 
     @classmethod
     def of(cls, **flat) -> "RunConfig":

@@ -13,7 +13,7 @@ import structlog
 from autocomp_zmq.agents.policy import Job
 from autocomp_zmq.protocols import control
 from autocomp_zmq.protocols.envelope import ProtocolError
-from autocomp_zmq.protocols.jobs import ROLE_OF_KIND, ModelCall, decode_failure, decode_result
+from autocomp_zmq.protocols.jobs import BILLED_REPORTED, ROLE_OF_KIND, ModelCall, decode_failure, decode_result
 
 log = structlog.get_logger("agents.coordinator")
 
@@ -51,6 +51,8 @@ class Spending:
             if priced:
                 call.cost = cost
         self.store.add_model_call(job_id, role, call, priced)
+        if call.billing != BILLED_REPORTED:
+            self.call_faults[call.billing] = self.call_faults.get(call.billing, 0) + 1
         self.spent += call.cost
         key = (call.model, role)
         self.spent_by[key] = self.spent_by.get(key, 0.0) + call.cost

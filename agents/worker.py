@@ -31,9 +31,10 @@ log = structlog.get_logger("agents.worker")
 class JobFailed(Exception):
     """A job that failed after doing billable work: the calls are still reported."""
 
-    def __init__(self, message: str, calls: list[ModelCall] | None = None) -> None:
+    def __init__(self, message: str, calls: list[ModelCall] | None = None, retry: bool = False) -> None:
         super().__init__(message)
         self.calls = calls or []
+        self.retry = retry
 
 
 class GaveUp(RuntimeError):
@@ -118,7 +119,7 @@ def run_job(impl: Implementation, job: Job) -> Result:
     except ProtocolError as exc:
         error, payload = f"malformed job or result: {exc}", NO_PAYLOAD
     except JobFailed as exc:
-        error, payload = str(exc)[:60000], raw(Failure(calls=exc.calls))
+        error, payload = str(exc)[:60000], raw(Failure(calls=exc.calls, retry=exc.retry))
     except Exception as exc:  # noqa: BLE001 - an implementation failure is a result, not a crash
         error = f"{type(exc).__name__}: {exc}"[:60000]
     return Result(job_id=job.job_id, kind=job.kind, attempt=job.attempt, ok=ok, payload=payload, error=error,

@@ -91,6 +91,9 @@ Tokens = Annotated[int, msgspec.Meta(ge=0)]
 CallText = Annotated[str, msgspec.Meta(max_length=1024 * 1024)]
 
 
+BILLED_REPORTED, BILLED_NONE, BILLED_UNKNOWN = "reported", "none", "unknown"   # ModelCall.billing
+
+
 class ModelCall(Payload):
     """One model call, billed or not: what the run store's model_calls table records. Token counts are as
     the provider bills them: tokens_in counts every prompt token (cached ones included), tokens_cached
@@ -109,6 +112,10 @@ class ModelCall(Payload):
     tokens_reasoning: Tokens = 0
     max_tokens: Tokens = 0              # the output limit the call asked for
     finish: Name = ""                   # why the answer ended: stop | length | refusal | content_filter | error
+    # whose count prices the call: "reported" (the provider's usage), "none" (an error status or a request that
+    # never left: not billed), "unknown" (sent, no usable answer back: priced at its worst case, tokens_in and
+    # tokens_out then being the bounds of the prompt and of the output limit)
+    billing: Name = BILLED_REPORTED
     # what was said, for inspection (`show --candidate`, `show --calls`): the stable prompt prefix shared by
     # every call of a run (cached by providers), the rest of the prompt, the answer as the model wrote it, and
     # reasoning the provider returned apart from it
@@ -199,8 +206,11 @@ class EvalReport(Payload):
 
 
 class Failure(Payload):
-    """The payload of a failed job: the calls it paid for before failing."""
+    """The payload of a failed job: the calls it paid for before failing; `retry` when another attempt may well
+    succeed (the answer was lost to the network after the request was sent): the coordinator sends the job
+    again if the cost cap has room for its worst case once more."""
     calls: Calls = []
+    retry: bool = False
 
 
 Request = Union[PlanRequest, CodeRequest, RepairRequest, EvalRequest]

@@ -3,22 +3,28 @@ pack, call the job's model, read the answer as real models write it (agents/llm/
 
 Calls run on an asyncio loop in a background thread, at most `concurrency` at a time per model. A call
 first asks for half of --max-tokens; an answer cut off there (finish reason "length") is asked again once
-with the whole --max-tokens, and one cut off at --max-tokens is a failure named "truncated". Every call,
+with the whole --max-tokens, and one cut off at --max-tokens is a failure named "truncated". Every try,
 failed or not, goes back in the result's "calls" with its prompt, its raw answer and the provider's token
 counts (reasoning and cached tokens included), so that the coordinator can price it and a person can read it.
+A try the provider did not bill (429, 5xx, no connection) is tried again here after a wait; one lost after it
+was sent (a timeout, a reset, a malformed answer) is recorded at its worst case and the job handed back for
+the coordinator to send again under the cost cap (agents/llm/faults.py).
 """
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 
+from autocomp_zmq.agents.llm.faults import backoff_s, classify
 from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
 from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
 from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion, root_cause
+from autocomp_zmq.agents.llm.pricing import PROMPT_OVERHEAD_TOKENS
 from autocomp_zmq.agents.llm.specs import first_limit, parse_spec
 from autocomp_zmq.agents.worker import JobFailed
-from autocomp_zmq.protocols.jobs import Answer, CodeResult, ModelCall, PlanResult, Request
+from autocomp_zmq.protocols.jobs import BILLED_UNKNOWN, Answer, CodeResult, ModelCall, PlanResult, Request
 
 _FINISH_WORDS = {"refusal": "the model refused to answer", "content_filter": "the provider's content filter "
                  "blocked the answer", "empty": "the provider returned no answer"}
@@ -37,6 +43,7 @@ class LLMAgent:
         self._clients = {s.text: Client(s, call_options) for s in specs}
         self._loop = asyncio.new_event_loop()
         self._limits = {m: asyncio.Semaphore(concurrency) for m in self.models}
+        self._rng = random.Random()
         threading.Thread(target=self._loop.run_forever, name="llm-calls", daemon=True).start()
 
     async def _call(self, model: str, prompt: Prompt, limit: int) -> Completion:
@@ -61,9 +68,10 @@ class LLMAgent:
             raise JobFailed(f"unusable answer from {model}: {exc}", calls=calls) from None
 
     def _answer(self, model: str, prompt: Prompt, calls: list[ModelCall]) -> Completion:
-        """The model's finished answer; a truncated, refused or failed call raises JobFailed with every call made."""
+        """The model's finished answer; a truncated, refused or failed call raises JobFailed with every try made."""
         ceiling = self.options.max_tokens
         limit = first_limit(ceiling)
+        retries = 0
         while True:
             call = ModelCall(model=model, prompt_hash=prompt.hash, max_tokens=limit, prefix=prompt.prefix,
                              prompt=prompt.body)
@@ -71,11 +79,26 @@ class LLMAgent:
             started = time.monotonic()
             try:
                 done = asyncio.run_coroutine_threadsafe(self._call(model, prompt, limit), self._loop).result()
-            except Exception as exc:  # noqa: BLE001 - the SDK's errors after its retries: a failed call
-                call.latency, call.outcome, call.finish = time.monotonic() - started, f"error: {type(exc).__name__}", \
-                    "error"
-                raise JobFailed(f"model {model} failed: {type(exc).__name__}: {exc} ({root_cause(exc)})"[:2000],
-                                calls=calls) from None
+            except Exception as exc:  # noqa: BLE001 - every SDK error is a try to record and classify
+                call.latency, call.finish = time.monotonic() - started, "error"
+                fault = classify(exc)
+                call.billing = fault.billing
+                if fault.billing == BILLED_UNKNOWN:
+                    # sent, and no usable answer back: the provider may bill all of it; the bounds price it
+                    call.tokens_in = len(prompt.text.encode()) + PROMPT_OVERHEAD_TOKENS
+                    call.tokens_out = limit
+                    call.outcome = f"lost: {fault.words}; billing unknown, counted at its worst case"
+                    raise JobFailed(f"model {model}: {fault.words} ({root_cause(exc)}); the job is sent again if "
+                                    "the cost cap allows", calls=calls, retry=True) from None
+                if fault.retry and retries < self.options.max_retries:
+                    retries += 1
+                    wait = backoff_s(retries, self.options.backoff_s, fault, self._rng)
+                    call.outcome = f"{fault.words}: not billed, tried again after {wait:.1f} s"
+                    time.sleep(wait)
+                    continue
+                call.outcome = f"error: {fault.words}"
+                raise JobFailed(f"model {model} failed: {fault.words} ({root_cause(exc)})"
+                                + (f" after {retries} retries" if retries else ""), calls=calls) from None
             call.latency = time.monotonic() - started
             call.tokens_in, call.tokens_out = done.tokens_in, done.tokens_out
             call.tokens_cached, call.tokens_cache_write = done.tokens_cached, done.tokens_cache_write

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autocomp_zmq.agents.llm.specs import ModelSpec, SpecError, first_limit, parse_spec
+from autocomp_zmq.protocols.jobs import BILLED_NONE, BILLED_UNKNOWN
 
 PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
 PRICES_HELP = ('give one in a prices file (--prices FILE, a TOML table ["MODEL_SPEC"] with input = and output = in '
@@ -184,10 +185,15 @@ def cost_functions(book: PriceBook, max_tokens: int):
     """The coordinator's two prices (agents/coordinator.py CostPolicy) from this book: a finished call's cost
     from its tokens, and a job's worst case at --max-tokens. None for a model no spec names (a plug-in agent's)."""
     def call_cost(call) -> float | None:
+        if call.billing == BILLED_NONE:
+            return 0.0
         try:
-            return book.cost(parse_spec(call.model), usage_of(call))
+            spec = parse_spec(call.model)
         except SpecError:
             return None
+        if call.billing == BILLED_UNKNOWN:   # its tokens are bounds: the prompt at a byte a token, the output limit
+            return book.worst_case(spec, call.tokens_in, call.tokens_out)
+        return book.cost(spec, usage_of(call))
 
     def worst_case(job) -> float | None:
         try:

@@ -1,6 +1,6 @@
 """One async client per model spec, through the official SDKs (OpenAI-compatible servers through the
-openai SDK's base_url). The SDKs retry 429/5xx/timeouts with exponential backoff and jitter and honour
-Retry-After; we set the retry count and the per-call timeout.
+openai SDK's base_url). The SDKs' own retries are off: each try is a call the agent records and retries itself
+(agents/llm/faults.py), so that no paid attempt goes unseen; we set the per-call timeout.
 
 Every prompt comes in two parts: a long stable prefix shared by all calls of a run (ISA, rules, menu,
 examples) and the part that varies. The prefix goes first, as the system prompt, so that providers can
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import anthropic
 import openai
 
+from autocomp_zmq.agents.llm.faults import UnbilledAnswer
 from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
 
 # Anthropic extended thinking for --reasoning-effort: the thinking budget in tokens (counted in the output)
@@ -41,10 +42,10 @@ class Client:
         self.spec, self.opts = spec, opts
         key = spec.api_key()
         if spec.provider == "anthropic":
-            self._anthropic = anthropic.AsyncAnthropic(api_key=key, timeout=opts.timeout_s, max_retries=opts.max_retries)
+            self._anthropic = anthropic.AsyncAnthropic(api_key=key, timeout=opts.timeout_s, max_retries=0)
         else:
             self._openai = openai.AsyncOpenAI(api_key=key or "none", base_url=spec.base_url, timeout=opts.timeout_s,
-                                              max_retries=opts.max_retries)
+                                              max_retries=0)
 
     async def complete(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         if self.spec.provider == "anthropic":
@@ -64,6 +65,8 @@ class Client:
         text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
         thinking = "\n".join(getattr(b, "thinking", "") or "" for b in resp.content if b.type == "thinking")
         u = resp.usage
+        if u is None or not isinstance(resp.content, list):
+            raise UnbilledAnswer("an answer without its usage or content")
         written, read = u.cache_creation_input_tokens or 0, u.cache_read_input_tokens or 0
         details = getattr(u, "output_tokens_details", None)
         return Completion(text, u.input_tokens + written + read, u.output_tokens, read, written,
@@ -85,6 +88,8 @@ class Client:
         messages = ([{"role": "system", "content": prefix}] if prefix else []) + [{"role": "user", "content": prompt}]
         resp = await self._openai.chat.completions.create(model=self.spec.model, messages=messages, **kwargs)
         u = resp.usage
+        if u is None:
+            raise UnbilledAnswer("an answer without its usage")
         prompt_details = getattr(u, "prompt_tokens_details", None)
         out_details = getattr(u, "completion_tokens_details", None)
         # prompt_tokens counts cached ones; newer models also report (and bill) tokens written to the cache

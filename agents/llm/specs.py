@@ -21,10 +21,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 
+MAX_WAIT_S = 60.0   # the longest wait between tries of a call: a Retry-After above it, or backoff, is cut to it
+
+
 @dataclass(frozen=True)
 class CallOptions:
     timeout_s: float = 600.0
-    max_retries: int = 4
+    max_retries: int = 4                  # retries of a call the provider did not bill (agents/llm/faults.py)
+    backoff_s: float = 1.0                # the first wait between them without a Retry-After (doubling)
     max_tokens: int = 32000               # the most output tokens (reasoning included) a call may use
     temperature: float | None = None
     reasoning_effort: str | None = None   # OpenAI reasoning models: low | medium | high

@@ -23,7 +23,7 @@ import msgspec
 
 from autocomp_zmq.agents.runstore.reading import *  # noqa: F401,F403  (the readers, by their old names)
 from autocomp_zmq.agents.runstore.reading import expand_json
-from autocomp_zmq.agents.runstore.schema import (CALL_COLUMNS, RENAMED, SCHEMA, SHARED_BYTES,  # noqa: F401
+from autocomp_zmq.agents.runstore.schema import (ADDED_COLUMNS, CALL_COLUMNS, RENAMED, SCHEMA, SHARED_BYTES,  # noqa: F401
                                                  STORE_FORMAT, TEXT_REF, _columns, read_views)
 from autocomp_zmq.protocols.jobs import Answer, EvalReport, Failure, ModelCall, Payload, Plan, stored_result
 
@@ -38,10 +38,11 @@ class RunStore:
             if old in _columns(self.db, table):
                 self.db.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
         self.db.executescript(SCHEMA)
-        have = set(_columns(self.db, "model_calls"))
-        for column, sql_type in CALL_COLUMNS:   # stores written before these columns existed get them
-            if column not in have:
-                self.db.execute(f"ALTER TABLE model_calls ADD COLUMN {column} {sql_type}")
+        for table, columns in ADDED_COLUMNS.items():   # stores written before these columns existed get them
+            have = set(_columns(self.db, table))
+            for column, sql_type in columns:
+                if column not in have:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
         self._tx_depth = 0
 
     def close(self) -> None:
@@ -107,8 +108,9 @@ class RunStore:
     # -- search records -----------------------------------------------------------------
     def add_candidate(self, cid: str, parent_id: str | None, iteration: int, plan_job: str | None,
                       origin: str, model: str | None, code: str) -> None:
-        self.db.execute("INSERT OR IGNORE INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (cid, parent_id, iteration, plan_job, origin, model, code, time.time()))
+        self.db.execute("INSERT OR IGNORE INTO candidates (id, parent_id, iteration, plan_job, origin, model, code, "
+                        "created, code_id) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)",
+                        (cid, parent_id, iteration, plan_job, origin, model, time.time(), self.add_text(code)))
 
     def add_eval(self, cid: str, job_id: str, r: EvalReport) -> None:
         self.db.execute("INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -116,19 +118,20 @@ class RunStore:
                          r.error_kind, r.error, json.dumps(r.feedback), job_id))
 
     def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: Plan, menu: list[str]) -> None:
-        self.db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (job_id, parent_id, iteration, model, plan.option_id, plan.text,
-                         json.dumps(plan.params), json.dumps(menu)))
+        self.db.execute("INSERT OR REPLACE INTO plans (job_id, parent_id, iteration, model, option_id, text, params, "
+                        "menu, text_id) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?)",
+                        (job_id, parent_id, iteration, model, plan.option_id, self._compact(plan.params),
+                         json.dumps(menu), self.add_text(plan.text)))
 
     def add_model_call(self, job_id: str, role: str, call: ModelCall, priced: bool = True) -> None:
         texts = [self.add_text(t) for t in (call.prefix, call.prompt, call.answer, call.reasoning)]
         self.db.execute("INSERT INTO model_calls (job_id, role, model, prompt_hash, tokens_in, tokens_out, cost, "
                         "latency, outcome, created, tokens_cached, tokens_cache_write, tokens_reasoning, max_tokens, "
-                        "finish, priced, prefix_id, prompt_id, answer_id, reasoning_id) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "finish, priced, prefix_id, prompt_id, answer_id, reasoning_id, billing) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (job_id, role, call.model, call.prompt_hash, call.tokens_in, call.tokens_out, call.cost,
                          call.latency, call.outcome, time.time(), call.tokens_cached, call.tokens_cache_write,
-                         call.tokens_reasoning, call.max_tokens, call.finish, int(priced), *texts))
+                         call.tokens_reasoning, call.max_tokens, call.finish, int(priced), *texts, call.billing))
 
     def drop_model_calls(self, job_id: str, outcome: str) -> list[tuple[str, str, float]]:
         """Remove a job's calls recorded with this outcome (a placeholder); (model, role, cost) of each."""

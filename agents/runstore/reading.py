@@ -154,20 +154,44 @@ def failed_evaluations(db: sqlite3.Connection) -> list[tuple[str | None, str | N
                       "(SELECT id FROM jobs WHERE ok = 0)").fetchall()
 
 
+def _kept(db: sqlite3.Connection, table: str, column: str) -> str:
+    """SQL for a text column that newer rows keep in `texts` (its id in COLUMN_id, the inline value empty): the
+    inline value and the id, as two columns (NULL for a store written before the id column); _texts joins them."""
+    alias = table[0]
+    kept = f"{alias}.{column}_id" if f"{column}_id" in _columns(db, table) else "NULL"
+    return f"{alias}.{column}, {kept}"
+
+
+def _texts(db: sqlite3.Connection, rows: list[tuple], at: int) -> list[tuple]:
+    """Rows with the two columns at `at` (inline value, id in `texts`) made one: the text (each read once)."""
+    bodies: dict[str, str] = {}
+    out = []
+    for row in rows:
+        inline, tid = row[at], row[at + 1]
+        value = bodies.setdefault(tid, text_of(db, tid)) if tid else inline
+        out.append(row[:at] + (value,) + row[at + 2:])
+    return out
+
+
 def candidate_rows(db: sqlite3.Connection) -> list[tuple]:
     """Every candidate with its evaluation (None where it has no row of its own), oldest first: id, parent_id,
     iteration, plan_job, origin, model, code, correct, latency, error_kind, error, feedback, eval job."""
-    return db.execute(
-        "SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, c.code, e.correct, e.latency, "
-        "e.error_kind, e.error, e.feedback, e.job_id FROM candidates c LEFT JOIN evals e ON e.candidate_id = c.id "
-        "ORDER BY c.iteration, c.created, c.id").fetchall()
+    rows = db.execute(
+        f"SELECT c.id, c.parent_id, c.iteration, c.plan_job, c.origin, c.model, {_kept(db, 'candidates', 'code')}, "
+        "e.correct, e.latency, e.error_kind, e.error, e.feedback, e.job_id FROM candidates c "
+        "LEFT JOIN evals e ON e.candidate_id = c.id ORDER BY c.iteration, c.created, c.id").fetchall()
+    return _texts(db, rows, 6)
 
 
 def trace_step(db: sqlite3.Connection, cid: str) -> tuple | None:
     """(parent_id, iteration, model, option_id, plan text, plan params, latency) of one candidate."""
-    return db.execute("SELECT c.parent_id, c.iteration, c.model, p.option_id, p.text, p.params, e.latency "
-                      "FROM candidates c LEFT JOIN plans p ON p.job_id = c.plan_job "
-                      "LEFT JOIN evals e ON e.candidate_id = c.id WHERE c.id = ?", (cid,)).fetchone()
+    row = db.execute(f"SELECT c.parent_id, c.iteration, c.model, p.option_id, {_kept(db, 'plans', 'text')}, "
+                     "p.params, e.latency FROM candidates c LEFT JOIN plans p ON p.job_id = c.plan_job "
+                     "LEFT JOIN evals e ON e.candidate_id = c.id WHERE c.id = ?", (cid,)).fetchone()
+    if row is None:
+        return None
+    [row] = _texts(db, [row], 4)
+    return row[:5] + (expand_json(db, row[5]) if row[5] else row[5],) + row[6:]
 
 
 def baseline_latency(db: sqlite3.Connection) -> float | None:
@@ -198,7 +222,18 @@ def frontier_bests(db: sqlite3.Connection) -> list[tuple[int, float, int]]:
 
 def plan_rows(db: sqlite3.Connection) -> list[tuple[str, str | None, str | None, str | None]]:
     """(job id, option id, text, model) of every plan."""
-    return db.execute("SELECT job_id, option_id, text, model FROM plans").fetchall()
+    rows = db.execute(f"SELECT p.job_id, p.option_id, {_kept(db, 'plans', 'text')}, p.model FROM plans p").fetchall()
+    return _texts(db, rows, 2)
+
+
+def call_billing(db: sqlite3.Connection) -> dict[str, tuple[int, float]]:
+    """{billing: (calls, USD)}: "reported" (priced from the provider's usage), "none" (not billed: 429, 5xx, no
+    connection), "unknown" (lost after they were sent, at their worst case). Stores before the column: all reported."""
+    if "billing" not in _columns(db, "model_calls"):
+        row = db.execute("SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM model_calls").fetchone()
+        return {"reported": tuple(row)} if row[0] else {}
+    return {b or "reported": (n, usd) for b, n, usd in db.execute(
+        "SELECT billing, COUNT(*), COALESCE(SUM(cost), 0) FROM model_calls GROUP BY billing")}
 
 
 def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[tuple]:
@@ -214,4 +249,4 @@ def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[t
         "ORDER BY m.created IS NULL, m.created, m.id").fetchall()
 
 
-__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'model_call_rows']
+__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'call_billing', 'model_call_rows']

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +32,16 @@ class Reply:
     finish: str = "stop"            # stop | length | refusal (Anthropic: end_turn | max_tokens | refusal)
     reasoning_tokens: int = 0       # billed as output tokens
     thinking: str = ""              # Anthropic thinking block / OpenAI-compatible reasoning_content
+
+
+@dataclass
+class Lost:
+    """An answer the server generates and bills, then fails to deliver: "timeout" (it waits `seconds` before
+    sending, past the client's timeout), "reset" (half the body, then a TCP reset), "malformed" (a body cut into
+    invalid JSON, sent whole), "no-usage" (a 200 whose JSON has no usage block)."""
+    how: str
+    reply: "Reply | str"
+    seconds: float = 3.0
 
 
 def smart_answer(prompt: str) -> str:
@@ -118,11 +130,40 @@ class FakeLLM:
                 time.sleep(fake.delay_s)
                 fake.current.body = body
                 status, headers, answer = fake.script(prompt, n)
+                lost = answer if isinstance(answer, Lost) else None
+                if lost:
+                    answer = lost.reply
                 if isinstance(answer, str):
                     answer = Reply(answer)
                 if isinstance(answer, Reply):
                     answer = fake._anthropic(body, answer) if anthropic else fake._openai(body, answer)
+                if lost:
+                    return self._lose(lost, answer)
                 self._send(status, headers, answer)
+
+            def _lose(self, lost, answer):
+                raw = json.dumps(answer).encode()
+                if lost.how == "no-usage":
+                    return self._send(200, {}, {k: v for k, v in answer.items() if k != "usage"})
+                if lost.how == "malformed":
+                    return self._send(200, {}, raw[:len(raw) // 2])
+                if lost.how == "timeout":
+                    time.sleep(lost.seconds)
+                    try:
+                        self._send(200, {}, answer)
+                    except OSError:        # the client gave up long ago
+                        pass
+                    return
+                # reset: the headers promise the whole body, half of it comes, then the connection is torn down
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw[:len(raw) // 2])
+                self.wfile.flush()
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
 
             def _send(self, status, headers, answer):
                 raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.llm.fake_servers import FakeLLM, Reply, smart_answer
+from tests.llm.fake_servers import FakeLLM, Lost, Reply, smart_answer
 from tests.system.runkit import finish, launch, query, summary, write_config
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -55,6 +55,40 @@ def test_a_reasoning_model_never_spends_past_the_cap(tmp_path):
     assert spent <= 0.5 and s["cost_usd"] == pytest.approx(spent, abs=1e-5) and reasoning == 6000 * n and cached > 0
     assert sum(s["cost_by_model"][model].values()) == pytest.approx(spent, abs=1e-5)
     assert (run / "best.c").exists() and s["speedup"] >= 1   # everything found so far is kept
+
+
+def test_under_timeouts_resets_and_malformed_answers_the_cap_holds_against_the_servers_bill(tmp_path):
+    """Before, the SDK retried a timed-out or reset call by itself, unrecorded, and a malformed 200 was a $0.00 call:
+    a capped run reported $0.42 and "cap reached" while the server billed $1.13."""
+    faults = {2: "timeout", 3: "reset", 5: "malformed", 6: "no-usage", 8: "timeout", 10: "reset"}
+
+    def script(prompt, n):
+        reply = Reply(smart_answer(prompt), reasoning_tokens=6000)
+        return (200, {}, Lost(faults[n], reply, seconds=3.0) if n in faults else reply)
+
+    fake = FakeLLM(usage=None, script=script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:thinker"
+        prices = tmp_path / "prices.toml"
+        prices.write_text(f'["{model}"]\ninput = 1.0\noutput = 4.0\ncached_input = 0.1\n')
+        cfg = write_config(tmp_path / "cfg.toml", iterations=4, beam=2, plans=3, codes=2, patience=5, model=[model])
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-cost", "0.5", "--max-tokens",
+                            "8000", "--call-timeout-s", "1", "--prices", str(prices), "--out", str(run)))
+    finally:
+        fake.close()
+    bill = sum((tin - cached) * 1.0 + cached * 0.1 + tout * 4.0 for _, _, tin, tout, cached, _ in fake.billed) / 1e6
+    s = summary(run)
+    assert "cost cap of $0.50 reached" in s["stop_reason"], out
+    lost = query(run, "SELECT COUNT(*), SUM(cost) FROM model_calls WHERE billing = 'unknown'")[0]
+    n, spent = query(run, "SELECT COUNT(*), SUM(cost) FROM model_calls")[0]
+    made = [f for k, f in faults.items() if k <= len(fake.requests)]
+    assert lost[0] == len(made) >= 3 and n == len(fake.requests), (n, len(fake.requests))   # every try, once
+    assert bill <= spent <= 0.5 and s["cost_usd"] == pytest.approx(spent, abs=1e-5)
+    assert s["model_calls"]["unknown"] == {"calls": len(made), "usd": pytest.approx(lost[1], abs=1e-5)}
+    assert "job_sent_again" in out
+    shown = finish(launch("show", str(run), "--calls"))
+    assert "unknown, up to $" in shown and f"{len(made)} calls lost after the request was sent" in shown, shown
 
 
 def test_a_capped_run_with_an_unpriced_model_stops_before_it_starts(tmp_path):

@@ -21,7 +21,7 @@ PROBLEM = {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm"
 PARENT = {"id": "p", "code": "void solution() {}", "latency": 606328, "feedback_text": "Latency: 606,328 cycles."}
 MENU = [{"id": "loop-ws", "title": "Use the hardware loop", "description": "d"},
         {"id": "tile-sizes", "title": "Change tile sizes", "description": "d"}]
-FAST = CallOptions(timeout_s=5, max_retries=2)
+FAST = CallOptions(timeout_s=5, max_retries=2, backoff_s=0.05)
 PLAN = "OPTION: tile-sizes\nPLAN:\nDouble the I tile and keep the B panel resident in bank 2."
 
 
@@ -154,21 +154,24 @@ def test_429_with_retry_after_is_retried(fake):
 
 def test_500_is_retried_then_gives_up_with_a_recorded_failure(fake):
     fake.script = lambda prompt, n: (500, {}, {"error": {"message": "boom"}})
-    with pytest.raises(JobFailed, match="model .* failed: InternalServerError") as info:
+    with pytest.raises(JobFailed, match="model .* failed: HTTP 500 .* after 2 retries") as info:
         LLMAgent([compat(fake)], call_options=FAST).handle("plan", plan_job(compat(fake)))
-    assert len(fake.requests) == 3   # first try + 2 retries
-    assert info.value.calls[0].outcome.startswith("error")
+    assert len(fake.requests) == 3   # first try + 2 retries, each recorded, none billed
+    calls = info.value.calls
+    assert [c.billing for c in calls] == ["none"] * 3 and not info.value.retry
+    assert [c.outcome.split(":")[0] for c in calls] == ["HTTP 500", "HTTP 500", "error"]
 
 
 def test_timeout_is_a_recorded_failure(fake):
     fake.delay_s = 2.0
-    with pytest.raises(JobFailed, match="Timeout"):
+    with pytest.raises(JobFailed, match="read timeout") as info:
         LLMAgent([compat(fake)], call_options=CallOptions(timeout_s=0.5, max_retries=0)).handle(
             "plan", plan_job(compat(fake)))
+    assert info.value.retry and info.value.calls[0].billing == "unknown"
 
 
 @pytest.mark.parametrize("answer, message", [
-    (b"{not json", "failed"),
+    (b"{not json", "malformed answer"),
     ("I would restructure the loops but cannot write the code.", "no .*code block"),
     ("```c\nint helper(void) { return 1; }\n```\n", "solution"),
 ])

@@ -8,7 +8,8 @@ import random
 
 import msgspec
 
-from autocomp_zmq.agents.runstore import RunStore, damage_of, expand, expand_request, finished_evaluations
+from autocomp_zmq.agents.runstore import (RunStore, candidate_rows, damage_of, expand, expand_request,
+                                          finished_evaluations, plan_rows, trace_step)
 from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm", description="a long description " * 50)
@@ -37,6 +38,40 @@ def test_jobs_that_share_a_problem_menu_and_parent_store_them_once(tmp_path):
     assert expand_request(store.db, stored) == json.loads(msgspec.json.encode(request(7)))
     assert store.finished_job("job-7")[1].plan.text.startswith("plan 7: tile")   # resume reads its answers whole
     assert expand(store.db, None) is None and expand_request(store.db, "not json") == {}
+
+
+def test_candidates_and_plans_that_repeat_a_kernel_or_a_plan_store_it_once(tmp_path):
+    """Before, each candidate row held its kernel and each plan row its text and parameters inline: a stalled search
+    repeating a few kernels and plans wrote them again in every row (5.7 MB of a 27 MB store in 90 s)."""
+    store = RunStore(tmp_path / "run.db")
+    plan = Plan(text="Tile the loops by 64. " * 40, option_id="opt-1",
+                params={"variants": [{"ti": i, "tj": 8, "order": "ij"} for i in range(20)]})
+    with store.tx():
+        for n in range(100):      # 100 candidates of one kernel from 100 plans of one text
+            store.add_plan(f"plan-{n}", "p1", 1, "heuristic", plan, ["opt-1", "opt-2"])
+            store.add_candidate(f"c{n}", "p1", 1, f"plan-{n}", "llm", "heuristic", PARENT.code)
+    code_bytes, text_bytes, params_bytes = store.db.execute(
+        "SELECT SUM(LENGTH(c.code)), SUM(LENGTH(p.text)), MAX(LENGTH(p.params)) FROM candidates c "
+        "JOIN plans p ON p.job_id = c.plan_job").fetchone()
+    assert code_bytes == 0 and text_bytes == 0 and params_bytes < 100
+    assert store.count("texts") == 3                    # the kernel, the plan's text, its variants
+    [row] = [r for r in candidate_rows(store.db) if r[0] == "c7"]
+    assert row[6] == PARENT.code
+    assert {r[2] for r in plan_rows(store.db)} == {plan.text}
+    step = trace_step(store.db, "c7")
+    assert step[4] == plan.text and json.loads(step[5]) == plan.params
+
+
+def test_candidates_and_plans_stored_inline_by_earlier_versions_read_the_same(tmp_path):
+    store = RunStore(tmp_path / "run.db")
+    store.db.execute("INSERT INTO candidates (id, parent_id, iteration, plan_job, origin, model, code, created) "
+                     "VALUES ('c0', NULL, 0, 'j', 'initial', NULL, 'old kernel', 0)")
+    store.db.execute("INSERT INTO plans (job_id, parent_id, iteration, model, option_id, text, params, menu) "
+                     "VALUES ('j', 'c0', 1, 'm', 'opt-1', 'old plan', '{\"a\": 1}', '[]')")
+    assert candidate_rows(store.db)[0][6] == "old kernel" and plan_rows(store.db)[0][2] == "old plan"
+    assert trace_step(store.db, "c0")[4:6] == ("old plan", '{"a": 1}')
+    store.db.execute("ALTER TABLE candidates DROP COLUMN code_id")   # a store written before the id columns
+    assert candidate_rows(store.db)[0][6] == "old kernel"
 
 
 def test_a_store_with_overwritten_pages_or_bad_json_is_named_damaged_and_left_as_it_was(tmp_path):
