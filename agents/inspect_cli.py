@@ -172,6 +172,16 @@ def print_view(console: Console, v: RunView) -> None:
             t.add_row(*_cells([o.option_id, o.plans, o.candidates, o.correct, o.accepted, _x(o.best_gain)]))
         console.print(t)
 
+    if v.plan_choices:
+        ways = ("option line", "prose", "off menu", "free text")
+        t = _table(Text("How the models' plans named their option (off menu: an option not offered in that step; "
+                        "free text: none, the plan went to the coder as written)"),
+                   ["model", "plans", *ways, "off-menu rate"], right={1, 2, 3, 4, 5, 6})
+        for model, by in sorted(v.plan_choices.items()):
+            n = sum(by.values())
+            t.add_row(*_cells([model, n, *(by.get(w, 0) for w in ways), f"{by.get('off menu', 0) / n:.0%}"]))
+        console.print(t)
+
     if v.failures:
         t = _table(Text("Failures"), ["count", "job", "error kind", "error"], right={0})
         for f in v.failures:

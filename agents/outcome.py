@@ -11,7 +11,7 @@ from autocomp_zmq.agents.failures import KIND_WORDS, is_noop, reason_of
 from autocomp_zmq.agents.policy import SearchPolicy
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.rundir import fallback_dir, rescue_store, write_atomic
-from autocomp_zmq.agents.runstore import RunStore, call_billing, model_job_outcomes
+from autocomp_zmq.agents.runstore import RunStore, call_billing, model_job_outcomes, plan_choices
 from autocomp_zmq.agents.runstore import failed_jobs as failed_job_rows
 
 
@@ -29,6 +29,7 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
                "noop_proposals": sum(is_noop(error) for _, error in failed_job_rows(coord.store.db)),
                "duration_s": duration_s(coord),
                "cost_usd": round(coord.spent, 6), "cost_by_model": cost_by_model(coord.spent_by),
+               "plan_choices": plan_choices(coord.store.db),
                "model_calls": {billing: {"calls": n, "usd": round(usd, 6)}
                                for billing, (n, usd) in sorted(call_billing(coord.store.db).items())},
                "latency_unit": s.latency_unit, "isa": cfg.task.isa}

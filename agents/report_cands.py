@@ -22,13 +22,14 @@ DIFF_ADD, DIFF_DEL = "#d3f9d8", "#ffe3e3"
 LINEAGE_DIFF_LINES = 150    # a rewrite of the whole kernel is cut here
 DIFF_LINE_BUDGET = 36000    # the other candidates share this many diff lines ...
 MIN_DIFF_LINES = 24         # ... but each shows at least this many
-MAX_TEXT = 3000             # characters of a plan, feedback or error
+MAX_TEXT = 3000             # characters of feedback or an error
+MAX_PLAN = 64 * 1024        # a plan is shown whole (protocols.jobs.Plan.text holds at most this)
 MAX_CALL_TEXT = 30000       # characters of a prompt, reasoning or answer (lineage only)
 MAX_PREFIX = 300000         # characters of a shared prompt prefix
 
 RULE = (f"Every candidate is listed. Diffs are cut at {LINEAGE_DIFF_LINES} lines on the best lineage and at "
-        "{cap} lines elsewhere ({budget:,} lines shared by the {n} candidates, at least {floor} each); plans, "
-        f"feedback and errors at {MAX_TEXT:,} characters. Prompts and answers are shown for the calls that "
+        "{cap} lines elsewhere ({budget:,} lines shared by the {n} candidates, at least {floor} each); plans are "
+        f"whole; feedback and errors are cut at {MAX_TEXT:,} characters. Prompts and answers are shown for the calls that "
         f"produced the kernels of the best lineage (each cut at {MAX_CALL_TEXT:,} characters; the prompt "
         "prefix they share once, at the end of the page). {command} prints any candidate in full, prompts and "
         "answers included.")
@@ -131,7 +132,7 @@ def _candidate(view: RunView, index: CandidateIndex, cid: str, on_lineage: bool,
     body.append("<p class='kv'>" + " · ".join(facts) + "</p>")
     if plan is not None:
         body.append(f"<h4>Plan: option {escape(plan.option_id or '(none)')}, by {escape(plan.model or '?')}</h4>"
-                    f"<pre class='plan'>{capped(plan.text or '(empty plan text)', MAX_TEXT)}</pre>")
+                    f"<pre class='plan'>{capped(plan.text or '(empty plan text)', MAX_PLAN)}</pre>")
     elif c.origin != "initial":
         body.append("<h4>Plan</h4><p class='note'>not recorded</p>")
     if parent is not None:

@@ -112,6 +112,7 @@ class RunView:
     index: CandidateIndex | None = None   # load(details=True): every candidate in full, for the report
     kernels: int = 0             # evaluated kernels: `evaluations` and those that shared an identical one's
     noops: int = 0               # plans that proposed nothing (not failures: agents/failures.py)
+    plan_choices: dict[str, dict[str, int]] = field(default_factory=dict)   # model -> how plans named options
     duration_s: float | None = None   # wall time of the run's sessions (None: unknown, e.g. a crashed run)
 
     @property
@@ -314,7 +315,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
                    failures=_failures(db), usage=usage, calls=calls, nodes=nodes, reused=_meta(db, "reused_trace"),
                    index=detached_index(db, all_calls, set(chain)) if details else None,
                    kernels=store.evaluated_kernels(db), duration_s=_duration(db, summary, is_locked(run_dir)),
-                   noops=sum(is_noop(error) for _, error in store.failed_jobs(db)))
+                   noops=sum(is_noop(error) for _, error in store.failed_jobs(db)), plan_choices=store.plan_choices(db))
 
 
 def _duration(db: sqlite3.Connection, summary: dict | None, running: bool) -> float | None:

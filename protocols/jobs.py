@@ -83,8 +83,11 @@ class Parent(Payload, frozen=True):
 
 class Plan(Payload, frozen=True):
     text: Text
-    option_id: Name
+    option_id: Name                     # "" for a plan that names no option (free text)
     params: dict[str, Any] = {}
+    # how a model's answer named its option (agents/llm/parse.py): "option line", "prose", "off menu" (an option
+    # of the target not offered in this step) or "free text"; "" for an agent that picks from the menu itself
+    choice: Name = ""
 
 
 Tokens = Annotated[int, msgspec.Meta(ge=0)]

@@ -30,6 +30,12 @@ _FINISH_WORDS = {"refusal": "the model refused to answer", "content_filter": "th
                  "blocked the answer", "empty": "the provider returned no answer"}
 
 
+def _why(fault, exc: BaseException) -> str:
+    """The fault in words, with the innermost error unless the words already hold it."""
+    cause = root_cause(exc)
+    return fault.words if cause in fault.words else f"{fault.words} ({cause})"
+
+
 class LLMAgent:
     name = "llm"
 
@@ -58,9 +64,11 @@ class LLMAgent:
         calls: list[ModelCall] = []
         done = self._answer(model, prompt, calls)
         try:
-            if kind == "plan":
-                return PlanResult(plan=parse_plan(done.text, [o.id for o in req.menu]), model=model, calls=calls)
             p = pack(req.problem.target, req.problem.isa, req.problem.family)
+            if kind == "plan":
+                titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
+                plan = parse_plan(done.text, [o.id for o in req.menu], titles, list(p["titles"]))
+                return PlanResult(plan=plan, model=model, calls=calls)
             code = parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
             return CodeResult(code=code, model=model, calls=calls)
         except AnswerError as exc:
@@ -88,8 +96,8 @@ class LLMAgent:
                     call.tokens_in = len(prompt.text.encode()) + PROMPT_OVERHEAD_TOKENS
                     call.tokens_out = limit
                     call.outcome = f"lost: {fault.words}; billing unknown, counted at its worst case"
-                    raise JobFailed(f"model {model}: {fault.words} ({root_cause(exc)}); the job is sent again if "
-                                    "the cost cap allows", calls=calls, retry=True) from None
+                    raise JobFailed(f"model {model}: {_why(fault, exc)}; the job is sent again if the cost cap "
+                                    "allows", calls=calls, retry=True) from None
                 if fault.retry and retries < self.options.max_retries:
                     retries += 1
                     wait = backoff_s(retries, self.options.backoff_s, fault, self._rng)
@@ -97,7 +105,7 @@ class LLMAgent:
                     time.sleep(wait)
                     continue
                 call.outcome = f"error: {fault.words}"
-                raise JobFailed(f"model {model} failed: {fault.words} ({root_cause(exc)})"
+                raise JobFailed(f"model {model} failed: {_why(fault, exc)}"
                                 + (f" after {retries} retries" if retries else ""), calls=calls) from None
             call.latency = time.monotonic() - started
             call.tokens_in, call.tokens_out = done.tokens_in, done.tokens_out

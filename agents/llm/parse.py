@@ -11,7 +11,7 @@ from autocomp_zmq.protocols.jobs import Plan
 
 # Accepted code fence tags by kernel language (a target's descriptor may name its own).
 FENCE_TAGS = {"c": ("c", "cpp", "c++", "h", "cc"), "python": ("python", "py", "python3")}
-KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_option", "not_in_menu", "no_plan")
+KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_plan")
 
 
 class AnswerError(ValueError):
@@ -102,16 +102,32 @@ _PLAN = re.compile(r"[ \t>#*_-]*plan[ \t*_]*(?:(?::|(?<=[ \t*_])[-–—])(.*)|[
 _TOKEN = re.compile(r"[A-Za-z0-9_][\w.\-]*")
 
 
-def _option_id(value: str, menu_ids: list[str]) -> str | None:
-    """The menu id in an OPTION line's value (which may hold a list number, markdown or a title),
-    else its first word, for the message."""
+def _option_id(value: str, menu_ids: list[str], titles: dict[str, str]) -> str | None:
+    """The menu id in an OPTION line's value (which may hold a list number, markdown or a title), else the option
+    whose title it holds, else None."""
     norm = lambda s: s.strip(".-").lower().replace("_", "-")   # noqa: E731
     menu, tokens = {norm(m): m for m in menu_ids}, [t.rstrip(".-") for t in _TOKEN.findall(value)]
+    flat = " ".join(t.lower() for t in tokens)
     return next((menu[norm(t)] for t in tokens if norm(t) in menu), None) or \
-        next((t for t in tokens if not t.isdigit()), None)
+        next((m for m in menu_ids if titles.get(m) and " ".join(_TOKEN.findall(titles[m].lower())) in flat), None)
 
 
-def parse_plan(answer: str, menu_ids: list[str]) -> Plan:
+# How a plan's option was found (Plan.choice): an OPTION line naming an offered option; an offered option named in the
+# prose (by id, by its number in the menu as shown, by its title); an option of the target not offered in this step;
+# none (the plan goes to the coder as free text, as Autocomp's planners write them)
+OPTION_LINE, IN_PROSE, OFF_MENU, FREE_TEXT = "option line", "prose", "off menu", "free text"
+_NUMBERED = re.compile(r"\b(?:optimi[sz]ations?|options?)\b[\s*_]*(?:[:\-–—(]\s*)?(?:#|no\.\s*|number\s*)?(\d{1,2})\b"
+                       r"(?![.,]\d|\s*(?:x\b|%|times))|#(\d{1,2})\s*[:)]", re.I)
+
+
+def parse_plan(answer: str, menu_ids: list[str], titles: dict[str, str] | None = None,
+               known: list[str] = ()) -> Plan:
+    """The plan in a planner's answer, its whole text kept (a diagnosis before the PLAN header included; the chosen
+    OPTION line and bare PLAN headers left out). Its option: the OPTION line's (the one before the last PLAN
+    header), else the first offered option the prose names (by id, by its number in the menu as shown, 1-based,
+    or by its title); an option of the target (`known`) not offered in this step is taken and marked off menu; a
+    plan naming none is kept as free text (option id "")."""
+    titles = titles or {}
     text, unclosed = _strip(answer)
     lines, blocks = text.split("\n"), _blocks(text)
     fenced = {i for b in blocks for i in b.span}
@@ -119,30 +135,65 @@ def parse_plan(answer: str, menu_ids: list[str]) -> Plan:
     found = [[(i, m.group(1) or "") for i, line in enumerate(lines) if (m := regex.fullmatch(line))]
              for regex in (_OPTION, _PLAN)]
     opts, plans = ([x for x in xs if x[0] not in fenced] or xs for xs in found)
-    if not opts:
+    if not opts:             # an OPTION line is an answer, whatever apology precedes it
         _no_answer(text, unclosed)
-        raise AnswerError("no_option", "the plan names no option (expected a line 'OPTION: <id>')")
-    # the OPTION line nearest before the last PLAN header that has one; else the last OPTION line
-    pick = next(((o, p) for p in reversed(plans) for o in reversed(opts) if o[0] < p[0]), None)
-    (at, value), header = pick or (opts[-1], plans[-1] if plans else None)
-    skip = {at} | {i for b in blocks if at in b.span for i in (b.span[0], b.span[-1])}
-    if not _TOKEN.search(value):                      # the id on the next line
-        nxt = next((i for i in range(at + 1, len(lines)) if lines[i].strip()), None)
-        if nxt is not None and nxt not in {p[0] for p in plans}:
-            value = lines[nxt]
-            skip.add(nxt)
-    option = _option_id(value, menu_ids)
-    if option is None:
-        raise AnswerError("no_option", "the plan's OPTION line names no option")
-    if option not in menu_ids:
-        raise AnswerError("not_in_menu", f"the plan chose {option!r}, which is not in the menu it was shown "
-                                         f"({', '.join(menu_ids)})")
-    start = header[0] if header else max(skip)
-    body = [header[1].lstrip(" \t*_")] if header else []
-    plan = "\n".join(body + [ln for i, ln in enumerate(lines) if i > start and i not in skip]).strip()
+    skip: set[int] = set()
+    option, choice = None, FREE_TEXT
+    if opts:
+        # the OPTION line nearest before the last PLAN header that has one; else the last OPTION line
+        pick = next(((o, p) for p in reversed(plans) for o in reversed(opts) if o[0] < p[0]), None)
+        at, value = (pick or (opts[-1], None))[0]
+        skip = {at}
+        if not _TOKEN.search(value):                      # the id on the next line
+            nxt = next((i for i in range(at + 1, len(lines)) if lines[i].strip()), None)
+            if nxt is not None and nxt not in {p[0] for p in plans}:
+                value = lines[nxt]
+                skip.add(nxt)
+        option = _option_id(value, list(menu_ids) + [k for k in known if k not in menu_ids], titles)
+        choice = OPTION_LINE
+    if option is None or option not in set(menu_ids) | set(known):
+        option, choice = _named_in_prose([ln for i, ln in enumerate(lines) if i not in fenced], menu_ids, titles,
+                                         known)
+    if option is not None and option not in menu_ids:
+        choice = OFF_MENU
+    if blocks and len(blocks) == 1 and blocks[0].span == range(0, len(lines)):   # the whole answer in one block
+        skip |= {blocks[0].span[0], blocks[0].span[-1]}
+    headers, kept = {p[0]: p[1] for p in plans}, []
+    for i, line in enumerate(lines):
+        if i in skip:
+            continue
+        if i in headers:                                  # "PLAN:" goes; text on its line stays
+            line = headers[i].lstrip(" \t*_")
+            if not line.strip():
+                continue
+        kept.append(line)
+    plan = "\n".join(kept).strip()
     if len(plan) < 20:
         raise AnswerError("no_plan", "the plan has no description after 'PLAN:'")
-    return Plan(text=plan, option_id=option)
+    return Plan(text=plan, option_id=option or "", choice=choice)
+
+
+def _named_in_prose(lines: list[str], menu_ids: list[str], titles: dict[str, str],
+                    known: list[str]) -> tuple[str | None, str]:
+    """The option the prose names first, and how: by a distinctive id (one with - or _), by its number in the
+    offered menu, or by its title (words in order, across line breaks and punctuation)."""
+    prose = "\n".join(lines)
+    ids = list(menu_ids) + [k for k in known if k not in menu_ids]
+    hits = []
+    for m in _TOKEN.finditer(prose):
+        token = m.group(0).rstrip(".-").lower().replace("_", "-")
+        match = next((i for i in ids if i.lower().replace("_", "-") == token and re.search(r"[-_]", i)), None)
+        if match:
+            hits.append((m.start(), match))
+    for m in _NUMBERED.finditer(prose):
+        n = int(m.group(1) or m.group(2))
+        if 1 <= n <= len(menu_ids):
+            hits.append((m.start(), menu_ids[n - 1]))
+    for option in ids:
+        words = re.findall(r"[a-z0-9]+", titles.get(option, "").lower())
+        if len(words) >= 3 and (m := re.search(r"\b" + r"[^a-z0-9]+".join(words) + r"\b", prose, re.I)):
+            hits.append((m.start(), option))
+    return (min(hits)[1], IN_PROSE) if hits else (None, FREE_TEXT)
 
 
 # ---------------------------------------------------------------- code

@@ -49,6 +49,7 @@ def pack(target: str, isa: str = "", family: str = "") -> dict:
               "examples": ("\n# Examples of correct kernels for this target\n" + examples) if examples else ""}
     return {"target_name": info.name, "fence": info.code_fence, "fence_tags": (info.code_fence, *info.fence_tags),
             "entry_point": info.entry_point, "correctness": info.correctness,
+            "titles": {o["id"]: o["title"] for o in view.menu},      # every option of this profile and family
             "prefix": template("prefix").substitute(fields)}
 
 
@@ -83,9 +84,15 @@ def _prior(req: PlanRequest) -> str:
             f"and addresses to fit this shape. Answer with OPTION: {req.prior.option_id}.\n")
 
 
+def _option(plan) -> str:
+    return plan.option_id or "none named; the plan is free text"
+
+
 def plan_prompt(req: PlanRequest) -> Prompt:
     p, parent = _pack_of(req.problem), req.parent
-    menu = "\n".join(f"- {o.id}: {o.title}" for o in req.menu)   # definitions are in the prefix
+    # numbered: planners often name their choice by its number ("Selected optimization: 3) ..."); the definitions
+    # are in the prefix
+    menu = "\n".join(f"{n}. {o.id}: {o.title}" for n, o in enumerate(req.menu, 1))
     return Prompt(p["prefix"], template("plan").substitute(
         fence=p["fence"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
@@ -96,7 +103,7 @@ def code_prompt(req: CodeRequest) -> Prompt:
     p, parent, plan = _pack_of(req.problem), req.parent, req.plan
     return Prompt(p["prefix"], template("code").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
-        latency=_latency(parent, req.problem.latency_unit), plan=plan.text, option=plan.option_id))
+        latency=_latency(parent, req.problem.latency_unit), plan=plan.text, option=_option(plan)))
 
 
 def repair_prompt(req: RepairRequest) -> Prompt:
@@ -104,7 +111,7 @@ def repair_prompt(req: RepairRequest) -> Prompt:
     stdout = f"\nThe kernel printed:\n```\n{req.stdout[-4000:]}\n```\n" if req.stdout else ""
     return Prompt(p["prefix"], template("repair").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=req.code,
-        plan=plan.text, option=plan.option_id, error=req.error, stdout=stdout))
+        plan=plan.text, option=_option(plan), error=req.error, stdout=stdout))
 
 
 PROMPTS_BY_KIND = {"plan": plan_prompt, "code": code_prompt, "repair": repair_prompt}

@@ -119,9 +119,9 @@ class RunStore:
 
     def add_plan(self, job_id: str, parent_id: str, iteration: int, model: str, plan: Plan, menu: list[str]) -> None:
         self.db.execute("INSERT OR REPLACE INTO plans (job_id, parent_id, iteration, model, option_id, text, params, "
-                        "menu, text_id) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?)",
+                        "menu, text_id, choice) VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?)",
                         (job_id, parent_id, iteration, model, plan.option_id, self._compact(plan.params),
-                         json.dumps(menu), self.add_text(plan.text)))
+                         json.dumps(menu), self.add_text(plan.text), plan.choice))
 
     def add_model_call(self, job_id: str, role: str, call: ModelCall, priced: bool = True) -> None:
         texts = [self.add_text(t) for t in (call.prefix, call.prompt, call.answer, call.reasoning)]

@@ -226,6 +226,17 @@ def plan_rows(db: sqlite3.Connection) -> list[tuple[str, str | None, str | None,
     return _texts(db, rows, 2)
 
 
+def plan_choices(db: sqlite3.Connection) -> dict[str, dict[str, int]]:
+    """{model: {how its plans named their option: plans}} (Plan.choice; stores before the column: {})."""
+    if "choice" not in _columns(db, "plans"):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for model, choice, n in db.execute("SELECT model, choice, COUNT(*) FROM plans WHERE COALESCE(choice, '') != '' "
+                                       "GROUP BY model, choice"):
+        out.setdefault(model or "?", {})[choice] = n
+    return out
+
+
 def call_billing(db: sqlite3.Connection) -> dict[str, tuple[int, float]]:
     """{billing: (calls, USD)}: "reported" (priced from the provider's usage), "none" (not billed: 429, 5xx, no
     connection), "unknown" (lost after they were sent, at their worst case). Stores before the column: all reported."""
@@ -249,4 +260,4 @@ def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[t
         "ORDER BY m.created IS NULL, m.created, m.id").fetchall()
 
 
-__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'call_billing', 'model_call_rows']
+__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'plan_choices', 'call_billing', 'model_call_rows']

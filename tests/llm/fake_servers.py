@@ -48,7 +48,7 @@ def smart_answer(prompt: str) -> str:
     """What a competent model would answer: a plan naming an option it was shown, or a full kernel."""
     if "OPTION: <id" in prompt:
         menu = prompt.split("## Options offered in this step", 1)[1].split("\n## ", 1)[0]
-        option = re.search(r"^- ([\w.-]+): ", menu, re.M).group(1)
+        option = re.search(r"^(?:- |\d+\. )([\w.-]+): ", menu, re.M).group(1)
         return f"OPTION: {option}\nPLAN:\nHand the whole GEMM to gemmini_loop_ws in blocks that fit half the scratchpad."
     return f"Here is the kernel.\n```c\n{HWLOOP}```\n"
 

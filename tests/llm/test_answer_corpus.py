@@ -14,13 +14,13 @@ HERE = Path(__file__).parent / "answers"
 MANIFEST = tomllib.loads((HERE / "expected.toml").read_text())
 ANSWERS = MANIFEST["answers"]
 MENUS = MANIFEST["menus"]
-KINDS = {"empty", "refusal", "no_code", "no_entry_point", "no_option", "not_in_menu", "no_plan"}
+KINDS = {"empty", "refusal", "no_code", "no_entry_point", "no_plan"}
 
 
 def read(name: str, entry: dict):
     answer = (HERE / f"{name}.txt").read_text()
     if entry["kind"] == "plan":
-        return parse_plan(answer, MENUS[entry["menu"]])
+        return parse_plan(answer, MENUS[entry["menu"]], MANIFEST.get("titles", {}), MENUS.get(entry.get("known"), []))
     return parse_code(answer, FENCE_TAGS[entry["language"]], "solution", entry["language"])
 
 
@@ -46,6 +46,7 @@ def test_corpus(name):
     got = read(name, entry)
     if entry["kind"] == "plan":
         assert got.option_id == entry["option"]
+        assert got.choice == entry.get("choice", got.choice)
         for part in entry.get("plan_contains", []):
             assert part in got.text, got.text
         for part in entry.get("plan_absent", []):

@@ -66,7 +66,7 @@ def test_plan_and_code_through_the_openai_wire_format(fake):
     # the stable reference first (what providers cache), what varies after it
     assert system["role"] == "system" and "# Machine and programming reference" in system["content"]
     assert system["content"] == fake.requests[1]["body"]["messages"][0]["content"]   # plan and code share it
-    for part in ("606,328 cycles", "- loop-ws: Use the hardware loop", "step 1 of 3"):
+    for part in ("606,328 cycles", "1. loop-ws: Use the hardware loop", "step 1 of 3"):
         assert part in user["content"]
     assert fake.requests[1]["body"]["max_tokens"] == 16000   # compat servers get max_tokens: half of 32000 first
 
@@ -183,14 +183,23 @@ def test_unusable_answers_are_failures_never_code(fake, answer, message):
     assert info.value.calls, "the call is still accounted for"
 
 
-@pytest.mark.parametrize("answer, message", [
-    ("PLAN: do something clever with the loops", "names no option"),
-    ("OPTION: remove-fences\nPLAN:\nRemove the fences between blocks entirely.", "not in the menu"),
-    ("OPTION: loop-ws\nPLAN:\n", "no description"),
+@pytest.mark.parametrize("answer, option, choice", [
+    ("PLAN: do something clever with the loops, keeping B resident", "", "free text"),
+    ("OPTION: remove-fences\nPLAN:\nRemove the fences between blocks entirely.", "remove-fences", "off menu"),
+    ("Selected optimization: 2) Change tile sizes\n\nGrow the I tile to 64 rows.", "tile-sizes", "prose"),
 ])
-def test_plans_are_read_strictly(fake, answer, message):
+def test_paid_plans_are_kept_however_they_name_their_option(fake, answer, option, choice):
+    """Before, a plan without an OPTION line, or naming a valid option not offered in this step, was discarded
+    after it was paid for."""
     fake.script = lambda prompt, n: (200, {}, answer)
-    with pytest.raises(JobFailed, match=message):
+    out = LLMAgent([compat(fake)], call_options=FAST).handle("plan", plan_job(compat(fake)))
+    assert (out.plan.option_id, out.plan.choice) == (option, choice)
+    assert "2. tile-sizes: Change tile sizes" in fake.requests[0]["body"]["messages"][1]["content"]   # numbered
+
+
+def test_a_plan_without_a_description_is_a_failure(fake):
+    fake.script = lambda prompt, n: (200, {}, "OPTION: loop-ws\nPLAN:\n")
+    with pytest.raises(JobFailed, match="no description"):
         LLMAgent([compat(fake)], call_options=FAST).handle("plan", plan_job(compat(fake)))
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.llm.fake_servers import FakeLLM
+from tests.llm.fake_servers import FakeLLM, smart_answer
 from tests.system.runkit import finish, launch, query, summary, write_config
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -52,3 +52,35 @@ def test_missing_key_stops_before_any_work(tmp_path):
                   env={"ANTHROPIC_API_KEY": ""})
     out = finish(proc)
     assert proc.returncode == 2 and "ANTHROPIC_API_KEY" in out and not run.exists()
+
+
+def test_plans_in_prose_and_free_text_reach_the_coder_whole_and_show_counts_them(tmp_path):
+    """Before, a plan naming its option only in prose, or none, was discarded after it was paid for, and the prose
+    before a "Plan" heading was cut."""
+    shapes = ["Selected optimization: 1) {title}\n\nWhat's inefficient now\n- the diagnosis, kept whole\n\nPlan\n"
+              "Hand the whole GEMM to gemmini_loop_ws in blocks that fit half the scratchpad.",
+              "A new idea, outside the menu: hand the whole GEMM to gemmini_loop_ws in blocks that fit half the "
+              "scratchpad; the diagnosis, kept whole."]
+
+    def script(prompt, n):
+        if "# Your role: planner" not in prompt:
+            return 200, {}, smart_answer(prompt)
+        menu = prompt.split("## Options offered in this step", 1)[1]
+        title = re.search(r"^1\. [\w.-]+: (.+)$", menu, re.M).group(1)
+        return 200, {}, shapes[n % 2].format(title=title)
+
+    fake = FakeLLM(script=script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=4, codes=1, model=[model])
+        run = tmp_path / "run"
+        finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--out", str(run)))
+        coder_prompts = [r["body"]["messages"][1]["content"] for r in fake.requests
+                         if "# Your role: implementer" in r["body"]["messages"][1]["content"]]
+        shown = finish(launch("show", str(run)))
+    finally:
+        fake.close()
+    assert len(coder_prompts) == 4 and all("the diagnosis, kept whole" in p for p in coder_prompts)
+    assert sum("menu option: none named; the plan is free text" in p for p in coder_prompts) == 2
+    assert summary(run)["plan_choices"] == {model: {"prose": 2, "free text": 2}}
+    assert "How the models' plans named their option" in shown and "free text" in shown, shown

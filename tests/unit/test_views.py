@@ -14,6 +14,7 @@ from autocomp_zmq.agents.callview import CandidateIndex
 from autocomp_zmq.agents.report import render
 from autocomp_zmq.agents.runview import connect, load
 from autocomp_zmq.agents.runstore import RunStore, expand
+from autocomp_zmq.protocols.jobs import Plan
 from tests.unit.storekit import build, make_old
 
 
@@ -113,6 +114,21 @@ def test_report_of_a_paper_sized_run_stays_bounded(tmp_path):
     assert shown and shown <= lineage        # prompts and answers only for the lineage
     for cid in view.index.cands:
         assert f"href='#cand-{cid}'" in html  # every node of the beam tree links to its candidate
+
+
+def test_the_report_shows_plans_whole(tmp_path):
+    """Before, plans were cut at 3,000 characters (31 of 34 published plans are longer)."""
+    run = build(tmp_path / "run", iterations=2, beam=2, plans=2, codes=1)
+    store = RunStore(run / "run.db")
+    job_id, parent, iteration, model = store.db.execute(
+        "SELECT c.plan_job, p.parent_id, p.iteration, p.model FROM candidates c JOIN plans p ON p.job_id = c.plan_job "
+        "LIMIT 1").fetchone()
+    long_plan = "Diagnosis first. " + "step %d: move the load of B out of the i loop; " * 400 + "THE END"
+    store.add_plan(job_id, parent, iteration, model, Plan(text=long_plan % tuple(range(400)), option_id="x",
+                                                          choice="prose"), ["x"])
+    store.close()
+    html = render(load(run, details=True))
+    assert "step 399: move the load" in html and "THE END" in html and "plans are whole" in html
 
 
 def test_old_stores_read_with_what_they_have(tmp_path):
