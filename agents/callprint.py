@@ -131,6 +131,29 @@ def _print_producers(console: Console, index: CandidateIndex, cid: str, full: bo
             _print_call(console, index, call, names)
 
 
+def print_one_call(console: Console, index: CandidateIndex, n: int, full: bool = False) -> None:
+    """Call number n of `show --calls`, whatever came of it (a candidate, a failed job, a try lost or retried):
+    its job, what the job led to, its figures, then its prompt and its raw answer."""
+    if not 1 <= n <= len(index.calls):
+        raise LookupError(f"no call {n}: this run has {plural(len(index.calls), 'call')} (show --calls lists them)")
+    call = index.calls[n - 1]
+    out = console.print
+    out(heading(f"Call {call.n}: {call.role}, {call.kind or '?'} job {call.job_id or '-'}, iteration "
+                f"{'?' if call.iteration is None else call.iteration}"))
+    led = (f"candidates {', '.join(call.candidates)}" if call.candidates else
+           f"no candidate: {index.job_error(call.job_id) or 'the job produced none'}")
+    out(Text.assemble(("      led to: ", "bold"), led))
+    names = {call.prefix_id: ""} if call.prefix_id else {}
+    if call.prefix_id:
+        text = index.text(call.prefix_id)
+        shown = text if full else "\n".join(text.splitlines()[:PREFIX_HEAD_LINES]) + "\n[…]"
+        out(heading(f"Shared prompt prefix ({len(text):,} characters)" + ("" if full else
+                    f": its first {PREFIX_HEAD_LINES} lines, --full prints it all")))
+        out(Text(shown))
+        names[call.prefix_id] = ""
+    _print_call(console, index, call, names)
+
+
 def _print_call(console: Console, index: CandidateIndex, call: Call, prefix_names: dict) -> None:
     out = console.print
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(call.created)) if call.created else "-"
@@ -205,9 +228,12 @@ def unpriced_note(tot: Usage) -> str:
     return f"Every call's price was known ({plural(tot.calls, 'call')}; none unpriced)." if tot.calls else ""
 
 
-def calls_json(index: CandidateIndex) -> list[str]:
-    """One JSON object per call, in time order (no texts: `show --candidate` prints those)."""
+def calls_json(index: CandidateIndex, texts: bool = False) -> list[str]:
+    """One JSON object per call, in time order; with `texts` its prefix, prompt, reasoning and raw answer too."""
     keys = ("n", "id", "job_id", "role", "model", "kind", "iteration", "tokens_in", "tokens_cached",
             "tokens_cache_write", "tokens_out", "tokens_reasoning", "max_tokens", "cost", "priced", "billing", "latency",
             "outcome", "finish", "created", "candidates")
-    return [json.dumps({k: getattr(c, k) for k in keys}) for c in index.calls]
+    named = (("prefix", "prefix_id"), ("prompt", "prompt_id"), ("reasoning", "reasoning_id"), ("answer", "answer_id"))
+    return [json.dumps({k: getattr(c, k) for k in keys}
+                       | ({name: index.text(getattr(c, tid)) if getattr(c, tid) else None for name, tid in named}
+                          if texts else {})) for c in index.calls]

@@ -320,6 +320,10 @@ class CandidateIndex:
         """Candidates that repairs of this (failed) candidate produced."""
         return [new for job, failed in self.repaired.items() if cid in failed for new in self.led_to.get(job, [])]
 
+    def job_error(self, job_id: str | None) -> str | None:
+        """Why a job failed (None for one that did not, or a detached index)."""
+        return store.job_error(self.db, job_id) if job_id and self.db is not None else None
+
     def text(self, tid: str | None) -> str:
         if not tid:
             return ""

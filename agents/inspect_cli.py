@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autocomp_zmq.agents.callprint import calls_json, print_calls, print_candidate, unpriced_note, usage_table
+from autocomp_zmq.agents.callprint import (calls_json, print_calls, print_candidate, print_one_call, unpriced_note,
+                                           usage_table)
 from autocomp_zmq.agents.callview import CandidateIndex, combined
 from autocomp_zmq.agents.console import NOOP_NOTE, duration_text
 from autocomp_zmq.agents.runview import RunView, RunViewError, clip, connect, latency_unit, list_runs, load, plural
@@ -47,16 +48,24 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
                  show_default=False)] = None,
              calls: Annotated[bool, typer.Option("--calls", help="Every model call in time order, with totals.")]
              = False,
+             call: Annotated[Optional[int], typer.Option(
+                 "--call", metavar="N", help="Model call N of --calls in full, whatever came of it (a candidate, a "
+                                             "failed job, a lost or retried try): its job, prompt and raw answer.",
+                 show_default=False)] = None,
+             texts: Annotated[bool, typer.Option("--texts", help="With --calls --json: each call's prefix, prompt, "
+                                                                "reasoning and raw answer too.")] = False,
              full: Annotated[bool, typer.Option("--full", help="With --candidate: print the shared prompt prefix "
                                                               "whole.")] = False,
              as_json: Annotated[bool, typer.Option("--json", help="With --calls: one JSON object per call.")]
              = False) -> None:
         """What a run did: the best kernel's lineage, best per iteration, menu options, failures, cost."""
-        if candidate is not None and calls:
-            fail("give either --candidate or --calls, not both")
-        if candidate is None and not calls:
+        if sum((candidate is not None, calls, call is not None)) > 1:
+            fail("give one of --candidate, --calls and --call")
+        if texts and not (calls and as_json):
+            fail("--texts goes with --calls --json")
+        if candidate is None and not calls and call is None:
             if full or as_json:
-                fail("--full goes with --candidate and --json with --calls")
+                fail("--full goes with --candidate or --call, and --json with --calls")
             print_view(console, view_of(run_dir))
             return
         try:
@@ -67,10 +76,16 @@ def register(app: typer.Typer, console: Console, err: Console) -> None:
             index = CandidateIndex(db)
             if calls:
                 if as_json:
-                    for line in calls_json(index):
+                    for line in calls_json(index, texts):
                         print(line)
                 else:
                     print_calls(console, index, str(run_dir))
+                return
+            if call is not None:
+                try:
+                    print_one_call(console, index, call, full=full)
+                except LookupError as exc:
+                    fail(str(exc))
                 return
             try:
                 cid = index.resolve(candidate)

@@ -119,6 +119,11 @@ def job_kinds(db: sqlite3.Connection) -> dict[str, tuple[str, int]]:
     return {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, kind, iteration FROM jobs")}
 
 
+def job_error(db: sqlite3.Connection, job_id: str) -> str | None:
+    row = db.execute("SELECT error FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
 def job_result(db: sqlite3.Connection, job_id: str) -> str | None:
     row = db.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return expand_json(db, row[0]) if row else None
@@ -260,4 +265,4 @@ def model_call_rows(db: sqlite3.Connection, optional: tuple[str, ...]) -> list[t
         "ORDER BY m.created IS NULL, m.created, m.id").fetchall()
 
 
-__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'plan_choices', 'call_billing', 'model_call_rows']
+__all__ = ['expand', 'expand_json', 'text_of', 'open_read', 'damage_of', 'expand_request', 'meta_of', 'first_job_created', 'finished_evaluations', 'evaluated_kernels', 'job_states', 'job_kinds', 'job_error', 'job_result', 'eval_results', 'answered_code_jobs', 'model_job_outcomes', 'failed_jobs', 'failed_evaluations', 'candidate_rows', 'trace_step', 'baseline_latency', 'best_in_latest_frontier', 'last_iteration', 'frontier_members', 'frontier_bests', 'plan_rows', 'plan_choices', 'call_billing', 'model_call_rows']

@@ -3,6 +3,8 @@ N x K samples are separate calls, --max-cost is a hard ceiling with a reasoning 
 stops a capped run before anything starts, and --replay reproduces a recorded run without a network call."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.llm.fake_servers import FakeLLM, Lost, Reply, smart_answer
@@ -89,6 +91,13 @@ def test_under_timeouts_resets_and_malformed_answers_the_cap_holds_against_the_s
     assert "job_sent_again" in out
     shown = finish(launch("show", str(run), "--calls"))
     assert "unknown, up to $" in shown and f"{len(made)} calls lost after the request was sent" in shown, shown
+    # every paid try readable, also those that produced nothing: its prompt, and why nothing came of it
+    calls = [json.loads(line) for line in finish(launch("show", str(run), "--calls", "--json", "--texts")).split("\n")
+             if line.startswith("{")]
+    lost_call = next(c for c in calls if c["billing"] == "unknown")
+    assert "# Your role" in lost_call["prompt"] and lost_call["prefix"] and lost_call["candidates"] == []
+    one = finish(launch("show", str(run), "--call", str(lost_call["n"])))
+    assert f"Call {lost_call['n']}:" in one and "no candidate:" in one and "lost: " in one and "# Your role" in one, one
 
 
 def test_a_capped_run_with_an_unpriced_model_stops_before_it_starts(tmp_path):
