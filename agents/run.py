@@ -21,7 +21,8 @@ import zmq
 from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.localagents import key_variables, spawn_local_agents, stop_agents
-from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
+from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cap_refusal, cost_functions
+from autocomp_zmq.agents.llm.prompts import pack
 from autocomp_zmq.agents import registry
 from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.outcome import save_results, summarize
@@ -225,6 +226,12 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     search_cfg = _search_config(cfg, policy)
     if not resume:
         code = start_code(cfg, problem, profile)
+    if cfg.budget.max_cost is not None and not replay and any(not s.offline for s in specs["planner"]):
+        prefix = pack(cfg.task.target, cfg.task.isa or "", problem.family)["prefix"]
+        refusal = cap_refusal(prices, specs["planner"], len((prefix + (code or "")).encode()), cfg.models.max_tokens,
+                              cfg.budget.max_cost)
+        if refusal:
+            raise RunError(refusal)
     wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
     menu = menu_of(target, profile, problem.family)
     trace = store.meta("reused_trace") if resume else reused_trace(cfg, wire_problem)

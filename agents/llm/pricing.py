@@ -181,6 +181,31 @@ def job_worst_case(book: PriceBook, spec: ModelSpec, kind: str, request, max_tok
     return None if None in costs else sum(costs)
 
 
+def cap_refusal(book: PriceBook, specs: list[ModelSpec], prompt_bytes: int, max_tokens: int,
+                max_usd: float) -> str | None:
+    """Why --max-cost admits no plan job at all (None when one fits): the cheapest plan model's worst case for
+    the smallest prompt a plan job can have (the shared prefix and the starting kernel) already exceeds the cap.
+    Says what one job may cost and the --max-tokens that would fit."""
+    hosted = [s for s in specs if not s.offline and book.known(s)]
+    if not hosted:
+        return None
+    tokens_in = prompt_bytes + PROMPT_OVERHEAD_TOKENS
+
+    def worst(spec: ModelSpec, limit: int) -> float:
+        first = first_limit(limit)
+        return sum(book.worst_case(spec, tokens_in, n) or 0.0 for n in ((first, limit) if first < limit else (first,)))
+
+    spec = min(hosted, key=lambda s: worst(s, max_tokens))
+    cost = worst(spec, max_tokens)
+    if cost <= max_usd:
+        return None
+    fits = [n for n in (2 ** k * 1024 for k in range(8)) if n < max_tokens and worst(spec, n) <= max_usd]
+    lower = f"--max-tokens {max(fits)} fits it" if fits else "no --max-tokens from 1024 fits it"
+    return (f"--max-cost ${max_usd:.2f} admits no model call: one plan job of {spec.text} may cost up to "
+            f"${cost:.4f} (a prompt of at least {tokens_in:,} tokens, answered within --max-tokens {max_tokens:,} "
+            f"and once more if cut off); raise --max-cost, or lower --max-tokens ({lower})")
+
+
 def cost_functions(book: PriceBook, max_tokens: int):
     """The coordinator's two prices (agents/coordinator.py CostPolicy) from this book: a finished call's cost
     from its tokens, and a job's worst case at --max-tokens. None for a model no spec names (a plug-in agent's)."""

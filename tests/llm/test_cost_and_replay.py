@@ -4,6 +4,7 @@ stops a capped run before anything starts, and --replay reproduces a recorded ru
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -112,6 +113,26 @@ def test_a_capped_run_with_an_unpriced_model_stops_before_it_starts(tmp_path):
     assert proc.returncode == 2 and not run.exists() and not fake.requests
     line = next(ln for ln in out.splitlines() if ln.startswith("error:"))
     assert model in line and "--prices FILE" in line and "has none" in line
+
+
+def test_a_cap_that_admits_no_call_stops_before_anything_starts_and_says_what_fits(tmp_path):
+    """Before, a cap below one job's worst case started the run, made no call and idled before saying so."""
+    fake = FakeLLM()
+    model = f"openai-compat@{fake.url}/v1:thinker"
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'["{model}"]\ninput = 1.25\noutput = 10.0\n')
+    try:
+        run = tmp_path / "run"
+        proc = launch("run", "--problem", "gemm-256x256x256", "--model", model, "--max-cost", "0.3",
+                      "--prices", str(prices), "--out", str(run))
+        out = finish(proc)
+    finally:
+        fake.close()
+    assert proc.returncode == 2 and not run.exists() and not fake.requests
+    line = next(ln for ln in out.splitlines() if ln.startswith("error:"))
+    assert "--max-cost $0.30 admits no model call" in line, line
+    worst, fits = re.search(r"may cost up to \$([0-9.]+) .*--max-tokens (\d+) fits it", line).groups()
+    assert float(worst) > 0.48 and int(fits) < 32000       # its 48,000 output tokens alone cost $0.48
 
 
 def test_replay_reproduces_a_run_without_network(tmp_path):
