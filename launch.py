@@ -304,6 +304,7 @@ def worker(
                    "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
                    "latency_dist": latency_dist or "uniform",
                    "call_options": CallOptions(timeout_s=cfg.models.call_timeout_s, max_retries=cfg.models.call_retries,
+                                               concurrency=cfg.models.llm_concurrency,
                                                temperature=cfg.models.temperature,
                                                reasoning_effort=cfg.models.reasoning_effort,
                                                max_tokens=cfg.models.max_tokens)}

@@ -94,8 +94,8 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
         for implementation in dict.fromkeys(s.model for s in role_specs if s.offline):
             launches += [(role, 4, implementation, [], safe_env)] * counts[role]
         hosted = [s.text for s in role_specs if not s.offline]
-        if hosted:
-            launches.append((role, 16, "llm", hosted, full_env))
+        if hosted:   # jobs at once: every model's calls at once (agents/llm/limits.py bounds each model's)
+            launches.append((role, cfg.models.llm_concurrency * len(hosted), "llm", hosted, full_env))
     procs = []
     try:
         for i, (role, capacity, impl, models, env) in enumerate(launches):

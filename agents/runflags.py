@@ -18,7 +18,8 @@ from autocomp_zmq.agents.runconfig import (SECTIONS, ConfigError, RunConfig, dec
 # every worker takes the run's heartbeat and when to give up (its liveness comes in the coordinator's welcome);
 # model workers also take the model-call options
 BUS_WORKER_OPTIONS = ("heartbeat_s", "max_refused", "unreachable_s")
-WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens")
+WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens",
+                  "llm_concurrency")
 
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:

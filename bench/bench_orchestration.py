@@ -101,13 +101,16 @@ def search_run(cfg: BeamConfig, evaluators: int, lat: dict[str, tuple]) -> dict:
                 "overhead_ms": 1e3 * coord.stats.cpu_s / n, "handler_ms": 1e3 * coord.stats.handler_s / n}
 
 
-def critical_path_bound(search: BeamSearch, evaluators: int, lat: dict[str, tuple]) -> float:
-    """Lower bound on the wall time of the jobs this search ran, given their (recomputable) latencies:
-    per iteration, the longest plan -> code -> eval chain, and the evaluation work spread over all
-    evaluators after the first code exists."""
-    def latency(job) -> float:
+def critical_path_bound(search: BeamSearch, evaluators: int, lat: dict[str, tuple] | None = None,
+                        latency=None) -> float:
+    """Lower bound on the wall time of the jobs this search ran, given their (recomputable) latencies (the
+    synthetic agents' `lat`, or a function of the job): per iteration, the longest plan -> code -> eval chain,
+    and the evaluation work spread over all evaluators after the first code exists."""
+    def synthetic(job) -> float:
         mean, jitter, dist = lat[{"repair": "code"}.get(job.kind, job.kind)]
         return synthetic_latency(mean, jitter, job.payload, dist)
+
+    latency = latency or synthetic
 
     L = {j.id: latency(j) for j in search.jobs.values()}
     evals_by_code = {j.payload.code: j for j in search.jobs.values() if j.kind == "eval"}

@@ -1,7 +1,8 @@
 """The 'llm' implementation of the planner, coder and repairer roles: render the prompt from the target's
 pack, call the job's model, read the answer as real models write it (agents/llm/parse.py).
 
-Calls run on an asyncio loop in a background thread, at most `concurrency` at a time per model. A call
+Calls run on an asyncio loop in a background thread, at most --llm-concurrency at a time per model, fewer while
+the provider answers 429 (agents/llm/limits.py). A call
 first asks for half of --max-tokens; an answer cut off there (finish reason "length") is asked again once
 with the whole --max-tokens, and one cut off at --max-tokens is a failure named "truncated". Every try,
 failed or not, goes back in the result's "calls" with its prompt, its raw answer and the provider's token
@@ -18,6 +19,7 @@ import threading
 import time
 
 from autocomp_zmq.agents.llm.faults import backoff_s, classify
+from autocomp_zmq.agents.llm.limits import AdaptiveLimit
 from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
 from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
 from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion, root_cause
@@ -39,8 +41,7 @@ def _why(fault, exc: BaseException) -> str:
 class LLMAgent:
     name = "llm"
 
-    def __init__(self, models: list[str] | tuple[str, ...] = (), concurrency: int = 8,
-                 call_options: CallOptions = CallOptions()) -> None:
+    def __init__(self, models: list[str] | tuple[str, ...] = (), call_options: CallOptions = CallOptions()) -> None:
         specs = [parse_spec(m) for m in models]
         if not specs or any(s.offline for s in specs):
             raise ValueError("the llm implementation needs --model specs of hosted or OpenAI-compatible models")
@@ -48,13 +49,20 @@ class LLMAgent:
         self.options = call_options
         self._clients = {s.text: Client(s, call_options) for s in specs}
         self._loop = asyncio.new_event_loop()
-        self._limits = {m: asyncio.Semaphore(concurrency) for m in self.models}
+        self._limits = {m: AdaptiveLimit(call_options.concurrency) for m in self.models}
         self._rng = random.Random()
         threading.Thread(target=self._loop.run_forever, name="llm-calls", daemon=True).start()
 
     async def _call(self, model: str, prompt: Prompt, limit: int) -> Completion:
-        async with self._limits[model]:
-            return await self._clients[model].complete(prompt.prefix, prompt.body, limit)
+        async with self._limits[model] as slots:
+            try:
+                done = await self._clients[model].complete(prompt.prefix, prompt.body, limit)
+            except Exception as exc:
+                if getattr(exc, "status_code", None) == 429:
+                    slots.rate_limited(classify(exc).retry_after)
+                raise
+        await slots.answered()
+        return done
 
     def handle(self, kind: str, req: Request) -> Answer:
         model = req.model
