@@ -9,41 +9,39 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import anthropic
-import openai
-
-from autocomp_zmq.agents.llm.providers import root_cause
+from autocomp_zmq.agents.llm.providers import root_cause, sdk
 from autocomp_zmq.agents.llm.specs import ModelSpec
 
 SHOWN_MODELS = 8   # how many of an endpoint's models an error lists
 
 
 def endpoint_problems(specs: list[ModelSpec], timeout_s: float = 10.0) -> dict[str, str]:
-    """For models of one endpoint: model spec -> why it cannot be used (nothing for those that can)."""
+    """For models of one endpoint: model spec -> why it cannot be used (nothing for those that can). Only this
+    endpoint's SDK is imported (both name their errors alike)."""
     spec = specs[0]
     key = spec.api_key()
+    api = sdk(spec.provider)
     try:
         if spec.provider == "anthropic":
-            client = anthropic.Anthropic(api_key=key, timeout=timeout_s, max_retries=0)
+            client = api.Anthropic(api_key=key, timeout=timeout_s, max_retries=0)
             missing = {}
             for s in specs:
                 try:
                     client.models.retrieve(s.model)
-                except anthropic.NotFoundError as exc:
+                except api.NotFoundError as exc:
                     if s.model in str(exc):   # not a proxy that lacks the endpoint: the API names the model
                         missing[s.text] = f"does not know the model {s.model!r} (see `anthropic.models.list`)"
             return missing
-        listed = openai.OpenAI(api_key=key or "none", base_url=spec.base_url, timeout=timeout_s,
-                               max_retries=0).models.list()
+        listed = api.OpenAI(api_key=key or "none", base_url=spec.base_url, timeout=timeout_s,
+                            max_retries=0).models.list()
         served = [m.id for m in listed.data]
-    except (openai.AuthenticationError, anthropic.AuthenticationError, openai.PermissionDeniedError,
-            anthropic.PermissionDeniedError) as exc:
+    except (api.AuthenticationError, api.PermissionDeniedError) as exc:
         return {s.text: f"rejected the API key ({exc.status_code})" for s in specs}
-    except (openai.APITimeoutError, anthropic.APITimeoutError):
+    except api.APITimeoutError:
         return {s.text: f"did not answer within {timeout_s:g} s" for s in specs}
-    except (openai.APIConnectionError, anthropic.APIConnectionError) as exc:
+    except api.APIConnectionError as exc:
         return {s.text: f"does not answer: {root_cause(exc)}" for s in specs}
-    except (openai.APIStatusError, anthropic.APIStatusError):
+    except api.APIStatusError:
         return {}
     if not served:
         return {}

@@ -11,10 +11,8 @@ cache); vLLM's and SGLang's prefix caches work the same way.
 from __future__ import annotations
 
 import hashlib
+import importlib
 from dataclasses import dataclass
-
-import anthropic
-import openai
 
 from autocomp_zmq.agents.llm.faults import UnbilledAnswer
 from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
@@ -37,15 +35,21 @@ class Completion:
     reasoning: str = ""          # reasoning returned apart from the answer (thinking blocks, reasoning_content)
 
 
+def sdk(provider: str):
+    """The official SDK a provider's calls go through, imported on first use: each takes about a CPU-second to
+    import, and an agent or a preflight that talks to one provider needs only its own."""
+    return importlib.import_module("anthropic" if provider == "anthropic" else "openai")
+
+
 class Client:
     def __init__(self, spec: ModelSpec, opts: CallOptions) -> None:
         self.spec, self.opts = spec, opts
         key = spec.api_key()
         if spec.provider == "anthropic":
-            self._anthropic = anthropic.AsyncAnthropic(api_key=key, timeout=opts.timeout_s, max_retries=0)
+            self._anthropic = sdk("anthropic").AsyncAnthropic(api_key=key, timeout=opts.timeout_s, max_retries=0)
         else:
-            self._openai = openai.AsyncOpenAI(api_key=key or "none", base_url=spec.base_url, timeout=opts.timeout_s,
-                                              max_retries=0)
+            self._openai = sdk("openai").AsyncOpenAI(api_key=key or "none", base_url=spec.base_url,
+                                                     timeout=opts.timeout_s, max_retries=0)
 
     async def complete(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         if self.spec.provider == "anthropic":

@@ -248,3 +248,17 @@ def test_sampling_options_reach_the_wire(fake):
     LLMAgent([compat(fake)], call_options=opts).handle("plan", plan_job(compat(fake)))
     body = fake.requests[0]["body"]
     assert body["temperature"] == 0.3 and body["reasoning_effort"] == "low" and body["model"] == "m"
+
+
+def test_an_agent_imports_only_the_sdk_of_its_provider(fake, tmp_path):
+    """Before, every LLM agent and the preflight imported both SDKs (about a CPU-second each) whatever they served."""
+    import subprocess
+    import sys
+    script = (f"import sys\nfrom autocomp_zmq.agents.llm.agent import LLMAgent\n"
+              f"from autocomp_zmq.agents.llm.preflight import check_endpoints\n"
+              f"from autocomp_zmq.agents.llm.specs import parse_spec\n"
+              f"assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
+              f"LLMAgent(['{compat(fake)}'])\ncheck_endpoints([parse_spec('{compat(fake)}')])\n"
+              f"print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "['openai']", done.stdout + done.stderr
