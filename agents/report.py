@@ -341,4 +341,23 @@ def _usage_table(view: RunView) -> str:
     table = _table(["model", "role", "calls", "tokens in", "cached", "tokens out", "reasoning", "cost"], rows,
                    {2, 3, 4, 5, 6, 7})
     note = unpriced_note(combined(view.usage))
-    return table + (f"<p class='note'>{escape(note)}</p>" if note else "")
+    return table + (f"<p class='note'>{escape(note)}</p>" if note else "") + _calls_without_candidates(view)
+
+
+MAX_FAILED_CALLS = 200   # rows of the table of calls that produced no candidate
+
+
+def _calls_without_candidates(view: RunView) -> str:
+    """Every paid call whose answer led to no candidate (failed, lost, unusable, or a plan no kernel implemented):
+    what it cost and how it ended; `show RUN --call N` prints its prompt and answer."""
+    calls = [c for c in (view.index.calls if view.index else []) if not c.candidates]
+    if not calls:
+        return ""
+    rows = [[c.n, c.role, c.model, f"{c.kind or '?'}/{'?' if c.iteration is None else c.iteration}",
+             clip(c.outcome + (f" / {c.finish}" if c.finish else ""), 160),
+             (f"up to ${c.cost:.4f}" if c.billing == "unknown" else f"${c.cost:.4f}")] for c in calls[:MAX_FAILED_CALLS]]
+    more = f" (the first {MAX_FAILED_CALLS} of {len(calls)})" if len(calls) > MAX_FAILED_CALLS else ""
+    return (f"<h3>Calls that produced no candidate{more}</h3>"
+            + _table(["call", "role", "model", "job", "outcome / finish", "cost"], rows, {0, 5})
+            + f"<p class='note'>{escape(f'launch.py show {view.run_dir} --call N')} prints a call's prompt and raw "
+              "answer.</p>")

@@ -37,6 +37,7 @@ from rich.table import Table   # noqa: E402
 
 from autocomp_zmq.agents.llm.pricing import PriceBook, Usage   # noqa: E402
 from autocomp_zmq.agents.llm.specs import parse_spec   # noqa: E402
+from autocomp_zmq.agents.runstore import candidate_rows   # noqa: E402
 from tests.llm.fake_servers import FakeLLM, Reply, tokens   # noqa: E402
 
 PLAN_TEXT = ("Restructure the loop nest around {option}: keep the operand that is reused most resident in the "
@@ -54,8 +55,7 @@ def kernel_pool(work: Path, problem: str, isa: str) -> list[tuple[float, str]]:
                     "-N", "6", "-K", "2", "--patience", "8", "--out", str(out), "--no-live"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = sqlite3.connect(out / "run.db")
-    rows = db.execute("SELECT DISTINCT e.latency, c.code FROM candidates c JOIN evals e ON e.candidate_id = c.id "
-                      "WHERE e.correct = 1").fetchall()
+    rows = {(r[8], r[6]) for r in candidate_rows(db) if r[7] == 1}     # (latency, code) of correct candidates
     return sorted(rows, key=lambda r: -r[0])
 
 

@@ -99,6 +99,9 @@ def test_under_timeouts_resets_and_malformed_answers_the_cap_holds_against_the_s
     assert "# Your role" in lost_call["prompt"] and lost_call["prefix"] and lost_call["candidates"] == []
     one = finish(launch("show", str(run), "--call", str(lost_call["n"])))
     assert f"Call {lost_call['n']}:" in one and "no candidate:" in one and "lost: " in one and "# Your role" in one, one
+    finish(launch("report", str(run)))
+    page = (run / "report.html").read_text()
+    assert "Calls that produced no candidate" in page and "up to $" in page and "--call N" in page
 
 
 def test_a_capped_run_with_an_unpriced_model_stops_before_it_starts(tmp_path):

@@ -96,6 +96,26 @@ def stored(run_dir: Path, job_id: str, column: str = "result"):
         db.close()
 
 
+def candidate_codes(run_dir: Path) -> dict[str, str]:
+    """Every candidate's kernel, whole (the store keeps kernels in its texts table)."""
+    from autocomp_zmq.agents.runstore import candidate_rows
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        return {row[0]: row[6] for row in candidate_rows(db)}
+    finally:
+        db.close()
+
+
+def plan_texts(run_dir: Path) -> dict[str, tuple[str, str]]:
+    """Every plan job's (option id, text), the text whole."""
+    from autocomp_zmq.agents.runstore import plan_rows
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        return {job: (option, text) for job, option, text, _ in plan_rows(db)}
+    finally:
+        db.close()
+
+
 def endpoint_of(run_dir: Path, timeout: float = 60) -> str:
     """The endpoint a run actually bound (e.g. with --bind tcp://127.0.0.1:*), once it has recorded it."""
     rows = wait_for(lambda: query(run_dir, "SELECT value FROM meta WHERE key = 'endpoint'"), timeout=timeout,

@@ -21,7 +21,8 @@ import pytest
 
 from autocomp_zmq.agents.report import DIFF_ADD, PLOT_COLOURS
 from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
-from tests.system.runkit import ROOT, SLOW_GEMM, finish, kill_tree, launch, query, stored, wait_for, write_config
+from tests.system.runkit import (ROOT, SLOW_GEMM, finish, kill_tree, launch, plan_texts, query, stored, wait_for,
+                                 write_config)
 
 pytestmark = pytest.mark.system
 
@@ -207,7 +208,7 @@ def test_report_is_self_contained_and_escapes_run_text(finished, tmp_path):
     shutil.copytree(finished, copy, ignore=shutil.ignore_patterns("run.db-*"))
     job = lineage_of(copy)[-1][0]
     db = sqlite3.connect(copy / "run.db")
-    db.execute("UPDATE plans SET text = ? WHERE job_id = (SELECT plan_job FROM candidates WHERE id = ?)",
+    db.execute("UPDATE plans SET text = ?, text_id = NULL WHERE job_id = (SELECT plan_job FROM candidates WHERE id = ?)",
                ("<script>alert(1)</script> [bold]A[i][k]", job))
     db.commit()
     db.close()
@@ -280,7 +281,7 @@ def test_any_candidate_opens_with_its_plan_diff_and_feedback(finished, tmp_path)
         finished, "SELECT c.id, c.plan_job, e.job_id FROM candidates c JOIN evals e ON e.candidate_id = c.id "
                   "JOIN plans p ON p.job_id = c.plan_job WHERE e.correct = 1 ORDER BY c.iteration DESC, c.id")
         if r[0] not in lineage)
-    plan = query(finished, "SELECT text FROM plans WHERE job_id = ?", plan_job)[0][0]
+    plan = plan_texts(finished)[plan_job][1]
     feedback = stored(finished, eval_job)["feedback_text"]
     assert f"<a href='#cand-{cid}'><circle" in html   # its node in the beam tree
 

@@ -17,7 +17,7 @@ import pytest
 
 from autocomp_zmq.agents.runstore import text_of
 from tests.llm.fake_servers import HWLOOP, FakeLLM, Reply, smart_answer
-from tests.system.runkit import finish, launch, query, stored, write_config
+from tests.system.runkit import candidate_codes, finish, launch, plan_texts, query, stored, write_config
 from tests.system.test_report import cli, table_rows
 from tests.unit.storekit import make_old
 
@@ -71,14 +71,15 @@ def texts(run_dir: Path, job_id: str) -> list[dict]:
 
 
 def test_show_candidate_prints_code_plan_feedback_and_the_calls_that_made_it(run):
-    [(cid, code, plan_job, parent)] = query(run, "SELECT id, code, plan_job, parent_id FROM candidates "
-                                                 "WHERE origin = 'repair'")
-    [(failed, failed_code)] = query(run, "SELECT id, code FROM candidates WHERE code LIKE '%gemmini_loop_ws_oops%'")
+    [(cid, plan_job, parent)] = query(run, "SELECT id, plan_job, parent_id FROM candidates WHERE origin = 'repair'")
+    codes = candidate_codes(run)
+    code = codes[cid]
+    [(failed, failed_code)] = [(c, k) for c, k in codes.items() if "gemmini_loop_ws_oops" in k]
     res = cli("show", str(run), "--candidate", cid[:8])
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert out.startswith(f"Candidate {cid}") and REPAIRED in out and code == REPAIRED
-    [(option, plan_text)] = query(run, "SELECT option_id, text FROM plans WHERE job_id = ?", plan_job)
+    option, plan_text = plan_texts(run)[plan_job]
     assert f"option {option}" in out and plan_text in out
     [(eval_job,)] = query(run, "SELECT job_id FROM evals WHERE candidate_id = ?", cid)
     feedback = stored(run, eval_job)["feedback_text"]
@@ -120,8 +121,9 @@ def test_show_candidate_refuses_unknown_short_and_ambiguous_ids(run, tmp_path):
     cid = query(copy, "SELECT id FROM candidates WHERE origin = 'code' LIMIT 1")[0][0]
     twin = cid[:6] + ("0" if cid[6] != "0" else "1") + cid[7:]   # a candidate whose id shares 6 characters
     db = sqlite3.connect(copy / "run.db")
-    db.execute("INSERT INTO candidates SELECT ?, parent_id, iteration, plan_job, origin, model, code || ' ', "
-               "created FROM candidates WHERE id = ?", (twin, cid))
+    db.execute("INSERT INTO candidates (id, parent_id, iteration, plan_job, origin, model, code, created, code_id) "
+               "SELECT ?, parent_id, iteration, plan_job, origin, model, code, created, code_id FROM candidates "
+               "WHERE id = ?", (twin, cid))
     db.commit()
     db.close()
     res = cli("show", str(copy), "--candidate", cid[:6])

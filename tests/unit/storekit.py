@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import zlib
 from pathlib import Path
 
 from autocomp_zmq.agents.runstore import RunStore
@@ -94,8 +95,15 @@ def make_old(run_dir: Path) -> None:
     for table in ("evals", "beams"):
         db.execute(f"ALTER TABLE {table} RENAME COLUMN latency TO cycles")
     for column in ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
-                   "prefix_id", "prompt_id", "answer_id", "reasoning_id"):
+                   "prefix_id", "prompt_id", "answer_id", "reasoning_id", "billing"):
         db.execute(f"ALTER TABLE model_calls DROP COLUMN {column}")
+    # kernels and plan texts inline, as they were kept then
+    for table, column in (("candidates", "code"), ("plans", "text")):
+        for rid, tid in db.execute(f"SELECT rowid, {column}_id FROM {table} WHERE {column}_id IS NOT NULL").fetchall():
+            body = zlib.decompress(db.execute("SELECT body FROM texts WHERE id = ?", (tid,)).fetchone()[0]).decode()
+            db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (body, rid))
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}_id")
+    db.execute("ALTER TABLE plans DROP COLUMN choice")
     db.execute("DROP TABLE texts")
     db.commit()
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
