@@ -2,6 +2,10 @@
 openai SDK's base_url). The SDKs' own retries are off: each try is a call the agent records and retries itself
 (agents/llm/faults.py), so that no paid attempt goes unseen; we set the per-call timeout.
 
+OpenAI's own models are called through the Responses API (OpenAI's recommended interface for reasoning models:
+it returns a summary of the model's reasoning, which the chat interface does not); OpenAI-compatible servers, and
+OpenAI with --openai-api chat, through Chat Completions.
+
 Every prompt comes in two parts: a long stable prefix shared by all calls of a run (ISA, rules, menu,
 examples) and the part that varies. The prefix goes first, as the system prompt, so that providers can
 cache it: Anthropic caches up to an explicit cache_control breakpoint placed on it; OpenAI caches every
@@ -12,11 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import re
 from dataclasses import dataclass
 
 from autocomp_zmq.agents.llm.faults import UnbilledAnswer
 from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
 
+# OpenAI's reasoning models (asked for a reasoning summary); others refuse the reasoning parameter
+REASONING_MODELS = re.compile(r"(o\d|gpt-5|codex)", re.I)
 # Anthropic extended thinking for --reasoning-effort: the thinking budget in tokens (counted in the output)
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "refusal",
@@ -54,7 +61,39 @@ class Client:
     async def complete(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         if self.spec.provider == "anthropic":
             return await self._complete_anthropic(prefix, prompt, max_tokens)
+        if self.spec.provider == "openai" and self.opts.openai_api == "responses":
+            return await self._complete_responses(prefix, prompt, max_tokens)
         return await self._complete_openai(prefix, prompt, max_tokens)
+
+    async def _complete_responses(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
+        kwargs: dict = {}
+        if self.opts.temperature is not None:
+            kwargs["temperature"] = self.opts.temperature
+        if self.opts.reasoning_effort or REASONING_MODELS.match(self.spec.model):
+            # a summary of the reasoning comes back (the reasoning itself is billed but never returned)
+            kwargs["reasoning"] = {"summary": "auto", **({"effort": self.opts.reasoning_effort}
+                                                        if self.opts.reasoning_effort else {})}
+        resp = await self._openai.responses.create(
+            model=self.spec.model, instructions=prefix or None, input=prompt, max_output_tokens=max_tokens,
+            store=False, extra_body={"prompt_cache_key": hashlib.sha256(prefix.encode()).hexdigest()[:32]}, **kwargs)
+        u = resp.usage
+        if u is None or resp.output is None:
+            raise UnbilledAnswer("an answer without its usage or output")
+        usage = (u.input_tokens or 0, u.output_tokens or 0,
+                 getattr(getattr(u, "input_tokens_details", None), "cached_tokens", 0) or 0, 0,
+                 getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", 0) or 0)
+        text, refusal, summary = [], [], []
+        for item in resp.output:
+            if item.type == "reasoning":
+                summary += [s.text for s in (getattr(item, "summary", None) or []) if getattr(s, "text", "")]
+            elif item.type == "message":
+                for part in item.content or []:
+                    (refusal if part.type == "refusal" else text).append(getattr(part, "refusal", None)
+                                                                         or getattr(part, "text", "") or "")
+        reason = getattr(resp.incomplete_details, "reason", None) if resp.status == "incomplete" else None
+        finish = "refusal" if refusal else {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
+            reason or "", "stop" if resp.status == "completed" else (resp.status or "stop"))
+        return Completion("".join(refusal or text), *usage, finish=finish, reasoning="\n\n".join(summary))
 
     async def _complete_anthropic(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         kwargs: dict = {}

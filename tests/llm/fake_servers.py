@@ -1,4 +1,5 @@
-"""A local HTTP server that speaks the OpenAI Chat Completions and Anthropic Messages wire formats, answering
+"""A local HTTP server that speaks the OpenAI Chat Completions and Responses and the Anthropic Messages wire formats,
+answering
 from a script, for driving the real SDKs. It reports usage the way the providers do: prompt tokens (about 4
 characters each), cached prompt tokens from a prefix cache that behaves like the provider's (OpenAI:
 automatic, on prompt prefixes of at least 1024 tokens, in 128-token steps; Anthropic: only up to a
@@ -122,6 +123,7 @@ class FakeLLM:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 anthropic = self.path.endswith("/messages")
+                responses = self.path.endswith("/responses")
                 prompt = fake.prompt_text(body)
                 with fake.lock:
                     fake.requests.append({"path": self.path, "model": body.get("model"), "body": body,
@@ -136,7 +138,8 @@ class FakeLLM:
                 if isinstance(answer, str):
                     answer = Reply(answer)
                 if isinstance(answer, Reply):
-                    answer = fake._anthropic(body, answer) if anthropic else fake._openai(body, answer)
+                    answer = fake._anthropic(body, answer) if anthropic else \
+                        fake._responses(body, answer) if responses else fake._openai(body, answer)
                 if lost:
                     return self._lose(lost, answer)
                 self._send(status, headers, answer)
@@ -181,6 +184,8 @@ class FakeLLM:
 
     @staticmethod
     def prompt_text(body: dict) -> str:
+        if "input" in body:           # Responses: instructions, then the input
+            return "\n".join(p for p in (body.get("instructions") or "", body["input"]) if p)
         parts = []
         system = body.get("system")
         if system:
@@ -207,6 +212,29 @@ class FakeLLM:
                 "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout,
                           "prompt_tokens_details": {"cached_tokens": cached},
                           "completion_tokens_details": {"reasoning_tokens": r.reasoning_tokens}}}
+
+    def _responses(self, body: dict, r: Reply) -> dict:
+        """OpenAI's Responses API: a reasoning item with its summary (when asked for one), then the message; an
+        answer cut off at max_output_tokens is "incomplete"."""
+        prompt = self.prompt_text(body)
+        tin, tout = self.usage or (tokens(prompt), tokens(r.text))
+        tout += r.reasoning_tokens
+        cached = min(tin, self.cache.openai(prompt))
+        self._bill("openai", body, tin, tout, cached, 0)
+        output = []
+        if (body.get("reasoning") or {}).get("summary") and r.thinking:
+            output.append({"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": r.thinking}]})
+        part = {"type": "refusal", "refusal": r.text} if r.finish == "refusal" else \
+            {"type": "output_text", "text": r.text, "annotations": []}
+        output.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [part]})
+        cut = r.finish == "length"
+        return {"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"],
+                "status": "incomplete" if cut else "completed",
+                "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "output": output,
+                "service_tier": body.get("service_tier") or "default",
+                "usage": {"input_tokens": tin, "input_tokens_details": {"cached_tokens": cached},
+                          "output_tokens": tout, "output_tokens_details": {"reasoning_tokens": r.reasoning_tokens},
+                          "total_tokens": tin + tout}}
 
     def _anthropic(self, body: dict, r: Reply) -> dict:
         system = body.get("system") or []

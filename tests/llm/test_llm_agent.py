@@ -98,9 +98,31 @@ def test_openai_usage_details_reach_the_call(fake):
 def test_openai_proper_gets_max_completion_tokens_and_a_cache_key(fake, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", fake.url + "/v1")
-    LLMAgent(["openai:gpt-test"], call_options=FAST).handle("plan", plan_job("openai:gpt-test"))
+    opts = CallOptions(timeout_s=5, max_retries=0, openai_api="chat")
+    LLMAgent(["openai:gpt-test"], call_options=opts).handle("plan", plan_job("openai:gpt-test"))
     body = fake.requests[0]["body"]
+    assert fake.requests[0]["path"].endswith("/chat/completions")
     assert body["max_completion_tokens"] == 16000 and "max_tokens" not in body and len(body["prompt_cache_key"]) == 32
+
+
+def test_openai_reasoning_models_go_through_the_responses_api_with_their_reasoning_summary(fake, monkeypatch):
+    """Before, OpenAI's reasoning models were called through Chat Completions, which return no reasoning summary
+    (about 80% of their output tokens in a replay of published runs were reasoning)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.url + "/v1")
+    fake.usage = None
+    answers = iter([Reply(PLAN[:40], finish="length", reasoning_tokens=3000, thinking="first pass"),
+                    Reply(PLAN, reasoning_tokens=5000, thinking="Weighed tile sizes against the bank limit.")])
+    fake.script = lambda prompt, n: (200, {}, next(answers))
+    out = LLMAgent(["openai:gpt-5-test"], call_options=FAST).handle("plan", plan_job("openai:gpt-5-test"))
+    assert [r["path"] for r in fake.requests] == ["/v1/responses"] * 2
+    body = fake.requests[0]["body"]
+    assert body["max_output_tokens"] == 16000 and body["reasoning"] == {"summary": "auto"} and body["store"] is False
+    assert "# Machine and programming reference" in body["instructions"] and len(body["prompt_cache_key"]) == 32
+    first, second = out.calls
+    assert first.finish == "length" and second.max_tokens == 32000     # cut off: asked again with the whole limit
+    assert second.reasoning == "Weighed tile sizes against the bank limit." and second.tokens_reasoning == 5000
+    assert out.plan.option_id == "tile-sizes" and second.tokens_out == 5000 + len(PLAN) // 4 + (len(PLAN) % 4 > 0)
 
 
 def test_a_truncated_answer_is_asked_again_with_the_whole_limit(fake):
