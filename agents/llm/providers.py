@@ -103,8 +103,11 @@ class Client:
         elif self.opts.temperature is not None:
             kwargs["temperature"] = self.opts.temperature
         system = [{"type": "text", "text": prefix, "cache_control": {"type": "ephemeral"}}] if prefix else []
-        resp = await self._anthropic.messages.create(model=self.spec.model, max_tokens=max_tokens, system=system,
-                                                     messages=[{"role": "user", "content": prompt}], **kwargs)
+        # streamed: the timeout bounds each wait for the next piece, not the whole answer, so a long answer is not
+        # cut off (and paid for) at --call-timeout-s; the final message is the one a plain request returns
+        async with self._anthropic.messages.stream(model=self.spec.model, max_tokens=max_tokens, system=system,
+                                                   messages=[{"role": "user", "content": prompt}], **kwargs) as stream:
+            resp = await stream.get_final_message()
         text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
         thinking = "\n".join(getattr(b, "thinking", "") or "" for b in resp.content if b.type == "thinking")
         u = resp.usage

@@ -33,6 +33,33 @@ class Reply:
     finish: str = "stop"            # stop | length | refusal (Anthropic: end_turn | max_tokens | refusal)
     reasoning_tokens: int = 0       # billed as output tokens
     thinking: str = ""              # Anthropic thinking block / OpenAI-compatible reasoning_content
+    pace_s: float = 0.0             # streamed: seconds between events (a long answer arriving piece by piece)
+
+
+def anthropic_events(message: dict) -> bytes:
+    """A Messages API answer as the stream of server-sent events the API sends for it (stream: true): the message
+    with its input usage, each content block opened, filled by one delta and closed, then the stop reason with
+    the output usage."""
+    def event(kind: str, data: dict) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    out = [event("message_start", {"message": start})]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "thinking":
+            empty, deltas = {"type": "thinking", "thinking": "", "signature": ""}, [
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]}]
+        else:
+            empty, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
+        out.append(event("content_block_start", {"index": i, "content_block": empty}))
+        out += [event("content_block_delta", {"index": i, "delta": d}) for d in deltas]
+        out.append(event("content_block_stop", {"index": i}))
+    out.append(event("message_delta", {"delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                                       "usage": {"output_tokens": usage["output_tokens"]}}))
+    out.append(event("message_stop", {}))
+    return "".join(out).encode()
 
 
 @dataclass
@@ -137,16 +164,19 @@ class FakeLLM:
                     answer = lost.reply
                 if isinstance(answer, str):
                     answer = Reply(answer)
+                pace = answer.pace_s if isinstance(answer, Reply) else 0.0
                 if isinstance(answer, Reply):
                     answer = fake._anthropic(body, answer) if anthropic else \
                         fake._responses(body, answer) if responses else fake._openai(body, answer)
+                if anthropic and body.get("stream") and isinstance(answer, dict) and answer.get("type") == "message":
+                    answer = anthropic_events(answer)     # streamed: server-sent events, as the API sends them
                 if lost:
                     return self._lose(lost, answer)
-                self._send(status, headers, answer)
+                self._send(status, headers, answer, pace)
 
             def _lose(self, lost, answer):
-                raw = json.dumps(answer).encode()
-                if lost.how == "no-usage":
+                raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                if lost.how == "no-usage" and isinstance(answer, dict):
                     return self._send(200, {}, {k: v for k, v in answer.items() if k != "usage"})
                 if lost.how == "malformed":
                     return self._send(200, {}, raw[:len(raw) // 2])
@@ -168,15 +198,19 @@ class FakeLLM:
                 self.connection.close()
                 self.close_connection = True
 
-            def _send(self, status, headers, answer):
+            def _send(self, status, headers, answer, pace_s=0.0):
                 raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream" if raw.startswith(b"event:") else
+                                 "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(raw)
+                for piece in raw.split(b"\n\n") if pace_s else [raw]:   # paced: one event at a time
+                    self.wfile.write(piece + (b"\n\n" if pace_s else b""))
+                    self.wfile.flush()
+                    time.sleep(pace_s)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -284,3 +284,13 @@ def test_an_agent_imports_only_the_sdk_of_its_provider(fake, tmp_path):
               f"print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "['openai']", done.stdout + done.stderr
+
+
+def test_a_long_anthropic_answer_streams_past_the_call_timeout(anthropic_env, fake):
+    """Before, a whole answer had to arrive within --call-timeout-s: a long one timed out, and was paid for and
+    generated again. Streamed, the timeout bounds each wait for the next piece."""
+    fake.script = lambda prompt, n: (200, {}, Reply(PLAN, pace_s=0.5))    # 6 events over 3 s, timeout 1 s
+    out = LLMAgent([anthropic_env], call_options=CallOptions(timeout_s=1.0, max_retries=0)).handle(
+        "plan", plan_job(anthropic_env))
+    assert fake.requests[0]["body"]["stream"] is True and len(fake.requests) == 1
+    assert out.plan.option_id == "tile-sizes" and out.calls[0].latency > 2 and out.calls[0].tokens_out == 200
