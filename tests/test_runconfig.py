@@ -170,7 +170,8 @@ def test_verdict_warns_when_most_calls_failed_and_ignores_the_cost_cap(tmp_path)
 
 
 def test_model_lease_covers_every_try_of_a_call():
-    assert RunConfig.of(call_timeout_s=100, call_retries=2).model_lease_s == 100 * 3 + 60
+    # a job's two calls (a cut-off answer is asked again), each tried 3 times, with the longest wait between tries
+    assert RunConfig.of(call_timeout_s=100, call_retries=2).model_lease_s == 2 * (3 * 100 + 2 * 60) + 60
     assert RunConfig.of(llm_lease_s=30).model_lease_s == 30
 
 
@@ -180,7 +181,8 @@ def test_worker_arguments_use_the_run_option_names():
     args = as_args(cfg, WORKER_OPTIONS)
     assert args == ["--heartbeat-s", "0.2", "--max-refused", "5", "--unreachable-s", "600.0",
                     "--call-timeout-s", "600.0", "--call-retries", "1", "--temperature", "0.5",
-                    "--reasoning-effort", "low", "--max-tokens", "32000"]
+                    "--reasoning-effort", "low", "--max-tokens", "32000", "--llm-concurrency", "64",
+                    "--openai-api", "responses"]
 
 
 def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):

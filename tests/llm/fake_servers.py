@@ -1,5 +1,5 @@
-"""A local HTTP server that speaks the OpenAI Chat Completions and Responses and the Anthropic Messages wire formats,
-answering
+"""A local HTTP server that speaks the OpenAI Chat Completions and Responses, the Anthropic Messages and the Gemini
+generateContent wire formats, answering
 from a script, for driving the real SDKs. It reports usage the way the providers do: prompt tokens (about 4
 characters each), cached prompt tokens from a prefix cache that behaves like the provider's (OpenAI:
 automatic, on prompt prefixes of at least 1024 tokens, in 128-token steps; Anthropic: only up to a
@@ -138,11 +138,12 @@ class FakeLLM:
             def do_GET(self):
                 if fake.models is None:
                     return self._send(404, {}, {"error": {"message": "not found"}})
-                m = re.search(r"/v1/models/(.+)$", self.path)
-                if m:   # Anthropic looks one model up
+                m = re.search(r"/v1(?:beta)?/models/([^?]+)", self.path)
+                if m:   # Anthropic and Gemini look one model up
                     found = m.group(1) in fake.models
-                    return self._send(200 if found else 404, {}, {"id": m.group(1), "type": "model"} if found
-                                      else {"type": "error", "error": {"type": "not_found_error",
+                    return self._send(200 if found else 404, {}, {"id": m.group(1), "type": "model",
+                                                                  "name": f"models/{m.group(1)}"} if found
+                                      else {"type": "error", "error": {"type": "not_found_error", "code": 404,
                                                                        "message": f"model: {m.group(1)}"}})
                 return self._send(200, {}, {"object": "list", "data": [{"id": i, "object": "model", "created": 0,
                                                                        "owned_by": "x"} for i in fake.models]})
@@ -151,6 +152,7 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 anthropic = self.path.endswith("/messages")
                 responses = self.path.endswith("/responses")
+                gemini = ":generateContent" in self.path
                 prompt = fake.prompt_text(body)
                 with fake.lock:
                     fake.requests.append({"path": self.path, "model": body.get("model"), "body": body,
@@ -167,7 +169,8 @@ class FakeLLM:
                 pace = answer.pace_s if isinstance(answer, Reply) else 0.0
                 if isinstance(answer, Reply):
                     answer = fake._anthropic(body, answer) if anthropic else \
-                        fake._responses(body, answer) if responses else fake._openai(body, answer)
+                        fake._responses(body, answer) if responses else \
+                        fake._gemini(self.path, body, answer) if gemini else fake._openai(body, answer)
                 if anthropic and body.get("stream") and isinstance(answer, dict) and answer.get("type") == "message":
                     answer = anthropic_events(answer)     # streamed: server-sent events, as the API sends them
                 if lost:
@@ -220,6 +223,10 @@ class FakeLLM:
     def prompt_text(body: dict) -> str:
         if "input" in body:           # Responses: instructions, then the input
             return "\n".join(p for p in (body.get("instructions") or "", body["input"]) if p)
+        if "contents" in body:        # Gemini: the system instruction, then the contents
+            parts = (body.get("systemInstruction") or {}).get("parts", []) + \
+                [p for c in body["contents"] for p in c.get("parts", [])]
+            return "\n".join(p.get("text", "") for p in parts)
         parts = []
         system = body.get("system")
         if system:
@@ -269,6 +276,23 @@ class FakeLLM:
                 "usage": {"input_tokens": tin, "input_tokens_details": {"cached_tokens": cached},
                           "output_tokens": tout, "output_tokens_details": {"reasoning_tokens": r.reasoning_tokens},
                           "total_tokens": tin + tout}}
+
+    def _gemini(self, path: str, body: dict, r: Reply) -> dict:
+        """Gemini's generateContent: thought summaries as parts marked `thought` (when asked for), output tokens
+        billed as candidates plus thoughts, MAX_TOKENS for an answer cut off."""
+        prompt = self.prompt_text(body)
+        tin, tout = self.usage or (tokens(prompt), tokens(r.text))
+        cached = min(tin, self.cache.openai(prompt))
+        self._bill("gemini", {"model": re.search(r"models/([^/:]+):", path).group(1)}, tin, tout + r.reasoning_tokens,
+                   cached, 0)
+        thinking = ((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts")
+        parts = ([{"text": r.thinking, "thought": True}] if thinking and r.thinking else []) + [{"text": r.text}]
+        finish = {"stop": "STOP", "length": "MAX_TOKENS", "refusal": "SAFETY"}.get(r.finish, "STOP")
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+                "usageMetadata": {"promptTokenCount": tin, "candidatesTokenCount": tout,
+                                  "thoughtsTokenCount": r.reasoning_tokens, "cachedContentTokenCount": cached,
+                                  "totalTokenCount": tin + tout + r.reasoning_tokens},
+                "modelVersion": "fake"}
 
     def _anthropic(self, body: dict, r: Reply) -> dict:
         system = body.get("system") or []

@@ -56,6 +56,8 @@ def test_offline_workers_do_not_load_the_llm_sdks():
              "print(sorted(m for m in ('openai', 'anthropic', 'httpx') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    llm = probe.replace("('evaluator', 'target')", "('planner', 'llm')")
+    # the probe can see an SDK when one is loaded (the llm agent imports one when a client for its provider is made)
+    llm = probe.replace("    registry.load(role, impl)\n", "    registry.load(role, impl)\n"
+                        "from autocomp_zmq.agents.llm.providers import sdk\nsdk('openai')\n")
     out = subprocess.run([sys.executable, "-c", llm], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "openai" in out      # the probe can see an SDK when one is loaded
+    assert "openai" in out
