@@ -18,7 +18,7 @@ import random
 import threading
 import time
 
-from autocomp_zmq.agents.llm.faults import backoff_s, classify
+from autocomp_zmq.agents.llm.faults import backoff_s, classify, status_of
 from autocomp_zmq.agents.llm.limits import AdaptiveLimit
 from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
 from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
@@ -58,7 +58,7 @@ class LLMAgent:
             try:
                 done = await self._clients[model].complete(prompt.prefix, prompt.body, limit)
             except Exception as exc:
-                if getattr(exc, "status_code", None) == 429:
+                if status_of(exc) == 429:
                     slots.rate_limited(classify(exc).retry_after)
                 raise
         await slots.answered()

@@ -42,8 +42,8 @@ class Fault:
 
 def classify(exc: BaseException) -> Fault:
     """The fault behind an exception raised by the openai or anthropic SDK (with retries off)."""
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):      # APIStatusError of either SDK: the provider answered with an error
+    status = status_of(exc)
+    if status is not None:           # the provider answered with an error status
         retry = status in RETRIED_STATUSES or status >= 500
         words = {429: "rate limited (429)", 529: "overloaded (529)"}.get(status, f"HTTP {status}")
         return Fault(words, BILLED_NONE, retry, retry_after(getattr(exc, "response", None)))
@@ -56,10 +56,20 @@ def classify(exc: BaseException) -> Fault:
         return Fault(f"could not connect ({str(cause)[:80] or type(cause).__name__})", BILLED_NONE, True)
     if "APITimeoutError" in names or "TimeoutException" in names or "ReadTimeout" in names:
         return Fault("read timeout after the request was sent", BILLED_UNKNOWN, True)
-    if "APIConnectionError" in names or isinstance(cause, OSError):
+    if names & {"APIConnectionError", "TransportError", "NetworkError", "ProtocolError"} or isinstance(cause, OSError):
         return Fault(f"connection lost mid-answer ({str(cause)[:80] or type(cause).__name__})", BILLED_UNKNOWN,
                      True)
     return Fault(f"{type(exc).__name__}: {str(exc)[:120]}", BILLED_NONE, False)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of a provider's error answer (openai and anthropic: status_code; google-genai: code)."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status
+    code = getattr(exc, "code", None)
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return code if isinstance(code, int) and "APIError" in names and 100 <= code < 600 else None
 
 
 def retry_after(response) -> float | None:

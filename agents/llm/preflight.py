@@ -21,6 +21,8 @@ def endpoint_problems(specs: list[ModelSpec], timeout_s: float = 10.0) -> dict[s
     spec = specs[0]
     key = spec.api_key()
     api = sdk(spec.provider)
+    if spec.provider == "gemini":
+        return _gemini_problems(api, specs, key, timeout_s)
     try:
         if spec.provider == "anthropic":
             client = api.Anthropic(api_key=key, timeout=timeout_s, max_retries=0)
@@ -48,6 +50,24 @@ def endpoint_problems(specs: list[ModelSpec], timeout_s: float = 10.0) -> dict[s
     shown = ", ".join(served[:SHOWN_MODELS]) + (f" and {len(served) - SHOWN_MODELS} more" if len(served) > SHOWN_MODELS
                                                  else "")
     return {s.text: f"does not serve the model {s.model!r} (it lists {shown})" for s in specs if s.model not in served}
+
+
+def _gemini_problems(genai, specs: list[ModelSpec], key: str | None, timeout_s: float) -> dict[str, str]:
+    """Gemini models looked up one by one (google-genai raises one error class, with the HTTP status as `code`)."""
+    client = genai.Client(api_key=key, http_options=genai.types.HttpOptions(
+        timeout=int(timeout_s * 1000), retry_options=genai.types.HttpRetryOptions(attempts=1)))
+    problems = {}
+    for s in specs:
+        try:
+            client.models.get(model=s.model)
+        except genai.errors.APIError as exc:
+            if exc.code in (401, 403) or (exc.code == 400 and "API key" in str(exc)):
+                problems[s.text] = f"rejected the API key ({exc.code})"
+            elif exc.code == 404:
+                problems[s.text] = f"does not know the model {s.model!r}"
+        except Exception as exc:  # noqa: BLE001 - the transport's errors: httpx's or its successor's
+            problems[s.text] = f"does not answer: {root_cause(exc)}"
+    return problems
 
 
 def check_endpoints(specs: list[ModelSpec], timeout_s: float = 10.0) -> list[str]:

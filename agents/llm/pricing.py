@@ -127,7 +127,7 @@ def read_prices(path: Path) -> dict[str, Price]:
 
 
 # -- genai-prices -----------------------------------------------------------------------------------
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic"}
+_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
 
 
 def _catalogue_cost(spec: ModelSpec, usage: Usage) -> float | None:

@@ -24,7 +24,9 @@ from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
 
 # OpenAI's reasoning models (asked for a reasoning summary); others refuse the reasoning parameter
 REASONING_MODELS = re.compile(r"(o\d|gpt-5|codex)", re.I)
-# Anthropic extended thinking for --reasoning-effort: the thinking budget in tokens (counted in the output)
+# Gemini models that think (their thought summaries asked for); older ones refuse the thinking configuration
+THINKING_GEMINI = re.compile(r"gemini-(2\.5|[3-9])", re.I)
+# Anthropic extended thinking (and Gemini's thinking budget) for --reasoning-effort: the thinking budget in tokens (counted in the output)
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "refusal",
            "model_context_window_exceeded": "length", "pause_turn": "stop", "tool_use": "stop"}
@@ -45,7 +47,7 @@ class Completion:
 def sdk(provider: str):
     """The official SDK a provider's calls go through, imported on first use: each takes about a CPU-second to
     import, and an agent or a preflight that talks to one provider needs only its own."""
-    return importlib.import_module("anthropic" if provider == "anthropic" else "openai")
+    return importlib.import_module({"anthropic": "anthropic", "gemini": "google.genai"}.get(provider, "openai"))
 
 
 class Client:
@@ -54,6 +56,10 @@ class Client:
         key = spec.api_key()
         if spec.provider == "anthropic":
             self._anthropic = sdk("anthropic").AsyncAnthropic(api_key=key, timeout=opts.timeout_s, max_retries=0)
+        elif spec.provider == "gemini":   # GOOGLE_GEMINI_BASE_URL, if set, is the endpoint (a proxy, a test server)
+            genai = sdk("gemini")
+            self._gemini = genai.Client(api_key=key, http_options=genai.types.HttpOptions(
+                timeout=int(opts.timeout_s * 1000), retry_options=genai.types.HttpRetryOptions(attempts=1)))
         else:
             self._openai = sdk("openai").AsyncOpenAI(api_key=key or "none", base_url=spec.base_url,
                                                      timeout=opts.timeout_s, max_retries=0)
@@ -61,6 +67,8 @@ class Client:
     async def complete(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         if self.spec.provider == "anthropic":
             return await self._complete_anthropic(prefix, prompt, max_tokens)
+        if self.spec.provider == "gemini":
+            return await self._complete_gemini(prefix, prompt, max_tokens)
         if self.spec.provider == "openai" and self.opts.openai_api == "responses":
             return await self._complete_responses(prefix, prompt, max_tokens)
         return await self._complete_openai(prefix, prompt, max_tokens)
@@ -94,6 +102,32 @@ class Client:
         finish = "refusal" if refusal else {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
             reason or "", "stop" if resp.status == "completed" else (resp.status or "stop"))
         return Completion("".join(refusal or text), *usage, finish=finish, reasoning="\n\n".join(summary))
+
+    async def _complete_gemini(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
+        types = sdk("gemini").types
+        config: dict = {"system_instruction": prefix or None, "max_output_tokens": max_tokens}
+        if self.opts.temperature is not None:
+            config["temperature"] = self.opts.temperature
+        if self.opts.reasoning_effort or THINKING_GEMINI.match(self.spec.model):
+            # thought summaries come back as parts marked `thought`; thinking tokens are billed as output
+            budget = THINKING_BUDGET[self.opts.reasoning_effort] if self.opts.reasoning_effort else None
+            config["thinking_config"] = types.ThinkingConfig(include_thoughts=True, thinking_budget=budget)
+        resp = await self._gemini.aio.models.generate_content(model=self.spec.model, contents=prompt,
+                                                              config=types.GenerateContentConfig(**config))
+        u = resp.usage_metadata
+        if u is None:
+            raise UnbilledAnswer("an answer without its usage")
+        thoughts = u.thoughts_token_count or 0
+        usage = (u.prompt_token_count or 0, (u.candidates_token_count or 0) + thoughts,
+                 u.cached_content_token_count or 0, 0, thoughts)
+        candidate = resp.candidates[0] if resp.candidates else None
+        if candidate is None:       # the prompt itself was blocked
+            return Completion("", *usage, finish="content_filter" if resp.prompt_feedback else "empty")
+        parts = (candidate.content.parts if candidate.content else None) or []
+        reason = getattr(candidate.finish_reason, "name", str(candidate.finish_reason or "STOP"))
+        finish = {"STOP": "stop", "MAX_TOKENS": "length"}.get(reason, "content_filter")
+        return Completion("".join(p.text for p in parts if p.text and not p.thought), *usage, finish=finish,
+                          reasoning="\n\n".join(p.text for p in parts if p.text and p.thought))
 
     async def _complete_anthropic(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         kwargs: dict = {}

@@ -45,7 +45,9 @@ class SpecError(ValueError):
     """A model specification or its key is unusable; the message says how to fix it."""
 
 
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openai-compat": "OPENAI_COMPAT_API_KEY"}
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+                 "openai-compat": "OPENAI_COMPAT_API_KEY"}
+NATIVE = ("openai", "anthropic", "gemini")     # providers called through their own SDK
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,8 @@ def answers_from_seed(model: str | None) -> bool:
 
 _COMPAT = re.compile(r"openai-compat(?:\[([^\]]*)\])?@")
 _AGENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-SPEC_FORMS = ("use openai:MODEL, anthropic:MODEL, openai-compat@BASE_URL:MODEL, replay, or the name of an agent "
-              "implementation (heuristic, or one a plug-in registers)")
+SPEC_FORMS = ("use openai:MODEL, anthropic:MODEL, gemini:MODEL, openai-compat@BASE_URL:MODEL, replay, or the name of "
+              "an agent implementation (heuristic, or one a plug-in registers)")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -109,7 +111,7 @@ def parse_spec(text: str) -> ModelSpec:
             raise SpecError(f"model {text!r}: the base URL must start with http:// or https://")
         return ModelSpec("openai-compat", rest[split + 1:], url, text, key_var)
     provider, sep, model = text.partition(":")
-    if provider in ("openai", "anthropic") and sep and model:
+    if provider in NATIVE and sep and model:
         return ModelSpec(provider, model, text=text)
     raise SpecError(f"unknown model {text!r}: {SPEC_FORMS}")
 
@@ -117,6 +119,6 @@ def parse_spec(text: str) -> ModelSpec:
 def check_keys(specs: list[ModelSpec], env=os.environ) -> None:
     """Before any work starts: every hosted model needs its key in the environment."""
     for spec in specs:
-        if (spec.provider in ("openai", "anthropic") or spec.key_var) and not spec.api_key(env):
+        if (spec.provider in NATIVE or spec.key_var) and not spec.api_key(env):
             raise SpecError(f"model {spec.text} needs the environment variable {spec.key_variable} "
                             f"(the API key); it is not set")

@@ -285,7 +285,8 @@ class FakeLLM:
         cached = min(tin, self.cache.openai(prompt))
         self._bill("gemini", {"model": re.search(r"models/([^/:]+):", path).group(1)}, tin, tout + r.reasoning_tokens,
                    cached, 0)
-        thinking = ((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts")
+        config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+        thinking = config.get("includeThoughts", config.get("include_thoughts"))   # the API reads either spelling
         parts = ([{"text": r.thinking, "thought": True}] if thinking and r.thinking else []) + [{"text": r.text}]
         finish = {"stop": "STOP", "length": "MAX_TOKENS", "refusal": "SAFETY"}.get(r.finish, "STOP")
         return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],

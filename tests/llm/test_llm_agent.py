@@ -13,7 +13,7 @@ from autocomp_zmq.agents.llm.providers import CallOptions
 from autocomp_zmq.agents.llm.specs import SpecError, check_keys, parse_spec
 from autocomp_zmq.agents.worker import JobFailed
 from autocomp_zmq.protocols.jobs import CodeRequest, PlanRequest
-from tests.llm.fake_servers import HWLOOP, FakeLLM, Reply
+from tests.llm.fake_servers import HWLOOP, FakeLLM, Lost, Reply
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(60)]
 PROBLEM = {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm", "dims": {"I": 256, "J": 256, "K": 256},
@@ -294,3 +294,45 @@ def test_a_long_anthropic_answer_streams_past_the_call_timeout(anthropic_env, fa
         "plan", plan_job(anthropic_env))
     assert fake.requests[0]["body"]["stream"] is True and len(fake.requests) == 1
     assert out.plan.option_id == "tile-sizes" and out.calls[0].latency > 2 and out.calls[0].tokens_out == 200
+
+
+@pytest.fixture
+def gemini_env(fake, monkeypatch):
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    return "gemini:gemini-2.5-test"
+
+
+def test_gemini_through_its_own_sdk_with_thought_summaries_and_billed_thinking(gemini_env, fake):
+    fake.usage = None
+    answers = iter([Reply(PLAN[:30], finish="length", reasoning_tokens=900, thinking="first thoughts"),
+                    Reply(PLAN, reasoning_tokens=1200, thinking="Compared tile sizes against bank capacity.")])
+    fake.script = lambda prompt, n: (200, {}, next(answers))
+    out = LLMAgent([gemini_env], call_options=FAST).handle("plan", plan_job(gemini_env))
+    assert all(r["path"].endswith("/models/gemini-2.5-test:generateContent") for r in fake.requests) and len(fake.requests) == 2
+    body = fake.requests[0]["body"]
+    assert body["generationConfig"]["maxOutputTokens"] == 16000
+    thinking = body["generationConfig"]["thinkingConfig"]
+    assert thinking.get("includeThoughts", thinking.get("include_thoughts")) is True
+    assert "# Machine and programming reference" in body["systemInstruction"]["parts"][0]["text"]
+    assert fake.requests[0]["headers"]["x-goog-api-key"] == "test-key"
+    first, second = out.calls
+    assert first.finish == "length" and second.max_tokens == 32000 and out.plan.option_id == "tile-sizes"
+    assert second.reasoning == "Compared tile sizes against bank capacity." and second.tokens_reasoning == 1200
+    assert second.tokens_out == 1200 + len(PLAN) // 4 + (len(PLAN) % 4 > 0)   # thinking is billed as output
+
+
+def test_gemini_rate_limits_are_retried_and_a_lost_answer_counted_at_its_worst_case(gemini_env, fake):
+    fake.script = lambda prompt, n: ((429, {"retry-after": "0.2"}, {"error": {"code": 429, "message": "quota",
+                                                                               "status": "RESOURCE_EXHAUSTED"}})
+                                     if n == 1 else (200, {}, Lost("reset", PLAN)))
+    with pytest.raises(JobFailed, match="connection lost mid-answer") as info:
+        LLMAgent([gemini_env], call_options=FAST).handle("plan", plan_job(gemini_env))
+    assert [c.billing for c in info.value.calls] == ["none", "unknown"] and info.value.retry
+    assert info.value.calls[0].outcome.startswith("rate limited (429): not billed, tried again after 0.2 s")
+
+
+def test_gemini_preflight_names_a_model_the_endpoint_does_not_know(gemini_env, fake):
+    fake.models = ["gemini-2.5-test"]
+    problems = check_endpoints([parse_spec(gemini_env), parse_spec("gemini:gemini-9-missing")], timeout_s=5)
+    assert problems == ["model gemini:gemini-9-missing: the endpoint gemini does not know the model 'gemini-9-missing'"]

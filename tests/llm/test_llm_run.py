@@ -46,6 +46,22 @@ def test_full_search_through_the_anthropic_wire_format(tmp_path):
     assert roles >= {"planner", "coder"}
 
 
+def test_full_search_through_the_gemini_wire_format(tmp_path):
+    fake = FakeLLM(models=["gemini-2.5-flash"])
+    try:
+        model = "gemini:gemini-2.5-flash"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=2, codes=1, model=[model])
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--out", str(run), "--max-cost", "5",
+                            env={"GOOGLE_GEMINI_BASE_URL": fake.url, "GEMINI_API_KEY": "test-key"}))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out   # priced by genai-prices under a cap
+    assert all(r["path"].endswith(":generateContent") for r in fake.requests if r["path"] != "/v1/models")
+    assert {row[0] for row in query(run, "SELECT role FROM model_calls WHERE model = ? AND cost > 0", model)} \
+        >= {"planner", "coder"}
+
+
 def test_missing_key_stops_before_any_work(tmp_path):
     run = tmp_path / "run"
     proc = launch("run", "--problem", "gemm-256x256x256", "--model", "anthropic:claude-test", "--out", str(run),
