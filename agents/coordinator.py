@@ -201,21 +201,6 @@ class Coordinator(Spending):
         elif flight.job.kind == "eval" and not result.correct:
             self.failures.add("eval", None, str(result.error_kind or "incorrect"))
 
-    def _send_again(self, flight: InFlight, result, error: str | None) -> bool:
-        """A model job whose answer was lost after its request was sent (its calls charged at their worst case) goes
-        back to the front of its queue, up to max_attempts and while the cost cap is not reached; there the cap
-        decides whether it can afford the job's worst case once more."""
-        job = flight.job
-        if not (isinstance(result, Failure) and result.retry) or self.cap_reached \
-                or self.attempts.get(job.id, 0) >= self.leases.max_attempts:
-            return False
-        self.stats.requeued += 1
-        self.store.requeue_job(job.id)
-        self.queues[ROLE_OF_KIND[job.kind]].appendleft(job)
-        log.warning("job_sent_again", kind=job.kind, job=job.id, model=job.model, attempt=flight.attempt,
-                    why=(error or "")[:300])
-        return True
-
     def _late(self, peer: Peer, body: control.Result) -> InFlight | None:
         """A job lost by an agent (declared dead, or its lease expired) and queued again, answered by that agent
         after all: taken out of the queue and settled by this answer, as if it were in flight."""

@@ -21,8 +21,7 @@ import zmq
 from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.localagents import key_variables, spawn_local_agents, stop_agents
-from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cap_refusal, cost_functions
-from autocomp_zmq.agents.llm.prompts import pack
+from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
 from autocomp_zmq.agents import registry
 from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.outcome import save_results, summarize
@@ -30,8 +29,8 @@ from autocomp_zmq.agents.progress import Progress
 from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
-from autocomp_zmq.agents.runstart import (RunError, evaluate_start, menu_of, no_offline_moves, open_store, prior_of, reused_trace,
-                             read_kernel, start_code)
+from autocomp_zmq.agents.runstart import (RunError, check_cap_admits_a_call, evaluate_start, menu_of, no_offline_moves,
+                                          open_store, prior_of, read_kernel, reused_trace, start_code)
 from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore, last_iteration
 from autocomp_zmq.agents.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
@@ -226,12 +225,8 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     search_cfg = _search_config(cfg, policy)
     if not resume:
         code = start_code(cfg, problem, profile)
-    if cfg.budget.max_cost is not None and not replay and any(not s.offline for s in specs["planner"]):
-        prefix = pack(cfg.task.target, cfg.task.isa or "", problem.family)["prefix"]
-        refusal = cap_refusal(prices, specs["planner"], len((prefix + (code or "")).encode()), cfg.models.max_tokens,
-                              cfg.budget.max_cost)
-        if refusal:
-            raise RunError(refusal)
+    if not replay:
+        check_cap_admits_a_call(cfg, specs["planner"], prices, problem.family, code or "")
     wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
     menu = menu_of(target, profile, problem.family)
     trace = store.meta("reused_trace") if resume else reused_trace(cfg, wire_problem)

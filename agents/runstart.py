@@ -7,6 +7,9 @@ from pathlib import Path
 
 from autocomp_zmq.agents import reuse
 from autocomp_zmq.agents.console import make_console
+from autocomp_zmq.agents.llm.pricing import PriceBook, cap_refusal
+from autocomp_zmq.agents.llm.prompts import pack
+from autocomp_zmq.agents.llm.specs import ModelSpec
 from autocomp_zmq.agents.policy import eval_job
 from autocomp_zmq.agents.runconfig import RunConfig
 from autocomp_zmq.agents.runstore import RunStore, damage_of
@@ -122,3 +125,14 @@ def prior_of(trace: dict | None) -> PriorTrace | None:
     plans = tuple(Plan(text=s["text"] or "", option_id=s["option_id"], params=s.get("params") or {})
                   for s in trace["steps"])
     return PriorTrace(problem, plans)
+
+
+def check_cap_admits_a_call(cfg: RunConfig, planners: list[ModelSpec], prices: PriceBook, family: str,
+                            code: str) -> None:
+    """Under --max-cost, refuse a run whose cap admits no plan job at all, before anything starts."""
+    if cfg.budget.max_cost is None or all(s.offline for s in planners):
+        return
+    prefix = pack(cfg.task.target, cfg.task.isa or "", family)["prefix"]
+    refusal = cap_refusal(prices, planners, len((prefix + code).encode()), cfg.models.max_tokens, cfg.budget.max_cost)
+    if refusal:
+        raise RunError(refusal)

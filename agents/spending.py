@@ -13,7 +13,8 @@ import structlog
 from autocomp_zmq.agents.policy import Job
 from autocomp_zmq.protocols import control
 from autocomp_zmq.protocols.envelope import ProtocolError
-from autocomp_zmq.protocols.jobs import BILLED_REPORTED, ROLE_OF_KIND, ModelCall, decode_failure, decode_result
+from autocomp_zmq.protocols.jobs import (BILLED_REPORTED, ROLE_OF_KIND, Failure, ModelCall, decode_failure,
+                                         decode_result)
 
 log = structlog.get_logger("agents.coordinator")
 
@@ -87,6 +88,21 @@ class Spending:
             for call in answer.calls:
                 call.outcome = f"{call.outcome or 'ok'} (answered after the job was settled: not used)"
                 self._charge(body.job_id, ROLE_OF_KIND[body.kind], call)
+
+    def _send_again(self, flight, result, error: str | None) -> bool:
+        """A model job whose answer was lost after its request was sent (its calls charged at their worst case) goes
+        back to the front of its queue, up to max_attempts and while the cost cap is not reached; there the cap
+        decides whether it can afford the job's worst case once more."""
+        job = flight.job
+        if not (isinstance(result, Failure) and result.retry) or self.cap_reached \
+                or self.attempts.get(job.id, 0) >= self.leases.max_attempts:
+            return False
+        self.stats.requeued += 1
+        self.store.requeue_job(job.id)
+        self.queues[ROLE_OF_KIND[job.kind]].appendleft(job)
+        log.warning("job_sent_again", kind=job.kind, job=job.id, model=job.model, attempt=flight.attempt,
+                    why=(error or "")[:300])
+        return True
 
     def _worst_case(self, job: Job) -> float:
         """The most this job's model calls can cost (0 for a model without a known price: a run with
