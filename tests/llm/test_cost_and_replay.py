@@ -35,21 +35,28 @@ def test_n_plans_and_k_codes_are_independent_calls(tmp_path):
                                                                                          ("planner", 2)]
 
 
-def test_a_reasoning_model_never_spends_past_the_cap(tmp_path):
-    # a reasoning model: every answer carries 6,000 reasoning tokens, billed as output; the server counts
-    # prompt tokens from the text and caches prompt prefixes as OpenAI does
-    fake = FakeLLM(usage=None, delay_s=0.3,
-                   script=lambda prompt, n: (200, {}, Reply(smart_answer(prompt), reasoning_tokens=6000)))
+def capped_run(tmp_path, fake: FakeLLM, *flags: str) -> tuple[str, object, str]:
+    """A search with the fake's model priced at $1/$4 per million tokens ($0.1 cached) under --max-cost 0.5, then
+    the fake closed: (model spec, run directory, output)."""
     try:
         model = f"openai-compat@{fake.url}/v1:thinker"
         prices = tmp_path / "prices.toml"
         prices.write_text(f'["{model}"]\ninput = 1.0\noutput = 4.0\ncached_input = 0.1\n')
         cfg = write_config(tmp_path / "cfg.toml", iterations=4, beam=2, plans=3, codes=2, patience=5, model=[model])
         run = tmp_path / "run"
-        out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-cost", "0.5",
-                            "--max-tokens", "8000", "--prices", str(prices), "--out", str(run)))
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-cost", "0.5", "--max-tokens",
+                            "8000", *flags, "--prices", str(prices), "--out", str(run)))
     finally:
         fake.close()
+    return model, run, out
+
+
+def test_a_reasoning_model_never_spends_past_the_cap(tmp_path):
+    # a reasoning model: every answer carries 6,000 reasoning tokens, billed as output; the server counts
+    # prompt tokens from the text and caches prompt prefixes as OpenAI does
+    fake = FakeLLM(usage=None, delay_s=0.3,
+                   script=lambda prompt, n: (200, {}, Reply(smart_answer(prompt), reasoning_tokens=6000)))
+    model, run, out = capped_run(tmp_path, fake)
     s = summary(run)
     assert "cost cap of $0.50 reached" in s["stop_reason"], out
     n, spent, reasoning, cached = query(run, "SELECT COUNT(*), SUM(cost), SUM(tokens_reasoning), SUM(tokens_cached) "
@@ -70,16 +77,7 @@ def test_under_timeouts_resets_and_malformed_answers_the_cap_holds_against_the_s
         return (200, {}, Lost(faults[n], reply, seconds=3.0) if n in faults else reply)
 
     fake = FakeLLM(usage=None, script=script)
-    try:
-        model = f"openai-compat@{fake.url}/v1:thinker"
-        prices = tmp_path / "prices.toml"
-        prices.write_text(f'["{model}"]\ninput = 1.0\noutput = 4.0\ncached_input = 0.1\n')
-        cfg = write_config(tmp_path / "cfg.toml", iterations=4, beam=2, plans=3, codes=2, patience=5, model=[model])
-        run = tmp_path / "run"
-        out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-cost", "0.5", "--max-tokens",
-                            "8000", "--call-timeout-s", "1", "--prices", str(prices), "--out", str(run)))
-    finally:
-        fake.close()
+    model, run, out = capped_run(tmp_path, fake, "--call-timeout-s", "1")
     bill = sum((tin - cached) * 1.0 + cached * 0.1 + tout * 4.0 for _, _, tin, tout, cached, _ in fake.billed) / 1e6
     s = summary(run)
     assert "cost cap of $0.50 reached" in s["stop_reason"], out
