@@ -142,6 +142,8 @@ class Client:
         async with self._anthropic.messages.stream(model=self.spec.model, max_tokens=max_tokens, system=system,
                                                    messages=[{"role": "user", "content": prompt}], **kwargs) as stream:
             resp = await stream.get_final_message()
+        if resp.stop_reason is None:   # the stream ended before the message did: what was billed is unknown
+            raise UnbilledAnswer("the answer's stream ended before the answer did")
         text = "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
         thinking = "\n".join(getattr(b, "thinking", "") or "" for b in resp.content if b.type == "thinking")
         u = resp.usage

@@ -72,3 +72,16 @@ def test_a_refused_connection_is_tried_again_and_never_billed():
     with pytest.raises(JobFailed, match="could not connect .* after 3 retries") as info:
         LLMAgent([model], call_options=OPTS).handle("plan", plan_job(model))
     assert [c.billing for c in info.value.calls] == ["none"] * 4 and not info.value.retry
+
+
+@pytest.mark.parametrize("how", ["reset", "malformed"])
+def test_a_streamed_anthropic_answer_cut_short_is_lost_not_taken_as_answered(fake, monkeypatch, how):
+    """Before, a stream that ended before the message did was read as a complete, empty answer billed at the few
+    tokens its first event reported."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    fake.script = lambda prompt, n: (200, {}, Lost(how, PLAN))
+    with pytest.raises(JobFailed, match="the job is sent again") as info:
+        LLMAgent(["anthropic:claude-test"], call_options=OPTS).handle("plan", plan_job("anthropic:claude-test"))
+    [call] = info.value.calls
+    assert info.value.retry and call.billing == "unknown" and call.tokens_out == 4000 and len(fake.billed) == 1
