@@ -305,7 +305,7 @@ def worker(
                    "latency_dist": latency_dist or "uniform",
                    "call_options": CallOptions(timeout_s=cfg.models.call_timeout_s, max_retries=cfg.models.call_retries,
                                                concurrency=cfg.models.llm_concurrency,
-                                               openai_api=cfg.models.openai_api,
+                                               openai_api=cfg.models.openai_api, long_cache=cfg.models.long_cache,
                                                temperature=cfg.models.temperature,
                                                reasoning_effort=cfg.models.reasoning_effort,
                                                max_tokens=cfg.models.max_tokens)}

@@ -130,6 +130,10 @@ class Models(_Section):
         "How OpenAI's own models (openai:MODEL) are called: the Responses API (reasoning summaries kept with each "
         "call) or Chat Completions; OpenAI-compatible servers always get Chat Completions.", metavar="API")] = \
         "responses"
+    long_cache: Annotated[bool, opt(
+        "Longer prompt caches, for runs whose calls of one prefix come more than 5 minutes apart: Anthropic's 1-hour "
+        "cache (its writes cost twice the input price instead of 1.25x, priced so), OpenAI's extended 24-hour "
+        "retention.")] = False
     llm_concurrency: Annotated[bounded(int, ge=1), opt(
         "Calls an LLM agent makes to one model at once (halved on a 429, then raised again one by one): a beam "
         "iteration's calls are independent, so this, not the search, decides how many wait on the provider.",

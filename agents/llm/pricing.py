@@ -62,17 +62,19 @@ def _or(value: float | None, default: float) -> float:
 
 
 class PriceBook:
-    """The prices of a run: the user's entries first, then genai-prices."""
+    """The prices of a run: the user's entries first, then genai-prices. With `long_cache` (--long-cache) Anthropic's
+    cache writes are priced as its 1-hour cache's, twice the input price (the tables list the 5-minute cache's)."""
 
-    def __init__(self, own: dict[str, Price] | None = None, source: str = "") -> None:
+    def __init__(self, own: dict[str, Price] | None = None, source: str = "", long_cache: bool = False) -> None:
         self.own = own or {}
         self.source = source
+        self.long_cache = long_cache
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PriceBook":
+    def load(cls, path: str | Path | None = None, long_cache: bool = False) -> "PriceBook":
         """The book with the user's file (path, else $AUTOCOMP_PRICES, else none) merged on top."""
         path = path or os.environ.get("AUTOCOMP_PRICES") or None
-        return cls(read_prices(Path(path)), str(path)) if path else cls()
+        return cls(read_prices(Path(path)) if path else {}, str(path or ""), long_cache)
 
     def known(self, spec: ModelSpec) -> bool:
         return spec.offline or self.cost(spec, Usage(1000, 1000)) is not None
@@ -81,6 +83,17 @@ class PriceBook:
         """USD for one call, None if the model's price is unknown (offline models cost nothing)."""
         if spec.offline:
             return 0.0
+        if self.long_cache and spec.provider == "anthropic" and usage.tokens_cache_write:
+            # 1-hour cache writes: twice the input price, i.e. the input price once more over fresh input
+            # (the input price at this prompt's size: long prompts have a dearer tier)
+            fresh = self._table_cost(spec, Usage(usage.tokens_in, usage.tokens_out, usage.tokens_cached))
+            inputs = self._table_cost(spec, Usage(usage.tokens_in, 0))
+            if fresh is None or inputs is None:
+                return None
+            return fresh + min(usage.tokens_cache_write, usage.tokens_in) * inputs / usage.tokens_in
+        return self._table_cost(spec, usage)
+
+    def _table_cost(self, spec: ModelSpec, usage: Usage) -> float | None:
         own = self.own.get(spec.text) or self.own.get(f"{spec.provider}:{spec.model}")
         if own is not None:
             return own.cost(usage)

@@ -73,6 +73,12 @@ class Client:
             return await self._complete_responses(prefix, prompt, max_tokens)
         return await self._complete_openai(prefix, prompt, max_tokens)
 
+    def _openai_cache(self, prefix: str) -> dict:
+        """OpenAI's cache routing: one key per prefix keeps a run's calls on the same cache; --long-cache asks for
+        the extended 24-hour retention."""
+        return {"prompt_cache_key": hashlib.sha256(prefix.encode()).hexdigest()[:32],
+                **({"prompt_cache_retention": "24h"} if self.opts.long_cache else {})}
+
     async def _complete_responses(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         kwargs: dict = {}
         if self.opts.temperature is not None:
@@ -83,7 +89,7 @@ class Client:
                                                         if self.opts.reasoning_effort else {})}
         resp = await self._openai.responses.create(
             model=self.spec.model, instructions=prefix or None, input=prompt, max_output_tokens=max_tokens,
-            store=False, extra_body={"prompt_cache_key": hashlib.sha256(prefix.encode()).hexdigest()[:32]}, **kwargs)
+            store=False, extra_body=self._openai_cache(prefix), **kwargs)
         u = resp.usage
         if u is None or resp.output is None:
             raise UnbilledAnswer("an answer without its usage or output")
@@ -136,7 +142,8 @@ class Client:
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
         elif self.opts.temperature is not None:
             kwargs["temperature"] = self.opts.temperature
-        system = [{"type": "text", "text": prefix, "cache_control": {"type": "ephemeral"}}] if prefix else []
+        cache = {"type": "ephemeral", **({"ttl": "1h"} if self.opts.long_cache else {})}
+        system = [{"type": "text", "text": prefix, "cache_control": cache}] if prefix else []
         # streamed: the timeout bounds each wait for the next piece, not the whole answer, so a long answer is not
         # cut off (and paid for) at --call-timeout-s; the final message is the one a plain request returns
         async with self._anthropic.messages.stream(model=self.spec.model, max_tokens=max_tokens, system=system,
@@ -164,7 +171,7 @@ class Client:
         if self.spec.provider == "openai":
             # reasoning tokens count against max_completion_tokens; the cache key routes one prefix's calls together
             kwargs["max_completion_tokens"] = max_tokens
-            kwargs["extra_body"] = {"prompt_cache_key": hashlib.sha256(prefix.encode()).hexdigest()[:32]}
+            kwargs["extra_body"] = self._openai_cache(prefix)
         else:
             kwargs["max_tokens"] = max_tokens      # what OpenAI-compatible servers understand
         messages = ([{"role": "system", "content": prefix}] if prefix else []) + [{"role": "user", "content": prompt}]

@@ -31,6 +31,7 @@ class CallOptions:
     backoff_s: float = 1.0                # the first wait between them without a Retry-After (doubling)
     concurrency: int = 64                 # calls to one model at once (--llm-concurrency; fewer after 429s)
     openai_api: str = "responses"         # how OpenAI's own models are called: responses | chat
+    long_cache: bool = False              # Anthropic's 1-hour cache, OpenAI's 24-hour retention (--long-cache)
     max_tokens: int = 32000               # the most output tokens (reasoning included) a call may use
     temperature: float | None = None
     reasoning_effort: str | None = None   # OpenAI reasoning models: low | medium | high

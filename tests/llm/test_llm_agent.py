@@ -336,3 +336,15 @@ def test_gemini_preflight_names_a_model_the_endpoint_does_not_know(gemini_env, f
     fake.models = ["gemini-2.5-test"]
     problems = check_endpoints([parse_spec(gemini_env), parse_spec("gemini:gemini-9-missing")], timeout_s=5)
     assert problems == ["model gemini:gemini-9-missing: the endpoint gemini does not know the model 'gemini-9-missing'"]
+
+
+def test_long_cache_asks_anthropic_for_the_one_hour_cache_and_openai_for_extended_retention(anthropic_env, fake,
+                                                                                            monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.url + "/v1")
+    opts = CallOptions(timeout_s=5, max_retries=0, long_cache=True)
+    for model in (anthropic_env, "openai:gpt-test"):
+        LLMAgent([model], call_options=opts).handle("plan", plan_job(model))
+    anthropic_body, openai_body = (r["body"] for r in fake.requests)
+    assert anthropic_body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert openai_body["prompt_cache_retention"] == "24h" and len(openai_body["prompt_cache_key"]) == 32

@@ -14,6 +14,15 @@ GPT5, SONNET = parse_spec("openai:gpt-5"), parse_spec("anthropic:claude-sonnet-4
 LOCAL = parse_spec("openai-compat@http://localhost:8000/v1:qwen3-coder")
 
 
+def test_anthropics_one_hour_cache_writes_cost_twice_the_input_price():
+    book, long = PriceBook(), PriceBook(long_cache=True)
+    usage = Usage(100_000, 10_000, tokens_cached=50_000, tokens_cache_write=40_000)
+    # claude-sonnet-4-5: 1-hour cache writes at $6 (2 x $3 input) where the 5-minute cache's are $3.75
+    assert long.cost(SONNET, usage) == pytest.approx((10_000 * 3 + 50_000 * 0.3 + 40_000 * 6 + 10_000 * 15) / 1e6)
+    assert long.worst_case(SONNET, 100_000, 10_000) == pytest.approx((100_000 * 6 + 10_000 * 15) / 1e6)
+    assert long.cost(GPT5, Usage(100_000, 10_000)) == book.cost(GPT5, Usage(100_000, 10_000))  # OpenAI: no surcharge
+
+
 def test_current_models_are_priced_from_the_catalogue():
     book = PriceBook()
     # gpt-5: $1.25 per million input tokens, $0.125 cached, $10 output (reasoning tokens are output tokens)
