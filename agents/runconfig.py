@@ -126,14 +126,10 @@ class Models(_Section):
         "Retries of a model call the provider did not bill (429, 5xx, 529, no connection), after its Retry-After "
         "or a backoff, each recorded; a call lost after it was sent is charged at its worst case and its job sent "
         "again (at most twice) if --max-cost has room.", metavar=N)] = 4
-    openai_api: Annotated[Literal["responses", "chat"], opt(
-        "How OpenAI's own models (openai:MODEL) are called: the Responses API (reasoning summaries kept with each "
-        "call) or Chat Completions; OpenAI-compatible servers always get Chat Completions.", metavar="API")] = \
-        "responses"
-    long_cache: Annotated[bool, opt(
-        "Longer prompt caches, for runs whose calls of one prefix come more than 5 minutes apart: Anthropic's 1-hour "
-        "cache (its writes cost twice the input price instead of 1.25x, priced so), OpenAI's extended 24-hour "
-        "retention.")] = False
+    openai_api: Annotated[Literal["responses", "chat"], opt("How openai:MODEL is called: the Responses API (with "
+        "reasoning summaries) or Chat Completions (what OpenAI-compatible servers get).", metavar="API")] = "responses"
+    long_cache: Annotated[bool, opt("Anthropic's 1-hour prompt cache (writes priced at 2x input, not 1.25x) and "
+        "OpenAI's 24-hour retention, for calls of one prefix more than 5 minutes apart.")] = False
     llm_concurrency: Annotated[bounded(int, ge=1), opt(
         "Calls an LLM agent makes to one model at once (halved on a 429, then raised again one by one): a beam "
         "iteration's calls are independent, so this, not the search, decides how many wait on the provider.",
