@@ -150,7 +150,6 @@ def print_one_call(console: Console, index: CandidateIndex, n: int, full: bool =
         out(heading(f"Shared prompt prefix ({len(text):,} characters)" + ("" if full else
                     f": its first {PREFIX_HEAD_LINES} lines, --full prints it all")))
         out(Text(shown))
-        names[call.prefix_id] = ""
     _print_call(console, index, call, names)
 
 

@@ -18,11 +18,11 @@ import random
 import threading
 import time
 
-from autocomp_zmq.agents.llm.faults import backoff_s, classify, status_of
+from autocomp_zmq.agents.llm.faults import backoff_s, classify, root_cause, status_of
 from autocomp_zmq.agents.llm.limits import AdaptiveLimit
 from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
 from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
-from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion, root_cause
+from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion
 from autocomp_zmq.agents.llm.pricing import PROMPT_OVERHEAD_TOKENS
 from autocomp_zmq.agents.llm.specs import first_limit, parse_spec
 from autocomp_zmq.agents.worker import JobFailed

@@ -101,3 +101,13 @@ def _chain(exc: BaseException) -> list[BaseException]:
         seen.add(id(nxt))
         chain.append(nxt)
     return chain
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost reason behind an SDK error, in a few words: the SDKs wrap their HTTP library, which wraps the
+    OS error ("connection refused" says more than "Connection error.")."""
+    inner = _chain(exc)[-1]
+    if isinstance(inner, ConnectionRefusedError) or "Connection refused" in str(inner):
+        return "connection refused"
+    text = str(inner).splitlines()[0] if str(inner) else type(inner).__name__
+    return text[:200]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from autocomp_zmq.agents.llm.providers import root_cause, sdk
+from autocomp_zmq.agents.llm.faults import root_cause
+from autocomp_zmq.agents.llm.providers import sdk
 from autocomp_zmq.agents.llm.specs import ModelSpec
 
 SHOWN_MODELS = 8   # how many of an endpoint's models an error lists

@@ -197,16 +197,3 @@ class Client:
         reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None) or ""
         return Completion(message.content or "", *usage, finish=choice.finish_reason or "stop",
                           reasoning=reasoning if isinstance(reasoning, str) else "")
-
-
-def root_cause(exc: BaseException) -> str:
-    """The innermost reason behind an SDK error, in a few words: the SDKs wrap httpx, which wraps the OS
-    error ("connection refused" says more than "Connection error.")."""
-    inner, seen = exc, set()
-    while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
-        seen.add(id(inner))
-        inner = nxt
-    if isinstance(inner, ConnectionRefusedError) or "Connection refused" in str(inner):
-        return "connection refused"
-    text = str(inner).splitlines()[0] if str(inner) else type(inner).__name__
-    return text[:200]
