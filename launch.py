@@ -306,6 +306,8 @@ def worker(
                    "call_options": CallOptions(timeout_s=cfg.models.call_timeout_s, max_retries=cfg.models.call_retries,
                                                concurrency=cfg.models.llm_concurrency,
                                                openai_api=cfg.models.openai_api, long_cache=cfg.models.long_cache,
+                                               service_tier=cfg.models.service_tier,
+                                               batch_window_s=cfg.models.batch_window_s,
                                                temperature=cfg.models.temperature,
                                                reasoning_effort=cfg.models.reasoning_effort,
                                                max_tokens=cfg.models.max_tokens)}

@@ -30,7 +30,8 @@ def _cost(c: Call | Usage) -> str:
     if isinstance(c, Call) and c.billing == "unknown":      # lost after sending: the provider's count is unknown
         return f"unknown, up to ${c.cost:.4f}"
     unknown = c.priced is False if isinstance(c, Call) else bool(c.unpriced)
-    return f"${c.cost:.4f}" + ("*" if unknown else "")
+    tier = f" ({c.tier})" if isinstance(c, Call) and c.tier else ""      # flex, priority, batch prices
+    return f"${c.cost:.4f}" + ("*" if unknown else "") + tier
 
 
 def _secs(v: float | None) -> str:
@@ -230,7 +231,7 @@ def unpriced_note(tot: Usage) -> str:
 def calls_json(index: CandidateIndex, texts: bool = False) -> list[str]:
     """One JSON object per call, in time order; with `texts` its prefix, prompt, reasoning and raw answer too."""
     keys = ("n", "id", "job_id", "role", "model", "kind", "iteration", "tokens_in", "tokens_cached",
-            "tokens_cache_write", "tokens_out", "tokens_reasoning", "max_tokens", "cost", "priced", "billing", "latency",
+            "tokens_cache_write", "tokens_out", "tokens_reasoning", "max_tokens", "cost", "priced", "billing", "tier", "latency",
             "outcome", "finish", "created", "candidates")
     named = (("prefix", "prefix_id"), ("prompt", "prompt_id"), ("reasoning", "reasoning_id"), ("answer", "answer_id"))
     return [json.dumps({k: getattr(c, k) for k in keys}

@@ -20,7 +20,7 @@ from autocomp_zmq.agents import runstore as store
 from autocomp_zmq.agents.runstore import text_of
 
 NEW_COLUMNS = ("tokens_cached", "tokens_cache_write", "tokens_reasoning", "max_tokens", "finish", "priced",
-               "prefix_id", "prompt_id", "answer_id", "reasoning_id", "billing")
+               "prefix_id", "prompt_id", "answer_id", "reasoning_id", "billing", "tier")
 MIN_PREFIX = 6   # characters of a candidate id that `show --candidate` needs
 
 
@@ -51,6 +51,7 @@ class Call:
     answer_id: str | None = None
     reasoning_id: str | None = None
     billing: str | None = None    # reported | none (not billed) | unknown (lost after sending: cost is its worst case)
+    tier: str | None = None       # the price list applied: "" standard, flex, priority, batch
     candidates: list[str] = field(default_factory=list)   # what its job led to
 
     @property

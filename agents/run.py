@@ -88,7 +88,8 @@ def _check_local_agent(role: str, spec: ModelSpec) -> None:
 def _prices(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> PriceBook:
     """The run's price book; under --max-cost every hosted model must have a known price, before anything starts."""
     try:
-        book = PriceBook.load(cfg.models.prices, cfg.models.long_cache)
+        book = PriceBook.load(cfg.models.prices, long_cache=cfg.models.long_cache, service_tier=cfg.models.service_tier,
+                              batch=cfg.models.batch_window_s is not None)
     except PriceError as exc:
         raise RunError(str(exc)) from None
     unknown = sorted({s.text for role in specs.values() for s in role if not s.offline and not book.known(s)})

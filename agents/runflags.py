@@ -19,7 +19,7 @@ from autocomp_zmq.agents.runconfig import (SECTIONS, ConfigError, RunConfig, dec
 # model workers also take the model-call options
 BUS_WORKER_OPTIONS = ("heartbeat_s", "max_refused", "unreachable_s")
 WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temperature", "reasoning_effort", "max_tokens",
-                  "llm_concurrency", "openai_api", "long_cache")
+                  "llm_concurrency", "openai_api", "long_cache", "service_tier", "batch_window_s")
 
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:

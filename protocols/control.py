@@ -42,12 +42,15 @@ class Heartbeat(Control):
     type = MessageType.HEARTBEAT
 
 
+MAX_LEASE_S = 7 * 86400.0   # the longest a worker may hold a job (a Batch API call may wait a day or more)
+
+
 class Job(Control):
     type = MessageType.JOB
     job_id: Name
     kind: Name
     attempt: Attempt
-    lease_s: Annotated[float, msgspec.Meta(ge=0, le=86400)]
+    lease_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_LEASE_S)]
     payload: msgspec.Raw
 
 

@@ -119,6 +119,9 @@ class ModelCall(Payload):
     # never left: not billed), "unknown" (sent, no usable answer back: priced at its worst case, tokens_in and
     # tokens_out then being the bounds of the prompt and of the output limit)
     billing: Name = BILLED_REPORTED
+    # the price list the provider applied: "" standard, "flex" or "priority" (OpenAI's service tiers, as the answer
+    # reports them), "batch" (a Batch API, half price)
+    tier: Name = ""
     # what was said, for inspection (`show --candidate`, `show --calls`): the stable prompt prefix shared by
     # every call of a run (cached by providers), the rest of the prompt, the answer as the model wrote it, and
     # reasoning the provider returned apart from it

@@ -19,11 +19,12 @@ import threading
 import time
 
 from autocomp_zmq.agents.llm.faults import backoff_s, classify, root_cause, status_of
-from autocomp_zmq.agents.llm.limits import AdaptiveLimit
+from autocomp_zmq.agents.llm.batches import Batcher
+from autocomp_zmq.agents.llm.limits import AdaptiveLimit, headroom_of
 from autocomp_zmq.agents.llm.parse import AnswerError, parse_code, parse_plan
 from autocomp_zmq.agents.llm.prompts import Prompt, pack, render
 from autocomp_zmq.agents.llm.providers import CallOptions, Client, Completion
-from autocomp_zmq.agents.llm.pricing import PROMPT_OVERHEAD_TOKENS
+from autocomp_zmq.agents.llm.pricing import BATCH_PROVIDERS, PROMPT_OVERHEAD_TOKENS
 from autocomp_zmq.agents.llm.specs import first_limit, parse_spec
 from autocomp_zmq.agents.worker import JobFailed
 from autocomp_zmq.protocols.jobs import BILLED_UNKNOWN, Answer, CodeResult, ModelCall, PlanResult, Request
@@ -47,26 +48,39 @@ class LLMAgent:
             raise ValueError("the llm implementation needs --model specs of hosted or OpenAI-compatible models")
         self.models = [s.text for s in specs]
         self.options = call_options
-        self._clients = {s.text: Client(s, call_options) for s in specs}
+        self._specs = {s.text: s for s in specs}
+        self._clients: dict[str, Client | Batcher] = {}    # made on first use: an idle agent imports no SDK
         self._loop = asyncio.new_event_loop()
         self._limits = {m: AdaptiveLimit(call_options.concurrency) for m in self.models}
         self._rng = random.Random()
         threading.Thread(target=self._loop.run_forever, name="llm-calls", daemon=True).start()
 
+    def _client(self, model: str) -> Client | Batcher:
+        if model not in self._clients:
+            spec, opts = self._specs[model], self.options
+            client = Client(spec, opts)
+            self._clients[model] = Batcher(client, opts.batch_window_s, opts.batch_poll_s) \
+                if opts.batch_window_s is not None and spec.provider in BATCH_PROVIDERS else client
+        return self._clients[model]
+
     async def _call(self, model: str, prompt: Prompt, limit: int) -> Completion:
+        client = self._client(model)
+        if isinstance(client, Batcher):      # a batch is one request, however many calls it holds
+            return await client.complete(prompt.prefix, prompt.body, limit)
         async with self._limits[model] as slots:
             try:
-                done = await self._clients[model].complete(prompt.prefix, prompt.body, limit)
+                done = await client.complete(prompt.prefix, prompt.body, limit)
             except Exception as exc:
                 if status_of(exc) == 429:
                     slots.rate_limited(classify(exc).retry_after)
                 raise
+            slots.observe(headroom_of(done.headers), done.tokens_in + limit)
         await slots.answered()
         return done
 
     def handle(self, kind: str, req: Request) -> Answer:
         model = req.model
-        if model not in self._clients:
+        if model not in self._specs:
             raise ValueError(f"this agent serves {', '.join(self.models)}, not {model}")
         prompt = render(kind, req)
         calls: list[ModelCall] = []
@@ -119,7 +133,7 @@ class LLMAgent:
             call.tokens_in, call.tokens_out = done.tokens_in, done.tokens_out
             call.tokens_cached, call.tokens_cache_write = done.tokens_cached, done.tokens_cache_write
             call.tokens_reasoning, call.finish = done.tokens_reasoning, done.finish
-            call.answer, call.reasoning = done.text, done.reasoning
+            call.answer, call.reasoning, call.tier = done.text, done.reasoning, done.tier
             if done.finish == "length":
                 if limit < ceiling:
                     call.outcome = "truncated (asked again with a larger limit)"

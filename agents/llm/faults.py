@@ -32,6 +32,15 @@ class UnbilledAnswer(ValueError):
     """A 200 whose body lacks what a bill needs (usage): the provider's count of the call is unknown."""
 
 
+class BatchError(Exception):
+    """A request a Batch API did not run (it errored, or the batch expired or was cancelled first): not billed.
+    `retry`: whether sending it again may succeed."""
+
+    def __init__(self, words: str, retry: bool) -> None:
+        super().__init__(words)
+        self.words, self.retry = words, retry
+
+
 @dataclass(frozen=True)
 class Fault:
     words: str                  # what happened, for the call's outcome ("rate limited (429)", "read timeout")
@@ -42,6 +51,8 @@ class Fault:
 
 def classify(exc: BaseException) -> Fault:
     """The fault behind an exception raised by the openai or anthropic SDK (with retries off)."""
+    if isinstance(exc, BatchError):
+        return Fault(exc.words, BILLED_NONE, exc.retry)
     status = status_of(exc)
     if status is not None:           # the provider answered with an error status
         retry = status in RETRIED_STATUSES or status >= 500

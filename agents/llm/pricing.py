@@ -11,6 +11,11 @@ with the user's own prices file merged on top, model by model (`--prices FILE`, 
     cache_write = 0.0    # optional: per million prompt tokens written to the cache (default: input)
 
 A model in neither has no known price: `price()` says None, and a run with --max-cost refuses to start.
+
+A call is priced at the tier the provider applied (ModelCall.tier): OpenAI's flex and priority service tiers as
+the answer reports them, and the Batch APIs' half price, from genai-prices' tier prices (a user's own price is
+taken as it is for every tier). A job's worst case takes the dearest tier its call may be billed at: with
+--service-tier auto the project's own setting decides, so priority is assumed.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ class Usage:
     tokens_out: int = 0           # every generated token, reasoning included
     tokens_cached: int = 0        # prompt tokens read from the cache
     tokens_cache_write: int = 0   # prompt tokens written to the cache
+    tier: str = ""                # the price list applied: "" standard, flex, priority, batch (ModelCall.tier)
 
 
 @dataclass(frozen=True)
@@ -65,16 +71,26 @@ class PriceBook:
     """The prices of a run: the user's entries first, then genai-prices. With `long_cache` (--long-cache) Anthropic's
     cache writes are priced as its 1-hour cache's, twice the input price (the tables list the 5-minute cache's)."""
 
-    def __init__(self, own: dict[str, Price] | None = None, source: str = "", long_cache: bool = False) -> None:
+    def __init__(self, own: dict[str, Price] | None = None, source: str = "", long_cache: bool = False,
+                 service_tier: str = "default", batch: bool = False) -> None:
         self.own = own or {}
         self.source = source
         self.long_cache = long_cache
+        self.service_tier, self.batch = service_tier, batch     # what calls ask for (--service-tier, --batch-window-s)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, long_cache: bool = False) -> "PriceBook":
+    def load(cls, path: str | Path | None = None, **options) -> "PriceBook":
         """The book with the user's file (path, else $AUTOCOMP_PRICES, else none) merged on top."""
         path = path or os.environ.get("AUTOCOMP_PRICES") or None
-        return cls(read_prices(Path(path)) if path else {}, str(path or ""), long_cache)
+        return cls(read_prices(Path(path)) if path else {}, str(path or ""), **options)
+
+    def tiers(self, spec: ModelSpec) -> tuple[str, ...]:
+        """The tiers a call of this model may be billed at, as the run calls it."""
+        if self.batch and spec.provider in BATCH_PROVIDERS:
+            return ("batch",)
+        if spec.provider != "openai":
+            return ("",)
+        return {"default": ("",), "auto": ("", "priority")}.get(self.service_tier, (self.service_tier,))
 
     def known(self, spec: ModelSpec) -> bool:
         return spec.offline or self.cost(spec, Usage(1000, 1000)) is not None
@@ -86,8 +102,8 @@ class PriceBook:
         if self.long_cache and spec.provider == "anthropic" and usage.tokens_cache_write:
             # 1-hour cache writes: twice the input price, i.e. the input price once more over fresh input
             # (the input price at this prompt's size: long prompts have a dearer tier)
-            fresh = self._table_cost(spec, Usage(usage.tokens_in, usage.tokens_out, usage.tokens_cached))
-            inputs = self._table_cost(spec, Usage(usage.tokens_in, 0))
+            fresh = self._table_cost(spec, Usage(usage.tokens_in, usage.tokens_out, usage.tokens_cached, tier=usage.tier))
+            inputs = self._table_cost(spec, Usage(usage.tokens_in, 0, tier=usage.tier))
             if fresh is None or inputs is None:
                 return None
             return fresh + min(usage.tokens_cache_write, usage.tokens_in) * inputs / usage.tokens_in
@@ -101,12 +117,11 @@ class PriceBook:
 
     def worst_case(self, spec: ModelSpec, tokens_in: int, tokens_out: int) -> float | None:
         """The most a call with at most tokens_in prompt tokens and tokens_out generated tokens can cost:
-        every prompt token at the dearer of the fresh and the cache-write price, every output token billed."""
-        fresh = self.cost(spec, Usage(tokens_in, tokens_out))
-        written = self.cost(spec, Usage(tokens_in, tokens_out, tokens_cache_write=tokens_in))
-        if fresh is None or written is None:
-            return None
-        return max(fresh, written)
+        every prompt token at the dearer of the fresh and the cache-write price, every output token billed, at the
+        dearest tier the call may be billed at."""
+        costs = [self.cost(spec, Usage(tokens_in, tokens_out, tokens_cache_write=written, tier=tier))
+                 for tier in self.tiers(spec) for written in (0, tokens_in)]
+        return None if None in costs else max(costs)
 
 
 def read_prices(path: Path) -> dict[str, Price]:
@@ -141,6 +156,12 @@ def read_prices(path: Path) -> dict[str, Price]:
 
 # -- genai-prices -----------------------------------------------------------------------------------
 _PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+BATCH_PROVIDERS = ("openai", "anthropic")     # whose calls --batch-window-s sends through a Batch API
+
+
+def price_context(tier: str) -> dict[str, str] | None:
+    """genai-prices' name for a tier's price variant."""
+    return {"processing": "batch"} if tier == "batch" else {"service_tier": tier} if tier else None
 
 
 def _catalogue_cost(spec: ModelSpec, usage: Usage) -> float | None:
@@ -152,13 +173,13 @@ def _catalogue_cost(spec: ModelSpec, usage: Usage) -> float | None:
                            cache_read_tokens=min(usage.tokens_cached, usage.tokens_in) or None,
                            cache_write_tokens=min(usage.tokens_cache_write, usage.tokens_in) or None)
     try:
-        return float(calc_price(fresh, spec.model, **where).total_price)
+        return float(calc_price(fresh, spec.model, price_context=price_context(usage.tier), **where).total_price)
     except LookupError:
         return None
     except ValueError:   # a price table that cannot price this usage (e.g. no cache-write price): as fresh input
         if not usage.tokens_cache_write:
             return None
-        return _catalogue_cost(spec, Usage(usage.tokens_in, usage.tokens_out, usage.tokens_cached, 0))
+        return _catalogue_cost(spec, Usage(usage.tokens_in, usage.tokens_out, usage.tokens_cached, 0, usage.tier))
 
 
 @functools.cache
@@ -174,7 +195,7 @@ UNRENDERED_PACK_BYTES = 512 * 1024   # the bound taken for a prompt pack the coo
 
 def usage_of(call) -> Usage:
     """The token counts of a protocols.jobs.ModelCall."""
-    return Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+    return Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write, call.tier)
 
 
 def job_worst_case(book: PriceBook, spec: ModelSpec, kind: str, request, max_tokens: int) -> float | None:
@@ -230,7 +251,7 @@ def cost_functions(book: PriceBook, max_tokens: int):
         except SpecError:
             return None
         if call.billing == BILLED_UNKNOWN:   # its tokens are bounds: the prompt at a byte a token, the output limit
-            return book.worst_case(spec, call.tokens_in, call.tokens_out)
+            return book.worst_case(spec, call.tokens_in, call.tokens_out)   # at the dearest tier it may have had
         return book.cost(spec, usage_of(call))
 
     def worst_case(job) -> float | None:

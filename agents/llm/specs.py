@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 
 MAX_WAIT_S = 60.0   # the longest wait between tries of a call: a Retry-After above it, or backoff, is cut to it
+BATCH_LOOK_S = 25 * 3600.0   # how long a batch is waited for (the providers end theirs within 24 h)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class CallOptions:
     concurrency: int = 64                 # calls to one model at once (--llm-concurrency; fewer after 429s)
     openai_api: str = "responses"         # how OpenAI's own models are called: responses | chat
     long_cache: bool = False              # Anthropic's 1-hour cache, OpenAI's 24-hour retention (--long-cache)
+    service_tier: str = "default"         # OpenAI's processing tier: default | flex | priority | auto
+    batch_window_s: float | None = None   # through the Batch APIs, calls this close together in one batch
+    batch_poll_s: float = 2.0             # the first wait between looks at a batch (doubling up to MAX_WAIT_S)
     max_tokens: int = 32000               # the most output tokens (reasoning included) a call may use
     temperature: float | None = None
     reasoning_effort: str | None = None   # OpenAI reasoning models: low | medium | high

@@ -127,11 +127,12 @@ class RunStore:
         texts = [self.add_text(t) for t in (call.prefix, call.prompt, call.answer, call.reasoning)]
         self.db.execute("INSERT INTO model_calls (job_id, role, model, prompt_hash, tokens_in, tokens_out, cost, "
                         "latency, outcome, created, tokens_cached, tokens_cache_write, tokens_reasoning, max_tokens, "
-                        "finish, priced, prefix_id, prompt_id, answer_id, reasoning_id, billing) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "finish, priced, prefix_id, prompt_id, answer_id, reasoning_id, billing, tier) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (job_id, role, call.model, call.prompt_hash, call.tokens_in, call.tokens_out, call.cost,
                          call.latency, call.outcome, time.time(), call.tokens_cached, call.tokens_cache_write,
-                         call.tokens_reasoning, call.max_tokens, call.finish, int(priced), *texts, call.billing))
+                         call.tokens_reasoning, call.max_tokens, call.finish, int(priced), *texts, call.billing,
+                         call.tier))
 
     def drop_model_calls(self, job_id: str, outcome: str) -> list[tuple[str, str, float]]:
         """Remove a job's calls recorded with this outcome (a placeholder); (model, role, cost) of each."""

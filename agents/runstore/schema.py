@@ -56,7 +56,8 @@ CALL_COLUMNS = (("tokens_cached", "INTEGER DEFAULT 0"), ("tokens_cache_write", "
 # Columns added since: a candidate's kernel and a plan's text kept in the texts table (the inline column left empty),
 # since the many candidates and plans of a stalled search repeat a few kernels and plans. Stores written before
 # keep them inline; readers take whichever a row has.
-ADDED_COLUMNS = {"model_calls": CALL_COLUMNS + (("billing", "TEXT DEFAULT 'reported'"),), "candidates": (("code_id", "TEXT"),), "plans": (("text_id", "TEXT"), ("choice", "TEXT"))}
+ADDED_COLUMNS = {"model_calls": CALL_COLUMNS + (("billing", "TEXT DEFAULT 'reported'"), ("tier", "TEXT DEFAULT ''")),
+                 "candidates": (("code_id", "TEXT"),), "plans": (("text_id", "TEXT"), ("choice", "TEXT"))}
 
 # Latencies are in the problem's unit (cycles, us, ...); stores written before the rename call the column
 # `cycles`. A store opened to write (resume) is migrated in place; a reader never writes, and sees the old

@@ -1,5 +1,5 @@
 """A local HTTP server that speaks the OpenAI Chat Completions and Responses, the Anthropic Messages and the Gemini
-generateContent wire formats, answering
+generateContent wire formats (and both providers' Batch APIs: fake_batches.py), answering
 from a script, for driving the real SDKs. It reports usage the way the providers do: prompt tokens (about 4
 characters each), cached prompt tokens from a prefix cache that behaves like the provider's (OpenAI:
 automatic, on prompt prefixes of at least 1024 tokens, in 128-token steps; Anthropic: only up to a
@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.llm.fake_batches import FakeBatches
 
 ROOT = Path(__file__).resolve().parents[2]
 HWLOOP = (ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_hwloop.c").read_text()
@@ -129,6 +131,8 @@ class FakeLLM:
         self.billed: list[tuple[str, str, int, int, int, int]] = []
         self.current = threading.local()   # .body: the request being answered (for scripts)
         self.lock = threading.Lock()
+        self.batches = FakeBatches(self)
+        self.auto_tier = "default"   # the tier a request asking for "auto" is served at (the project's setting)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -136,6 +140,8 @@ class FakeLLM:
                 pass
 
             def do_GET(self):
+                if fake.batches.owns(self.path):
+                    return self._send(*fake.batches.get(self.path))
                 if fake.models is None:
                     return self._send(404, {}, {"error": {"message": "not found"}})
                 m = re.search(r"/v1(?:beta)?/models/([^?]+)", self.path)
@@ -149,30 +155,12 @@ class FakeLLM:
                                                                        "owned_by": "x"} for i in fake.models]})
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                anthropic = self.path.endswith("/messages")
-                responses = self.path.endswith("/responses")
-                gemini = ":generateContent" in self.path
-                prompt = fake.prompt_text(body)
-                with fake.lock:
-                    fake.requests.append({"path": self.path, "model": body.get("model"), "body": body,
-                                          "headers": {k.lower(): v for k, v in self.headers.items()}})
-                    n = len(fake.requests)
-                time.sleep(fake.delay_s)
-                fake.current.body = body
-                status, headers, answer = fake.script(prompt, n)
-                lost = answer if isinstance(answer, Lost) else None
-                if lost:
-                    answer = lost.reply
-                if isinstance(answer, str):
-                    answer = Reply(answer)
-                pace = answer.pace_s if isinstance(answer, Reply) else 0.0
-                if isinstance(answer, Reply):
-                    answer = fake._anthropic(body, answer) if anthropic else \
-                        fake._responses(body, answer) if responses else \
-                        fake._gemini(self.path, body, answer) if gemini else fake._openai(body, answer)
-                if anthropic and body.get("stream") and isinstance(answer, dict) and answer.get("type") == "message":
-                    answer = anthropic_events(answer)     # streamed: server-sent events, as the API sends them
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if fake.batches.owns(self.path):     # a batch's file or the batch itself (fake_batches.py)
+                    return self._send(*fake.batches.post(self.path, raw, self.headers.get("Content-Type", "")))
+                body = json.loads(raw or b"{}")
+                status, headers, answer, pace, lost = fake.respond(self.path, body,
+                                                                   {k.lower(): v for k, v in self.headers.items()})
                 if lost:
                     return self._lose(lost, answer)
                 self._send(status, headers, answer, pace)
@@ -218,6 +206,33 @@ class FakeLLM:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def respond(self, path: str, body: dict, headers: dict, api: str = "") -> tuple:
+        """(status, headers, answer, pace_s, Lost or None) for one request to `path`, as the script says; a batch's
+        requests come through here too, with their bills marked `api`."""
+        anthropic = path.endswith("/messages")
+        responses = path.endswith("/responses")
+        gemini = ":generateContent" in path
+        prompt = self.prompt_text(body)
+        with self.lock:
+            self.requests.append({"path": path, "model": body.get("model"), "body": body, "headers": headers})
+            n = len(self.requests)
+        time.sleep(self.delay_s)
+        self.current.body, self.current.api = body, api
+        status, headers, answer = self.script(prompt, n)
+        lost = answer if isinstance(answer, Lost) else None
+        if lost:
+            answer = lost.reply
+        if isinstance(answer, str):
+            answer = Reply(answer)
+        pace = answer.pace_s if isinstance(answer, Reply) else 0.0
+        if isinstance(answer, Reply):
+            answer = self._anthropic(body, answer) if anthropic else \
+                self._responses(body, answer) if responses else \
+                self._gemini(path, body, answer) if gemini else self._openai(body, answer)
+        if anthropic and body.get("stream") and isinstance(answer, dict) and answer.get("type") == "message":
+            answer = anthropic_events(answer)     # streamed: server-sent events, as the API sends them
+        return status, headers, answer, pace, lost
 
     @staticmethod
     def prompt_text(body: dict) -> str:
@@ -272,7 +287,7 @@ class FakeLLM:
         return {"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"],
                 "status": "incomplete" if cut else "completed",
                 "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "output": output,
-                "service_tier": body.get("service_tier") or "default",
+                "service_tier": self.auto_tier if body.get("service_tier") in (None, "auto") else body["service_tier"],
                 "usage": {"input_tokens": tin, "input_tokens_details": {"cached_tokens": cached},
                           "output_tokens": tout, "output_tokens_details": {"reasoning_tokens": r.reasoning_tokens},
                           "total_tokens": tin + tout}}
@@ -312,8 +327,8 @@ class FakeLLM:
                           "cache_creation_input_tokens": written, "cache_read_input_tokens": read}}
 
     def _bill(self, api: str, body: dict, *usage: int) -> None:
-        with self.lock:
-            self.billed.append((api, body.get("model", ""), *usage))
+        with self.lock:   # a batch's requests are billed as "openai-batch", "anthropic-batch" (at half price)
+            self.billed.append((getattr(self.current, "api", "") or api, body.get("model", ""), *usage))
 
     def request_model(self) -> str:
         """The model named by the request a script is answering (in the script's thread)."""

@@ -81,3 +81,37 @@ def test_a_raised_limit_lets_waiting_calls_start():
 def test_a_limit_of_less_than_one_call_is_refused():
     with pytest.raises(ValueError):
         AdaptiveLimit(0)
+
+
+def test_rate_limit_headers_of_both_providers_are_read():
+    from datetime import datetime, timezone
+
+    from autocomp_zmq.agents.llm.limits import Headroom, headroom_of
+    openai = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1m30s",
+              "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "250ms"}
+    assert headroom_of(openai) == Headroom(3, 9000, 90.0)
+    now = datetime(2026, 11, 28, 12, 0, 0, tzinfo=timezone.utc)
+    anthropic = {"anthropic-ratelimit-requests-remaining": "7", "anthropic-ratelimit-requests-reset":
+                 "2026-11-28T12:00:20Z", "anthropic-ratelimit-tokens-remaining": "nonsense"}
+    assert headroom_of(anthropic, now) == Headroom(7, None, 20.0)
+    assert headroom_of({}) is None and headroom_of({"x-ratelimit-remaining-requests": "many"}) is None
+
+
+def test_headroom_lowers_the_limit_until_the_window_resets():
+    from autocomp_zmq.agents.llm.limits import Headroom
+    clock = Clock()
+    limit = AdaptiveLimit(64, clock=clock)
+    limit.observe(Headroom(requests=500, tokens=None, reset_s=1.0), tokens_per_call=10_000)
+    assert limit.allowed == 64                        # plenty left: nothing changes
+    limit.observe(Headroom(requests=None, tokens=45_000, reset_s=5.0), tokens_per_call=10_000)
+    assert limit.allowed == 4                         # four calls' tokens left in the window
+
+    async def answered_at(t):
+        clock.now = t
+        await limit.answered()
+    asyncio.run(answered_at(4.0))
+    assert limit.allowed == 4                         # held down until the window resets
+    asyncio.run(answered_at(5.5))
+    assert limit.allowed == 5                         # then raised one answered call at a time
+    limit.observe(Headroom(requests=0, tokens=None, reset_s=1e9), tokens_per_call=1)
+    assert limit.allowed == 1                         # never below one

@@ -80,3 +80,35 @@ def test_the_worst_case_of_a_job_covers_its_prompt_and_both_tries():
     expected = (2 * (prompt_bytes + 64) * 3.75 + 12_000 * 15) / 1e6
     assert worst == pytest.approx(expected)
     assert job_worst_case(book, LOCAL, "code", request, 8000) is None
+
+
+def test_each_tier_is_priced_from_the_catalogue_and_the_cap_takes_the_dearest_one_a_call_may_get():
+    usage = dict(tokens_in=100_000, tokens_out=10_000)
+    standard = 0.225                                              # gpt-5 at $1.25 / $10
+    book = PriceBook()
+    assert book.cost(GPT5, Usage(**usage, tier="flex")) == pytest.approx(standard / 2)
+    assert book.cost(GPT5, Usage(**usage, tier="priority")) == pytest.approx(standard * 2)
+    assert book.cost(GPT5, Usage(**usage, tier="batch")) == pytest.approx(standard / 2)
+    assert book.cost(SONNET, Usage(**usage, tier="batch")) == pytest.approx((100_000 * 1.5 + 10_000 * 7.5) / 1e6)
+    # what a call is asked for decides what the cap reserves: --service-tier auto may be served at priority
+    assert PriceBook(service_tier="auto").worst_case(GPT5, **usage) == pytest.approx(standard * 2)
+    assert PriceBook(service_tier="flex").worst_case(GPT5, **usage) == pytest.approx(standard / 2)
+    assert PriceBook(batch=True).worst_case(GPT5, **usage) == pytest.approx(standard / 2)
+    assert PriceBook(service_tier="priority").tiers(SONNET) == ("",)     # OpenAI's tiers only
+    assert PriceBook(batch=True).tiers(LOCAL) == ("",)                   # no Batch API behind a compat server
+
+
+def test_a_users_own_price_holds_at_every_tier(tmp_path):
+    path = tmp_path / "prices.toml"
+    path.write_text('["openai:gpt-5"]\ninput = 1.0\noutput = 1.0\n')
+    book = PriceBook.load(path, batch=True)
+    assert book.cost(GPT5, Usage(10**6, 0, tier="batch")) == book.cost(GPT5, Usage(10**6, 0)) == 1.0
+
+
+def test_a_model_jobs_lease_fits_the_protocol_however_long_its_calls_may_take():
+    from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
+    from autocomp_zmq.protocols.control import MAX_LEASE_S
+    assert RunConfig.of(call_timeout_s=100_000).model_lease_s == MAX_LEASE_S     # before: a job no worker took
+    assert 86_400 < RunConfig.of(batch_window_s=5).model_lease_s <= MAX_LEASE_S  # a batch may take a day
+    with pytest.raises(ConfigError, match="llm_lease_s|llm-lease-s"):
+        RunConfig.of(llm_lease_s=10 * 86400)
