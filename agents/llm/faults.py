@@ -25,7 +25,8 @@ RETRIED_STATUSES = {408, 409, 429}                 # and every 5xx (Anthropic's 
 # causes (by class name: the SDKs wrap httpx or its successors, whose classes this module need not import) that mean
 # nothing reached the model: no connection, none free in the pool, a body the server never read whole
 NOT_SENT = {"ConnectError", "ConnectTimeout", "PoolTimeout", "WriteTimeout", "WriteError", "ConnectionRefusedError",
-            "gaierror", "UnsupportedProtocol", "InvalidURL", "LocalProtocolError"}
+            "gaierror", "UnsupportedProtocol", "InvalidURL", "LocalProtocolError", "EndpointConnectionError"}
+LOST_MID_ANSWER = {"APIConnectionError", "TransportError", "NetworkError", "ProtocolError", "ConnectionClosedError"}
 
 
 class UnbilledAnswer(ValueError):
@@ -50,7 +51,7 @@ class Fault:
 
 
 def classify(exc: BaseException) -> Fault:
-    """The fault behind an exception raised by the openai or anthropic SDK (with retries off)."""
+    """The fault behind an exception raised by a provider's SDK (with retries off)."""
     if isinstance(exc, BatchError):
         return Fault(exc.words, BILLED_NONE, exc.retry)
     status = status_of(exc)
@@ -67,17 +68,22 @@ def classify(exc: BaseException) -> Fault:
         return Fault(f"could not connect ({str(cause)[:80] or type(cause).__name__})", BILLED_NONE, True)
     if "APITimeoutError" in names or "TimeoutException" in names or "ReadTimeout" in names:
         return Fault("read timeout after the request was sent", BILLED_UNKNOWN, True)
-    if names & {"APIConnectionError", "TransportError", "NetworkError", "ProtocolError"} or isinstance(cause, OSError):
+    if names & LOST_MID_ANSWER or isinstance(cause, OSError):
         return Fault(f"connection lost mid-answer ({str(cause)[:80] or type(cause).__name__})", BILLED_UNKNOWN,
                      True)
     return Fault(f"{type(exc).__name__}: {str(exc)[:120]}", BILLED_NONE, False)
 
 
 def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of a provider's error answer (openai and anthropic: status_code; google-genai: code)."""
+    """The HTTP status of a provider's error answer (openai and anthropic: status_code; google-genai: code; boto3: the
+    response's metadata)."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):        # botocore's ClientError
+        status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        return status if isinstance(status, int) else None
     code = getattr(exc, "code", None)
     names = {cls.__name__ for cls in type(exc).__mro__}
     return code if isinstance(code, int) and "APIError" in names and 100 <= code < 600 else None

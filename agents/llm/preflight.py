@@ -20,6 +20,8 @@ def endpoint_problems(specs: list[ModelSpec], timeout_s: float = 10.0) -> dict[s
     """For models of one endpoint: model spec -> why it cannot be used (nothing for those that can). Only this
     endpoint's SDK is imported (both name their errors alike)."""
     spec = specs[0]
+    if spec.provider == "bedrock":   # credentials and region were checked with the keys; access by the first call
+        return {}
     key = spec.api_key()
     api = sdk(spec.provider)
     if spec.provider == "gemini":

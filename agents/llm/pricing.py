@@ -155,7 +155,7 @@ def read_prices(path: Path) -> dict[str, Price]:
 
 
 # -- genai-prices -----------------------------------------------------------------------------------
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google", "bedrock": "aws"}
 BATCH_PROVIDERS = ("openai", "anthropic")     # whose calls --batch-window-s sends through a Batch API
 
 

@@ -16,13 +16,14 @@ cache); vLLM's and SGLang's prefix caches work the same way.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import re
 from dataclasses import dataclass, field
 
 from autocomp_zmq.agents.llm.faults import UnbilledAnswer
-from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec
+from autocomp_zmq.agents.llm.specs import CallOptions, ModelSpec, aws_region
 
 # OpenAI's reasoning models (asked for a reasoning summary); others refuse the reasoning parameter
 REASONING_MODELS = re.compile(r"(o\d|gpt-5|codex)", re.I)
@@ -51,7 +52,8 @@ class Completion:
 def sdk(provider: str):
     """The official SDK a provider's calls go through, imported on first use: each takes about a CPU-second to
     import, and an agent or a preflight that talks to one provider needs only its own."""
-    return importlib.import_module({"anthropic": "anthropic", "gemini": "google.genai"}.get(provider, "openai"))
+    return importlib.import_module({"anthropic": "anthropic", "gemini": "google.genai", "bedrock": "boto3"}
+                                   .get(provider, "openai"))
 
 
 class Client:
@@ -64,6 +66,12 @@ class Client:
             genai = sdk("gemini")
             self._gemini = genai.Client(api_key=key, http_options=genai.types.HttpOptions(
                 timeout=int(opts.timeout_s * 1000), retry_options=genai.types.HttpRetryOptions(attempts=1)))
+        elif spec.provider == "bedrock":   # AWS_ENDPOINT_URL_BEDROCK_RUNTIME, if set, is the endpoint
+            from botocore.config import Config
+            session = sdk("bedrock").Session()
+            self._bedrock = session.client("bedrock-runtime", region_name=aws_region(session), config=Config(
+                retries={"total_max_attempts": 1}, read_timeout=opts.timeout_s,
+                connect_timeout=min(opts.timeout_s, 60), max_pool_connections=opts.concurrency))
         else:
             self.openai = sdk("openai").AsyncOpenAI(api_key=key or "none", base_url=spec.base_url,
                                                     timeout=opts.timeout_s, max_retries=0)
@@ -77,6 +85,9 @@ class Client:
             return await self._complete_anthropic(prefix, prompt, max_tokens)
         if self.spec.provider == "gemini":
             return await self._complete_gemini(prefix, prompt, max_tokens)
+        if self.spec.provider == "bedrock":     # boto3 blocks: the call waits in a thread of the loop's pool
+            resp = await asyncio.to_thread(self._bedrock.converse, **self.bedrock_params(prefix, prompt, max_tokens))
+            return read_converse(resp)
         if self.responses_api:
             raw = await self.openai.responses.with_raw_response.create(
                 **_extra_body(self.responses_params(prefix, prompt, max_tokens)), **self._service_tier())
@@ -136,6 +147,23 @@ class Client:
         return dict(model=self.spec.model, max_tokens=max_tokens, system=system,
                     messages=[{"role": "user", "content": prompt}], **kwargs)
 
+    def bedrock_params(self, prefix: str, prompt: str, max_tokens: int) -> dict:
+        """A Bedrock Converse request: the prefix as the system prompt, followed by a cache point for the models
+        Bedrock caches prompts of (Claude, Nova); Claude's extended thinking for --reasoning-effort."""
+        config: dict = {"maxTokens": max_tokens}
+        extra: dict = {}
+        if self.opts.reasoning_effort and BEDROCK_CLAUDE.search(self.spec.model):
+            budget = min(THINKING_BUDGET[self.opts.reasoning_effort], max(1024, max_tokens - 1024))
+            extra["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        elif self.opts.temperature is not None:
+            config["temperature"] = self.opts.temperature
+        system = [{"text": prefix}] if prefix else []
+        if prefix and BEDROCK_CACHED.search(self.spec.model):
+            system.append({"cachePoint": {"type": "default"}})
+        return dict(modelId=self.spec.model, system=system, inferenceConfig=config,
+                    messages=[{"role": "user", "content": [{"text": prompt}]}],
+                    **({"additionalModelRequestFields": extra} if extra else {}))
+
     async def _complete_anthropic(self, prefix: str, prompt: str, max_tokens: int) -> Completion:
         # streamed: the timeout bounds each wait for the next piece, not the whole answer, so a long answer is not
         # cut off (and paid for) at --call-timeout-s; the final message is the one a plain request returns
@@ -173,6 +201,30 @@ class Client:
         finish = {"STOP": "stop", "MAX_TOKENS": "length"}.get(reason, "content_filter")
         return Completion("".join(p.text for p in parts if p.text and not p.thought), *usage, finish=finish,
                           reasoning="\n\n".join(p.text for p in parts if p.text and p.thought), headers=headers)
+
+
+# Bedrock model ids (with or without a cross-region prefix such as us. or global.) whose prompts Bedrock caches
+BEDROCK_CLAUDE = re.compile(r"(^|\.)anthropic\.claude")
+BEDROCK_CACHED = re.compile(r"(^|\.)(anthropic\.claude|amazon\.nova)")
+_CONVERSE_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length",
+                    "model_context_window_exceeded": "length", "guardrail_intervened": "content_filter",
+                    "content_filtered": "content_filter"}
+
+
+def read_converse(resp: dict) -> Completion:
+    """A Bedrock Converse answer (boto3's dict) as a Completion: inputTokens leaves out the cached tokens."""
+    u = resp.get("usage")
+    content = ((resp.get("output") or {}).get("message") or {}).get("content")
+    if not isinstance(u, dict) or not isinstance(content, list):
+        raise UnbilledAnswer("an answer without its usage or content")
+    read, written = u.get("cacheReadInputTokens") or 0, u.get("cacheWriteInputTokens") or 0
+    text = "".join(b.get("text", "") for b in content)
+    thinking = "\n".join(((b.get("reasoningContent") or {}).get("reasoningText") or {}).get("text", "")
+                         for b in content if "reasoningContent" in b)
+    stop = resp.get("stopReason") or "end_turn"
+    return Completion(text, (u.get("inputTokens") or 0) + read + written, u.get("outputTokens") or 0, read, written,
+                      0, _CONVERSE_FINISH.get(stop, stop), thinking,
+                      headers=(resp.get("ResponseMetadata") or {}).get("HTTPHeaders") or {})
 
 
 # parameters the openai SDK may not know by name: sent in the request's body as they are

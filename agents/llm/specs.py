@@ -2,6 +2,10 @@
 
     openai:MODEL                      OpenAI (OPENAI_API_KEY)
     anthropic:MODEL                   Anthropic (ANTHROPIC_API_KEY)
+    gemini:MODEL                      Google's Gemini API (GEMINI_API_KEY)
+    bedrock:MODEL_ID                  AWS Bedrock's Converse API, e.g. bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0
+                                      (AWS credentials and region as boto3 finds them: AWS_* variables, a
+                                      profile, an instance role; the extra autocomp-zmq[bedrock])
     openai-compat@BASE_URL:MODEL      any OpenAI-compatible server (vLLM, Ollama, LM Studio, Together,
                                       OpenRouter...); BASE_URL includes its path, e.g. http://host:8000/v1;
                                       key from OPENAI_COMPAT_API_KEY if the server wants one
@@ -52,7 +56,7 @@ class SpecError(ValueError):
 
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
                  "openai-compat": "OPENAI_COMPAT_API_KEY"}
-NATIVE = ("openai", "anthropic", "gemini")     # providers called through their own SDK
+NATIVE = ("openai", "anthropic", "gemini", "bedrock")     # providers called through their own SDK
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ def answers_from_seed(model: str | None) -> bool:
 
 _COMPAT = re.compile(r"openai-compat(?:\[([^\]]*)\])?@")
 _AGENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-SPEC_FORMS = ("use openai:MODEL, anthropic:MODEL, gemini:MODEL, openai-compat@BASE_URL:MODEL, replay, or the name of "
+SPEC_FORMS = ("use openai:MODEL, anthropic:MODEL, gemini:MODEL, bedrock:MODEL_ID, openai-compat@BASE_URL:MODEL, replay, "
+              "or the name of "
               "an agent implementation (heuristic, or one a plug-in registers)")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -124,6 +129,27 @@ def parse_spec(text: str) -> ModelSpec:
 def check_keys(specs: list[ModelSpec], env=os.environ) -> None:
     """Before any work starts: every hosted model needs its key in the environment."""
     for spec in specs:
-        if (spec.provider in NATIVE or spec.key_var) and not spec.api_key(env):
+        if spec.provider == "bedrock":
+            check_aws(spec)
+        elif (spec.provider in NATIVE or spec.key_var) and not spec.api_key(env):
             raise SpecError(f"model {spec.text} needs the environment variable {spec.key_variable} "
                             f"(the API key); it is not set")
+
+
+def check_aws(spec: ModelSpec) -> None:
+    """A Bedrock model needs boto3, AWS credentials and a region, found as boto3 finds them."""
+    try:
+        import boto3
+    except ImportError:
+        raise SpecError(f"model {spec.text} needs boto3, AWS's SDK: pip install 'autocomp-zmq[bedrock]'") from None
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        raise SpecError(f"model {spec.text} needs AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                        "AWS_PROFILE, or an instance role); none were found")
+    if not aws_region(session):
+        raise SpecError(f"model {spec.text} needs an AWS region: set AWS_REGION (e.g. us-east-1)")
+
+
+def aws_region(session) -> str | None:
+    """AWS_REGION as AWS's other SDKs and CLI read it, then boto3's own chain (AWS_DEFAULT_REGION, the profile)."""
+    return os.environ.get("AWS_REGION") or session.region_name

@@ -1,5 +1,5 @@
 """A local HTTP server that speaks the OpenAI Chat Completions and Responses, the Anthropic Messages and the Gemini
-generateContent wire formats (and both providers' Batch APIs: fake_batches.py), answering
+generateContent and AWS Bedrock's Converse wire formats (and the Batch APIs: fake_batches.py), answering
 from a script, for driving the real SDKs. It reports usage the way the providers do: prompt tokens (about 4
 characters each), cached prompt tokens from a prefix cache that behaves like the provider's (OpenAI:
 automatic, on prompt prefixes of at least 1024 tokens, in 128-token steps; Anthropic: only up to a
@@ -213,6 +213,7 @@ class FakeLLM:
         anthropic = path.endswith("/messages")
         responses = path.endswith("/responses")
         gemini = ":generateContent" in path
+        converse = path.endswith("/converse")
         prompt = self.prompt_text(body)
         with self.lock:
             self.requests.append({"path": path, "model": body.get("model"), "body": body, "headers": headers})
@@ -227,7 +228,7 @@ class FakeLLM:
             answer = Reply(answer)
         pace = answer.pace_s if isinstance(answer, Reply) else 0.0
         if isinstance(answer, Reply):
-            answer = self._anthropic(body, answer) if anthropic else \
+            answer = self._anthropic(body, answer) if anthropic else self._converse(path, body, answer) if converse else \
                 self._responses(body, answer) if responses else \
                 self._gemini(path, body, answer) if gemini else self._openai(body, answer)
         if anthropic and body.get("stream") and isinstance(answer, dict) and answer.get("type") == "message":
@@ -325,6 +326,24 @@ class FakeLLM:
                 "stop_reason": stop, "stop_sequence": None,
                 "usage": {"input_tokens": max(0, tin - read - written), "output_tokens": tout,
                           "cache_creation_input_tokens": written, "cache_read_input_tokens": read}}
+
+    def _converse(self, path: str, body: dict, r: Reply) -> dict:
+        """AWS Bedrock's Converse: the prompt cached up to a cachePoint block, inputTokens counting only the
+        uncached part, reasoning as a reasoningContent block."""
+        system = body.get("system") or []
+        cached_prefix = "".join(b.get("text", "") for b in system) if any("cachePoint" in b for b in system) else ""
+        read, written = self.cache.anthropic(cached_prefix) if cached_prefix else (0, 0)
+        tin, tout = self.usage or (tokens(self.prompt_text(body)), tokens(r.text))
+        tout += r.reasoning_tokens
+        model = re.search(r"/model/([^/]+)/converse", path).group(1).replace("%3A", ":")
+        self._bill("bedrock", {"model": model}, tin, tout, read, written)
+        content = ([{"reasoningContent": {"reasoningText": {"text": r.thinking, "signature": "s"}}}]
+                   if r.thinking else []) + [{"text": r.text}]
+        stop = {"stop": "end_turn", "length": "max_tokens", "refusal": "content_filtered"}.get(r.finish, r.finish)
+        return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": stop,
+                "usage": {"inputTokens": max(0, tin - read - written), "outputTokens": tout,
+                          "totalTokens": tin + tout, "cacheReadInputTokens": read, "cacheWriteInputTokens": written},
+                "metrics": {"latencyMs": 1}}
 
     def _bill(self, api: str, body: dict, *usage: int) -> None:
         with self.lock:   # a batch's requests are billed as "openai-batch", "anthropic-batch" (at half price)
