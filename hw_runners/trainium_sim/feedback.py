@@ -54,7 +54,7 @@ def text(m: dict) -> str:
              "partition a kernel may use, "
              f"PSUM {m['psum_banks']} of 8 banks"]
     if m.get("spilled_lines"):
-        lines.append(f"SBUF over-full: the tiles of kernel lines {', '.join(map(str, m['spilled_lines']))} were "
+        lines.append(f"SBUF or PSUM over-full: the tiles of kernel lines {', '.join(map(str, m['spilled_lines']))} were "
                      f"spilled to HBM ({m['spill_bytes'] / 2**20:,.2f} MiB stored and reloaded); fewer or smaller "
                      "tiles alive at once avoid it")
     if m["stalls"]:

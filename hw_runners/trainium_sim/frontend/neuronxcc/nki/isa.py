@@ -116,6 +116,11 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> Vie
         raise NKIError("nc_transpose takes a 2-D tile")
     big = x.shape[0] > 32 or x.shape[1] > 32
     eng = _engine(engine, "pe" if big else "dve")
+    if big and eng == "dve":
+        # the Vector engine transposes 32x32 at most; asked for more, the compiler transposes on the Tensor engine
+        # (Autocomp's sd-attention step 3 transposes a (128, 64) tile with engine=vector_engine and ran correctly
+        # on a trn1: examples/trn-tutorial/5_sd_attention_trace.py)
+        eng = "pe"
     buffer = nl.psum if eng == "pe" else nl.sbuf
     return nl._compute("transpose", eng, [x], nl._attrs(mask), dtype or x.dtype, buffer, shape=x.shape[::-1])
 

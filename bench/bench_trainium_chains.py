@@ -1,0 +1,136 @@
+"""Autocomp's published optimization chains replayed step by step on trainium-sim, against what each step
+measured on a trn1.2xlarge.
+
+    python bench/bench_trainium_chains.py --autocomp DIR [--only SUBSTR] [--quick]
+
+DIR is a checkout or exported tree of github.com/ucb-bar/autocomp (this script holds none of its code). Each of
+its traces examples/trn-{tutorial,advanced}/N_*_trace.py is the chain of kernels one search kept, from the
+starting kernel to the best, each with the latency the authors measured on hardware (the `Latency: X ms (P99)`
+of neuron-profile, or the candidate's `score`, in ms). Every step's kernel is pasted into the problem's harness as
+Autocomp pastes candidates (bench_published_nki.py, `--assembly substitute`) and evaluated on trainium-sim at the
+harness's shapes (--quick: gemm at a smaller size, marked). The table gives, per step, the published and the
+simulated latency and each step's ratio to the one before (published, simulated, and whether the simulated ratio
+is within 25% of the published one, the goal, with the same direction); per chain, the end-to-end speedup both
+ways. A step the simulator refuses or judges wrong is shown with its error and breaks the chain's ratios there.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_published_nki import AUTOCOMP, Case, TracingSim, run_case  # noqa: E402
+
+QUOTES = "'" * 3
+GOAL = 0.25      # a step's (and a chain's) simulated ratio within 25% of the published one
+
+
+@dataclass(frozen=True)
+class Chain:
+    name: str
+    trace: str           # relative to the Autocomp tree
+    case: str            # the bench_published_nki case whose harness, problem and arguments its steps share
+
+
+CHAINS = [
+    Chain("gemm", "examples/trn-tutorial/2_gemm_trace.py", "ac-opt/2_gemm"),
+    Chain("mamba", "examples/trn-tutorial/3_mamba_trace.py", "ac-opt/3_mamba"),
+    Chain("attention", "examples/trn-tutorial/4_attention_trace.py", "ac-opt/4_attention"),
+    Chain("sd-attention", "examples/trn-tutorial/5_sd_attention_trace.py", "ac-opt/5_sd_attention"),
+    Chain("conv1d", "examples/trn-advanced/4_conv1d_trace.py", "ac-opt/4_conv1d"),
+]
+
+
+def steps_of(trace: str) -> list[tuple[str, float]]:
+    """(kernel code, published ms) of each step, from the starting kernel to the best. A trace is the repr of
+    the best candidate, whose parent chain nests inside it, so the starting kernel's text comes first."""
+    codes = list(re.finditer(r"code='''(.*?)'''", trace, re.S))
+    out = []
+    for i, m in enumerate(codes):
+        rest = trace[m.end():codes[i + 1].start() if i + 1 < len(codes) else len(trace)]
+        measured = re.search(r"Latency: ([\d.]+) ms|score=([\d.]+)", rest)
+        if measured is None:
+            raise ValueError(f"step {i} has no measured latency")
+        # the text is a Python string literal in the trace's source (escapes such as \' inside): read it as one
+        out.append((ast.literal_eval(QUOTES + m.group(1) + QUOTES), float(measured.group(1) or measured.group(2))))
+    return out
+
+
+def within(sim: float, pub: float) -> bool:
+    """Same direction (or both flat within 2%) and the simulated ratio within GOAL of the published one."""
+    same = (sim > 1.02) == (pub > 1.02) and (sim < 0.98) == (pub < 0.98)
+    return same and abs(sim / pub - 1) <= GOAL
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--autocomp", type=Path, required=True, help="a checkout or exported tree of ucb-bar/autocomp")
+    ap.add_argument("--only", action="append", default=[], help="the chains whose name contains this")
+    ap.add_argument("--quick", action="store_true", help="gemm at a smaller size than its harness's (marked)")
+    args = ap.parse_args()
+    cases = {c.name: c for c in AUTOCOMP}
+    sim = TracingSim(hidden_sets=1, time_s=900.0)
+    table = Table(title="Autocomp's published trn1 chains on trainium-sim (ratio = previous step / this step)")
+    for col in ("chain", "step", "published ms", "sim us", "published ratio", "sim ratio", "within 25%", "error"):
+        table.add_column(col, justify="left" if col in ("chain", "error") else "right",
+                         overflow="fold" if col == "error" else "ellipsis")
+    met = counted = 0
+    summary = []
+    scratch = tempfile.mkdtemp(prefix="chains-")
+    for chain in CHAINS:
+        if args.only and not any(s in chain.name for s in args.only):
+            continue
+        steps = steps_of((args.autocomp / chain.trace).read_text())
+        base = cases[chain.case]
+        sims: list[float | None] = []
+        for n, (code, published) in enumerate(steps):
+            path = Path(scratch) / f"{chain.name}_{n}.py"        # run_case reads the kernel from a file
+            path.write_text(code)
+            case: Case = dataclasses.replace(base, name=f"{chain.name}/{n}", kernel=str(path))  # absolute: kept
+            row = run_case(sim, case, args.autocomp, "substitute", args.quick)
+            sims.append(row.latency)
+            pub_ratio = steps[n - 1][1] / published if n else None
+            sim_ratio = sims[n - 1] / row.latency if n and row.latency and sims[n - 1] else None
+            ok = within(sim_ratio, pub_ratio) if pub_ratio and sim_ratio else None
+            if pub_ratio is not None:
+                counted += 1
+                met += bool(ok)
+            table.add_row(chain.name if n == 0 else "", f"{n}" + (" (reduced)" if row.shapes == "reduced" else ""),
+                          f"{published:,.3f}", f"{row.latency:,.1f}" if row.latency else "-",
+                          f"{pub_ratio:.2f}x" if pub_ratio else "", f"{sim_ratio:.2f}x" if sim_ratio else "",
+                          "" if ok is None and n == 0 else ("yes" if ok else "[red]no[/red]"), row.error[:160])
+            print(f"{chain.name} step {n}: published {published} ms, sim {row.latency} us {row.error[:120]}",
+                  file=sys.stderr, flush=True)
+        pub_total = steps[0][1] / steps[-1][1]
+        sim_total = sims[0] / sims[-1] if sims[0] and sims[-1] else None
+        summary.append((chain.name, pub_total, sim_total))
+        table.add_section()
+    Console(width=max(160, Console().width)).print(table)
+    ends = Table(title="end to end (starting kernel / best)")
+    for col in ("chain", "published", "simulated", "within 25%"):
+        ends.add_column(col, justify="left" if col == "chain" else "right")
+    for name, pub, sim_total in summary:
+        ends.add_row(name, f"{pub:.2f}x", f"{sim_total:.2f}x" if sim_total else "-",
+                     ("yes" if within(sim_total, pub) else "[red]no[/red]") if sim_total else "[red]no[/red]")
+    Console(width=max(160, Console().width)).print(ends)
+    chains_met = sum(bool(s and within(s, p)) for _, p, s in summary)
+    print(f"{met} of {counted} steps and {chains_met} of {len(summary)} chains within {GOAL:.0%} of the published ratio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
