@@ -80,7 +80,7 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
     """Evaluators (by default one per core or device, as the target declares); for each offline model of a role
     (an agent implementation named like `heuristic`), `--planners/--coders/--repairers` processes of that
     implementation; and one LLM agent per role serving that role's hosted models (many calls at once: they
-    mostly wait)."""
+    mostly wait). No repairer when --max-repairs is 0."""
     target = get_target(cfg.task.target, **cfg.task.target_options)
     local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
     if cfg.local.evaluators is None and cfg.cluster.slurm:
@@ -91,6 +91,8 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
     launches = [("evaluator", 1, None, [], safe_env)] * local_evals
     counts = {"planner": cfg.local.planners, "coder": cfg.local.coders, "repairer": cfg.local.repairers}
     for role, role_specs in specs.items():
+        if role == "repairer" and cfg.search.max_repairs == 0:
+            continue         # no repair job will come: a process, its imports and its CPU saved
         for implementation in dict.fromkeys(s.model for s in role_specs if s.offline):
             launches += [(role, 4, implementation, [], safe_env)] * counts[role]
         hosted = [s.text for s in role_specs if not s.offline]

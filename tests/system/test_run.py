@@ -42,6 +42,16 @@ def test_offline_run_improves_the_naive_kernel(tmp_path):
     assert set(modes.values()) <= {"0o700", "0o600"} and modes["run"] == "0o700", modes
 
 
+def test_a_run_that_makes_no_repairs_starts_no_repairer(tmp_path):
+    """Before, every run started a repairer per model kind, which imported everything and sat idle when
+    --max-repairs 0 made sure no repair job would come."""
+    cfg = write_config(tmp_path / "cfg.toml", iterations=1)
+    out = finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--max-repairs", "0",
+                        "--out", str(tmp_path / "run")))
+    logs = sorted(p.name.split("-")[0] for p in (tmp_path / "run" / "logs").glob("*.log"))
+    assert "Speedup:" in out and "repairer" not in logs and {"planner", "coder", "evaluator"} <= set(logs), logs
+
+
 def test_killed_evaluator_job_is_requeued_and_completed(tmp_path):
     kernel = tmp_path / "slow.c"
     kernel.write_text(SLOW_GEMM)   # ~1 s of CPU per input set: long enough to kill mid-job
