@@ -101,3 +101,14 @@ def test_the_simulator_reproduces_the_published_measurement(key):
     e = ROWS[key].evaluate()
     assert e["ok"], (f"{key}: published {e['published']:.4g} {e['unit']}, simulated {e['sim']:.4g} "
                      f"({e['error']:+.0%}; goal {e['goal']:.0%}; {e['conditions']})")
+
+
+@pytest.mark.system
+def test_a_trn2_queue_issues_a_transfer_per_dge_instruction():
+    """NeuronCore-v3's hardware DGE takes about 600 ns per DMA instruction (Trainium2 architecture guide); before,
+    trn2 kept trn1's 0.8 us of setup per transfer. Small back-to-back loads are bound by that setup."""
+    inputs = lambda n: (("x", (n * 128, 64), F32),)      # noqa: E731 - 256 B per partition: setup-bound
+    per_load = {p: harness.slope(harness._micro("dma_stream", inputs(8), 8, p),
+                                 harness._micro("dma_stream", inputs(40), 40, p), 8, 40) for p in ("trn1", "trn2")}
+    assert per_load["trn2"] < per_load["trn1"]
+    assert per_load["trn1"] / per_load["trn2"] == pytest.approx(0.8 / 0.6, rel=0.15), per_load

@@ -164,6 +164,15 @@ def test_v1_forms_give_the_v2_error(kit, add_prob, old, new, needle):
     assert needle in r.error, explain(r)
 
 
+def test_par_dim_as_the_first_dimension_is_accepted(kit, add_prob):
+    # Autocomp's NKI v2 gemm marks its tiles' first dimension so (sols/trn-tutorial-nki2/2_gemm_ref.py) and ran on
+    # trn2; before, any nl.par_dim was refused. Anywhere else it is a block dimension (test above).
+    code = ADD.replace("OP", "add").replace("nl.ndarray((128, N)", "nl.ndarray((nl.par_dim(128), N)")
+    assert "nl.par_dim(128)" in code
+    r = run(kit, add_prob, code)
+    assert r.correct, explain(r)
+
+
 def test_dma_from_psum_is_refused(kit, mm_prob):
     code = MATMUL.replace(" ACC", "").replace("        nisa.tensor_copy(dst=res, src=acc)\n", "").replace(
         "src=res)", "src=acc)")

@@ -56,6 +56,7 @@ class Run:
     inputs: tuple[tuple[str, tuple[int, ...], str], ...]
     call: tuple = ()
     kwargs: tuple[tuple[str, object], ...] = ()
+    platform: str = "trn1"            # whose cost-model parameters time it (hw_runners/trainium_sim/platforms.py)
 
     def source(self) -> str:
         path = HERE / self.file if (HERE / self.file).exists() else TUTORIALS / self.file
@@ -85,7 +86,7 @@ def run(r: Run) -> Timed:
     if failure is not None:
         raise RuntimeError(f"{r.file}:{r.entry} did not trace: {failure.error}")
     trace, _ = traced
-    p = costmodel.params()
+    p = costmodel.params(r.platform)
     tensors = decode_tensors(trace["tensors"], 1 << 40)
     first, last = uses(trace["instrs"], tensors)
     lay = costmodel.layout(tensors, first, last, p)
@@ -121,12 +122,12 @@ def _layernorm(entry: str) -> Run:
                call=("x", 1e-5, "gamma", "beta"))
 
 
-def _micro(entry: str, inputs, n: int, **kw) -> Run:
-    return Run("micro.py", entry, inputs, kwargs=(("n", n),) + tuple(sorted(kw.items())))
+def _micro(entry: str, inputs, n: int, platform: str = "trn1", **kw) -> Run:
+    return Run("micro.py", entry, inputs, kwargs=(("n", n),) + tuple(sorted(kw.items())), platform=platform)
 
 
-def _per_rep(entry: str, inputs, n0: int, n1: int, **kw) -> Callable[[], float]:
-    return lambda: slope(_micro(entry, inputs, n0, **kw), _micro(entry, inputs, n1, **kw), n0, n1)
+def _per_rep(entry: str, inputs, n0: int, n1: int, platform: str = "trn1", **kw) -> Callable[[], float]:
+    return lambda: slope(_micro(entry, inputs, n0, platform, **kw), _micro(entry, inputs, n1, platform, **kw), n0, n1)
 
 
 def dma_rate_gbps(bytes_per_partition: int, n0: int = 8, n1: int = 40) -> float:
@@ -233,6 +234,7 @@ def rows() -> list[Row]:
     ]
 
     chain = _per_rep("scalar_chain", CHAIN_IN, 8, 72)
+    chain_trn2 = _per_rep("scalar_chain", CHAIN_IN, 8, 72, platform="trn2")
     sm = _per_rep("matvec", MATVEC_IN, 16, 80, short_moving=True)
     ss = _per_rep("matvec", MATVEC_IN, 16, 80, short_moving=False)
     red2 = _per_rep("reduce_partitions", REDUCE_IN, 16, 80, vectorized=False)
@@ -243,6 +245,9 @@ def rows() -> list[Row]:
         Row("micro", "dependent 1-element ScalarE chain", "abs", 189, "ns per instruction",
             lambda: 1000 * chain(), "PERF", "Opt #5a: activation IDENTITY with scale/bias, [128,1] fp32, each "
             "reading the previous output; 189 ns = 264 ScalarE cycles on NC-v2", 0.30),
+        Row("micro", "trn2: dependent 1-element ScalarE chain", "abs", 222, "ns per instruction",
+            lambda: 1000 * chain_trn2(), "PERF", "Opt #5a on NeuronCore-v3 (trn2): the same chain, 222 ns = 266 "
+            "ScalarE cycles at 1.2 GHz", 0.30),
         Row("micro", "matvec, short operand moving", "abs", 64 / 2.8, "ns per matmul", lambda: 1000 * sm(), "PERF",
             "Opt #7: [1,128]x[128,128], MM issued every ~64 cycles (MM_INIT_LATENCY on trn1)", 0.30),
         Row("micro", "matvec: short stationary -> short moving", "ratio", 128 / 64, "x", lambda: ss() / sm(),

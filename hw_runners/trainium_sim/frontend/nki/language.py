@@ -1,7 +1,7 @@
 """nki.language (NKI v2) as trainium-sim provides it: allocation, loops, tile sizes, dtypes, buffers, and the
 convenience APIs NKI 0.3.0 (re)introduced (nl.load, nl.store, nl.add, nl.exp, nl.matmul, ...; the migration
 guide: 'convenience wrappers around nki.isa APIs'). Each is the v1 call that records the same instructions,
-without v1's forms: no mask=, no nl.arange / nl.mgrid, no nl.par_dim (see _v2.REMOVED).
+without v1's forms: no mask=, no nl.arange / nl.mgrid, nl.par_dim only as the first dimension (see _v2.REMOVED).
 
 Reference: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/nki.language.html (stubs:
 github.com/aws-neuron/aws-neuron-sdk nki/api/nki/language/__init__.py); tile sizes:
@@ -33,6 +33,7 @@ def _dtype(dtype):
 
 # buffers (NKI 0.3.0: objects, not strings; the recorder's names serve as the objects)
 sbuf, psum, hbm, shared_hbm, private_hbm = _v1.sbuf, _v1.psum, _v1.hbm, _v1.shared_hbm, _v1.private_hbm
+par_dim = _v1.par_dim      # accepted as the first dimension only (_shape)
 NkiTensor = ndarray_type = Tensor
 
 
@@ -76,8 +77,12 @@ set_platform("trn2", {"psum_bank_bytes": 2048, "sbuf_usable_partition_bytes": 21
 # -- allocation and loops --------------------------------------------------------------------------------
 def _shape(shape) -> tuple:
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if any(isinstance(s, _v1.par_dim) for s in shape):
+    # the partition dimension is the first; marking it so is harmless (Autocomp's NKI v2 gemm does, and ran on
+    # trn2), a par_dim anywhere else is a block dimension, which NKI 0.2.0 removed
+    if any(isinstance(s, _v1.par_dim) for s in shape[1:]):
         raise NKIError(_v2.REMOVED["par_dim"])
+    if shape and isinstance(shape[0], _v1.par_dim):
+        shape = (int(shape[0]),) + shape[1:]
     return shape
 
 
