@@ -21,7 +21,7 @@ PARTITIONS = 128
 PSUM_BANK_BYTES = 2048
 SBUF_PARTITION_BYTES = 192 * 1024
 MAX_RANK = 8
-MAX_TILE_ELEMENTS = 1 << 26
+MAX_TILE_ELEMENTS = 1 << 28      # one access: a whole tensor of the largest a problem may hold
 OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matmul", "transpose": "nisa.nc_transpose",
             "ew": "an elementwise instruction", "tensor_scalar": "nisa.tensor_scalar", "reduce": "a reduction",
             "activation": "nisa.activation", "scan": "nisa.tensor_tensor_scan", "select": "nisa.affine_select",

@@ -22,7 +22,11 @@ from autocomp_zmq.hw_runners.trainium_sim.workloads import (ProblemSpec, Problem
                                               _parametric, _problem, _spec, _unmet)
 from autocomp_zmq.protocols.jobs import ProblemDefinition
 
-MAX_ELEMENTS = 1 << 26           # per tensor: the largest of the paper's problems (rhs of gemm, 8192 x 8192)
+# what an evaluation holds of a problem's tensors: each input and output, and a float64 copy of each for the
+# reference, in the evaluator's 8 GiB (target.Options.max_memory_bytes). Autocomp's Llama-3.2-1B logits kernels
+# need 131 Mi elements (vocabulary 128,256 x 1,024) in one tensor; the paper's largest is 64 Mi (gemm's rhs).
+MAX_ELEMENTS = 1 << 28           # per tensor
+MAX_PROBLEM_BYTES = 2 << 30      # inputs and outputs together, at their dtypes
 DEFAULT_TOLERANCE = (1e-4, 1e-2)
 
 
@@ -121,11 +125,17 @@ def _load(target, definition: ProblemDefinition) -> Problem:
     pf = problemfile.parse(definition, tuple(ITEMSIZE))
     if pf.target != target.name:
         raise pf.error("target", f"the file is for {pf.target!r}, not {target.name}")
+    total = 0
     for kind in ("inputs", "outputs"):
         for i, t in enumerate(getattr(pf, kind)):
-            if int(np.prod(t.shape)) > MAX_ELEMENTS:
-                raise pf.error(f"{kind}[{i}].shape", f"{int(np.prod(t.shape)):,} elements; at most {MAX_ELEMENTS:,} "
+            n = int(np.prod(t.shape))
+            if n > MAX_ELEMENTS:
+                raise pf.error(f"{kind}[{i}].shape", f"{n:,} elements; at most {MAX_ELEMENTS:,} "
                                                      "per tensor keep an evaluation feasible")
+            total += n * ITEMSIZE[t.dtype]
+    if total > MAX_PROBLEM_BYTES:
+        raise pf.error("inputs", f"the inputs and outputs hold {total / 2**30:.2f} GiB; at most "
+                                 f"{MAX_PROBLEM_BYTES / 2**30:.0f} GiB keep an evaluation within its memory")
     params = _parameters(pf, target.info().entry_point)
     atol, rtol = (pf.atol if pf.atol is not None else DEFAULT_TOLERANCE[0],
                   pf.rtol if pf.rtol is not None else DEFAULT_TOLERANCE[1])

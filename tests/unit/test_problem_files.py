@@ -193,6 +193,10 @@ TRAINIUM_ERRORS = [
     (edited(NORM, outputs=[{"name": "y", "shape": ["M", "N"], "dtype": "float32"}]),
      "my.toml: outputs: family 'rmsnorm' has outputs out float32['M', 'N']"),
     (edited(NORM, dims={"M": 128}), "my.toml: inputs[0].shape[1]: 'N' is not a dim"),
+    (edited(NORM, dims={"M": 16384, "N": 32768}), "my.toml: inputs[0].shape: 536,870,912 elements; at most "
+                                                   "268,435,456 per tensor"),
+    (edited(NORM, dims={"M": 8192, "N": 32768}), "my.toml: inputs: the inputs and outputs hold 2.00 GiB; at most 2 "
+                                                 "GiB"),
 ]
 
 
@@ -201,6 +205,16 @@ def test_trainium_file_errors_name_the_file_and_the_field(tmp_path, meta, messag
     with pytest.raises(DefinitionError) as err:
         load(write(tmp_path, meta, ref=NORM_REF, kernel="# mine\n"), "trainium-sim")
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_trainium_tensor_past_64_mi_elements_is_accepted_within_the_memory_bound(tmp_path):
+    # Autocomp's Llama logits kernels need 131 Mi elements in one tensor; before, 64 Mi was the cap
+    logits = edited(NORM, dims={"M": 128256, "N": 1024}, family=None, signature="solution(a_tensor)",
+                    inputs=[{**NORM["inputs"][0], "dtype": "bfloat16"}],
+                    outputs=[{"name": "out", "shape": ["M", "N"], "dtype": "bfloat16"}])
+    problem = load(write(tmp_path, logits, ref="def reference(a_tensor):\n    return a_tensor\n", kernel="# mine\n"),
+                   "trainium-sim")
+    assert problem.semantics.inputs[0].shape == (128256, 1024)
 
 
 def test_trainium_reference_must_agree_with_its_family(tmp_path):
