@@ -10,7 +10,7 @@ import numpy as np
 
 from autocomp_zmq.hw_runners.trainium_sim.fp8 import FORMATS as FP8, round_fp8
 
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1,
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1, "uint32": 4,
             "float8_e4m3": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}   # bytes per element
 FLOATS = ("float32", "bfloat16", "float16", *FP8)     # held in float32 arrays
 
@@ -42,11 +42,12 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
         return round_fp8(x, dtype)
     info = np.iinfo(dtype)
     x = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
-    return np.clip(np.trunc(x), info.min, info.max).astype(np.int32)
+    return np.clip(np.trunc(x), info.min, info.max).astype(storage(dtype))
 
 
 def storage(dtype: str) -> type:
-    return np.float32 if dtype in FLOATS else np.int32
+    """The array type a dtype's values are held in: uint32's range needs 64-bit integers."""
+    return np.float32 if dtype in FLOATS else np.int64 if dtype == "uint32" else np.int32
 
 
 def _gelu_tanh(x):
@@ -83,7 +84,8 @@ UNARY = {
 
 
 def _int_op(f):
-    return lambda a, b: f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)).astype(np.float32)
+    # integers stay integers: a float32 result would round values past 2**24 (uint32 and int32 bit patterns)
+    return lambda a, b: f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
 
 
 BINARY = {

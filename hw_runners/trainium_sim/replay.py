@@ -84,7 +84,7 @@ class Replayer(EngineOps):
             elif tid in self.unfilled:
                 arr = np.empty((self.sets, *t.shape), dtype=ops.storage(t.dtype))
             else:
-                fill = UNWRITTEN_INT if ops.storage(t.dtype) is np.int32 else np.nan
+                fill = np.nan if ops.storage(t.dtype) is np.float32 else UNWRITTEN_INT
                 arr = np.full((self.sets, *t.shape), fill, dtype=ops.storage(t.dtype))
             self.mem[tid] = arr
         return arr

@@ -18,7 +18,7 @@ from autocomp_zmq.hw_runners.trainium_sim.target import TrainiumSim
 HEADER = ("import numpy as np\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
           "import neuronxcc.nki.isa as nisa\n")
 
-_TOML_DTYPES = ("float32", "bfloat16", "float16", "int32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+_TOML_DTYPES = ("float32", "bfloat16", "float16", "int32", "uint32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
 
 
 def _toml_value(v) -> str:

@@ -254,6 +254,25 @@ def reference(a):
     """))
 
 
+def test_uint32_holds_values_past_int32(kit):
+    # nl.uint32 (token ids, hashes and bit masks in Autocomp's newer workloads) was not simulated
+    p = kit.problem({"u": ((128, 64), "uint32")}, {"out": ((128, 64), "uint32")}, """
+def reference(u):
+    return u.astype(np.int64) >> 1
+""", make_inputs="""
+def make_inputs(rng):
+    return {"u": rng.integers(0, 2**32, size=(128, 64), dtype=np.uint64).astype(np.uint32)}
+""", atol=0.0, rtol=0.0)
+    ok(kit.evaluate(p, """
+    @nki.jit
+    def solution(u):
+        out = nl.ndarray(u.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+        t = nl.load(u)
+        nl.store(out, nl.right_shift(t, 1, dtype=nl.uint32))
+        return out
+    """))
+
+
 # -- matmul -------------------------------------------------------------------------------------
 def test_matmul_forms_and_psum_accumulation(kit):
     p = kit.problem({"aT": ((512, 128), F32), "x": ((64, 128), F32), "b": ((512, 512), F32)},

@@ -86,7 +86,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None) -> None:
 
 def memset(dst, value, engine=engine.unknown, name=None) -> None:
     d = on_chip(dst, "nisa.memset's dst")
-    if d.dtype_name in ("int32", "int8", "uint8") and not float(value).is_integer():
+    if d.dtype_name in ("int32", "int8", "uint8", "uint32") and not float(value).is_integer():
         raise NKIError("nisa.memset: value must match the dst dtype (NKI 0.3.0): pass an integer for an integer tile")
     into(d, "nisa.memset", lambda: _v1.memset(d.shape, value, d.dtype_name, engine=_eng(engine)))
 

@@ -18,7 +18,7 @@ from nki import _v2
 
 # dtypes trainium-sim's replayer holds (packed x4 / fp4 / e8m0 / int16 are not modelled; see __getattr__)
 float32, bfloat16, float16, tfloat32 = _v1.float32, _v1.bfloat16, _v1.float16, _v1.tfloat32
-int32, int8, uint8, bool_ = _v1.int32, _v1.int8, _v1.uint8, _v1.bool_
+int32, int8, uint8, uint32, bool_ = _v1.int32, _v1.int8, _v1.uint8, _v1.uint32, _v1.bool_
 fp32, bfp16 = _v1.fp32, _v1.bfp16
 # fp8: NKI's dtypes are strings (the stubs' `DType = str`); the replayer rounds to each format (fp8.py there)
 float8_e4m3, float8_e4m3fn, float8_e5m2 = "float8_e4m3", "float8_e4m3fn", "float8_e5m2"
@@ -194,7 +194,7 @@ max_, min_ = globals()["max"], globals()["min"]
 _NOT_SIMULATED = {"abs_max", "abs_min", "rms_norm", "dropout", "random_seed", "no_reorder", "gather_flattened",
                   "dynamic_range", "fori_loop", "while_loop", "shared_constant", "shared_identity_matrix", "rand",
                   "gelu_apprx_sigmoid_dx", "average", "prelu", "bypass", "float8_e8m0fnu", "float8_e4m3fn_x4",
-                  "float8_e5m2_x4", "float4_e2m1fn_x4", "int16", "uint16", "uint32", "spmd_dim", "nc"}
+                  "float8_e5m2_x4", "float4_e2m1fn_x4", "int16", "uint16", "spmd_dim", "nc"}
 
 
 def __getattr__(name: str):

@@ -37,8 +37,9 @@ class bfloat16:
 # stubs), and the replayer rounds values to them
 FP8 = ("float8_e4m3", "float8_e4m3fn", "float8_e5m2")
 DTYPES = {"float32": np.float32, "bfloat16": bfloat16, "float16": np.float16, "int32": np.int32,
-          "int8": np.int8, "uint8": np.uint8, **{n: n for n in FP8}}
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1, **{n: 1 for n in FP8}}
+          "int8": np.int8, "uint8": np.uint8, "uint32": np.uint32, **{n: n for n in FP8}}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int8": 1, "uint8": 1, "uint32": 4,
+            **{n: 1 for n in FP8}}
 
 
 _DTYPE_NAMES: dict = {}     # dtype spellings (strings, classes, numpy dtypes) already named

@@ -9,7 +9,7 @@ import numpy as _np
 from neuronxcc.nki._index import NKIError
 from neuronxcc.nki._trace import ITEMSIZE, bfloat16, dtype_name
 
-float32, float16, int32, int8, uint8 = _np.float32, _np.float16, _np.int32, _np.int8, _np.uint8
+float32, float16, int32, int8, uint8, uint32 = _np.float32, _np.float16, _np.int32, _np.int8, _np.uint8, _np.uint32
 tfloat32 = _np.float32          # fp32 data the Tensor engine multiplies at reduced precision: stored as fp32
 bool_ = _np.uint8               # NKI's booleans are bytes
 
@@ -45,5 +45,5 @@ def finfo(dtype):
     return _np.finfo(name)
 
 
-__all__ = ["float32", "float16", "int32", "int8", "uint8", "tfloat32", "bool_", "bfloat16", "sbuf", "psum", "hbm",
+__all__ = ["float32", "float16", "int32", "int8", "uint8", "uint32", "tfloat32", "bool_", "bfloat16", "sbuf", "psum", "hbm",
            "shared_hbm", "private_hbm", "tile_size", "fp32", "bfp16", "par_dim", "sizeinbytes", "finfo"]
