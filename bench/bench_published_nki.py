@@ -307,6 +307,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes where the harness's take long (marked)")
     ap.add_argument("--assembly", choices=("substitute", "imports"), default="substitute",
                     help="how an Autocomp kernel meets its harness (see above)")
+    ap.add_argument("--dialect", choices=("nki1", "nki2"), default="nki1",
+                    help="nki2: Autocomp's NKI v2 starting kernels and harnesses (sols/trn-*-nki2), simulated on trn2")
+    ap.add_argument("--as-problems", action="store_true",
+                    help="judge each kernel by its problem as the product defines it (as `eval --problem NAME` "
+                         "would), without this file's per-kernel arguments, shapes, dtypes and tolerances")
     args = ap.parse_args()
     if not args.autocomp and not args.nki_samples:
         ap.error("give --autocomp DIR and/or --nki-samples DIR")
@@ -314,6 +319,13 @@ def main() -> int:
         [(c, args.nki_samples) for c in NKI_SAMPLES if args.nki_samples]
     if args.only:
         cases = [(c, f) for c, f in cases if any(s in c.name for s in args.only)]
+    if args.dialect == "nki2":        # the same kernels and harnesses, ported by Autocomp's authors to NKI v2
+        v2 = lambda path: path.replace("-nki1/", "-nki2/") if path else path  # noqa: E731
+        cases = [(dataclasses.replace(c, kernel=v2(c.kernel), harness=v2(c.harness)), f) for c, f in cases
+                 if c.name.startswith("ac/")]
+    if args.as_problems:
+        cases = [(dataclasses.replace(c, call=None, kwargs=None, inputs=None, outputs=None, tol=None, note="")
+                  if c.problem not in OWN else c, f) for c, f in cases]
     sim = TracingSim(hidden_sets=1, time_s=900.0)
     table = Table(title=f"published trn1 NKI kernels on trainium-sim (assembly: {args.assembly})")
     for col in ("kernel", "shapes", "traced", "replayed", "correct", "latency us", "eval s", "error (first line)"):

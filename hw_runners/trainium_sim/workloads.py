@@ -120,7 +120,10 @@ def _parameter_names(signature: str) -> list[str]:
 
 
 def _literal(value: Any) -> Any:
-    """TOML has lists, Python kernels expect tuples (e.g. padding ((0, 0), (1, 1)))."""
+    """TOML has arrays only: an array is passed as a tuple (padding ((0, 0), (1, 1)), as kernels expect it), an
+    inline table {list = [...]} as a list (Autocomp's conv2d compares in_perm == [0, 1, 2, 3])."""
+    if isinstance(value, dict) and set(value) == {"list"} and isinstance(value["list"], list):
+        return [_literal(v) for v in value["list"]]
     return tuple(_literal(v) for v in value) if isinstance(value, list) else value
 
 

@@ -269,3 +269,27 @@ def test_a_family_file_without_a_reference_uses_the_family_s(tmp_path):
     p = load(write(tmp_path, plain, ref=None, kernel="# mine\n"), "trainium-sim")
     assert abs(p.semantics.make_inputs(3)["a_tensor"]).max() > 2    # the rmsnorm reference's rows of other scales
     assert "against the built-in rmsnorm family's reference" in p.description
+
+
+def test_trainium_arrays_pass_as_tuples_and_list_tables_as_lists(tmp_path):
+    # Autocomp's conv2d harness passes padding and stride as tuples and the perms as lists, and its kernel
+    # compares in_perm == [0, 1, 2, 3]: a tuple there took the wrong branch (AssertionError)
+    meta = edited(NORM, call=["a_tensor", "g_tensor", [[0, 0], [1, 1]], {"list": [0, 1, 2, 3]}], family=None,
+                  signature="solution(a_tensor, g_tensor, padding, in_perm)")
+    problem = load(write(tmp_path, meta, ref=NORM_REF.replace("g_tensor):", "g_tensor, padding, in_perm):"),
+                         kernel="# mine\n"), "trainium-sim")
+    assert problem.semantics.call[2:] == (((0, 0), (1, 1)), [0, 1, 2, 3])
+
+
+def test_the_paper_problems_are_defined_as_autocomps_harnesses_define_them():
+    """So that Autocomp's starting kernels run unchanged: its conv2d harness passes rhs_dilation and NCHW perms
+    (lists), its csa harness declares l and m float32 (before: an AssertionError, and 'output l must be a new HBM
+    tensor bfloat16')."""
+    from autocomp_zmq.hw_runners.trainium_sim.workloads import load_specs
+    specs = load_specs(Path(__file__).resolve().parents[2] / "hw_runners" / "trainium_sim" / "problems")
+    for name in ("conv2d", "conv2d-small"):
+        kw = specs[name].kwargs
+        assert kw["in_perm"] == kw["kern_perm"] == kw["out_perm"] == [0, 1, 2, 3] and kw["rhs_dilation"] == (1, 1)
+    for name in ("csa-2048", "csa-4096", "csa-16384"):
+        dtypes = {t.name: t.dtype for t in specs[name].outputs}
+        assert dtypes == {"o": "bfloat16", "l": "float32", "m": "float32"}, name

@@ -21,6 +21,7 @@ def head(s, v2: bool = False) -> str:
     sig = "num_heads=8, seq_len=2048, d_head=128" if mha else "seq_len=2048, d_head=128"
     h = "h, " if mha else ""
     shape = "H, " if mha else ""
+    stats = "kernel_dtype" if mha else "nl.float32"      # the l and m dtypes each problem declares
     code = f"""@nki.jit
 def solution(q, k, v, kernel_dtype, acc_type, {sig}):
     H = {"num_heads" if mha else "1"}
@@ -38,8 +39,8 @@ def solution(q, k, v, kernel_dtype, acc_type, {sig}):
         return t[{h}r0:r1, :]
 
     o = nl.ndarray(({shape}seq_len, d_head), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    l = nl.ndarray(({shape}seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    m = nl.ndarray(({shape}seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
+    l = nl.ndarray(({shape}seq_len, 1), dtype={stats}, buffer=nl.shared_hbm)
+    m = nl.ndarray(({shape}seq_len, 1), dtype={stats}, buffer=nl.shared_hbm)
     P = nl.tile_size.pmax                   # 128 queries per tile, 128 keys per P^T block
     dt = kernel_dtype
     NEG = -9984.0                           # stands in for -inf (exp underflows to 0)

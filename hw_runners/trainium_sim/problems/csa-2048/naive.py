@@ -17,8 +17,8 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
     NEG = -9984.0                           # stands in for -inf (exp underflows to 0)
 
     o = nl.ndarray((seq_len, d_head), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    l = nl.ndarray((seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    m = nl.ndarray((seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
+    l = nl.ndarray((seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    m = nl.ndarray((seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
 
     i_p = nl.arange(B_P)[:, None]
     i_f = nl.arange(B_F)[None, :]

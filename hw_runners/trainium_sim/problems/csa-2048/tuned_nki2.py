@@ -36,8 +36,8 @@ def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
         return v[r0:r1, :]
 
     o = nl.ndarray((seq_len, d_head), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    l = nl.ndarray((seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    m = nl.ndarray((seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
+    l = nl.ndarray((seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    m = nl.ndarray((seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
 
     def out_rows(t, h, r0, r1):
         return t[r0:r1, :]
