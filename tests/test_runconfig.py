@@ -182,7 +182,7 @@ def test_worker_arguments_use_the_run_option_names():
     assert args == ["--heartbeat-s", "0.2", "--max-refused", "5", "--unreachable-s", "600.0",
                     "--call-timeout-s", "600.0", "--call-retries", "1", "--temperature", "0.5",
                     "--reasoning-effort", "low", "--max-tokens", "32000", "--llm-concurrency", "64",
-                    "--openai-api", "responses", "--no-long-cache"]
+                    "--openai-api", "responses", "--no-long-cache", "--service-tier", "default"]
 
 
 def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
