@@ -21,7 +21,7 @@ import zmq
 from autocomp_zmq.agents import logsetup
 from autocomp_zmq.agents.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.localagents import key_variables, spawn_local_agents, stop_agents
-from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cost_functions
+from autocomp_zmq.agents.llm.pricing import PriceBook, cost_functions
 from autocomp_zmq.agents import registry
 from autocomp_zmq.agents.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.outcome import save_results, summarize
@@ -29,8 +29,9 @@ from autocomp_zmq.agents.progress import Progress
 from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
 from autocomp_zmq.agents import problemsource, reuse
-from autocomp_zmq.agents.runstart import (RunError, check_cap_admits_a_call, evaluate_start, menu_of, no_offline_moves,
-                                          open_store, prior_of, read_kernel, reused_trace, start_code)
+from autocomp_zmq.agents.runstart import (RunError, check_cap_admits_a_call, check_sampling, evaluate_start, menu_of,
+                                          no_offline_moves, open_store, prior_of, read_kernel, reused_trace,
+                                          run_prices, start_code)
 from autocomp_zmq.agents.runstore import STORE_FORMAT, RunStore, last_iteration
 from autocomp_zmq.agents.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
@@ -83,32 +84,6 @@ def _check_local_agent(role: str, spec: ModelSpec) -> None:
     if spec.model not in served:
         raise RunError(f"model {spec.text!r}: the {role} implementation {spec.model} serves "
                        f"{', '.join(served) or 'no model by name'}, so no job for {spec.text!r} would reach it")
-
-
-def _prices(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> PriceBook:
-    """The run's price book; under --max-cost every hosted model must have a known price, before anything starts."""
-    try:
-        book = PriceBook.load(cfg.models.prices, long_cache=cfg.models.long_cache, service_tier=cfg.models.service_tier,
-                              batch=cfg.models.batch_window_s is not None)
-    except PriceError as exc:
-        raise RunError(str(exc)) from None
-    unknown = sorted({s.text for role in specs.values() for s in role if not s.offline and not book.known(s)})
-    if unknown and cfg.budget.max_cost is not None and not cfg.models.replay:
-        raise RunError(f"--max-cost needs a price for every model, and {', '.join(unknown)} "
-                       f"{'has' if len(unknown) == 1 else 'have'} none: {PRICES_HELP}")
-    for model in unknown:
-        log.warning("price_unknown", model=model, note=f"its calls are counted at $0; {PRICES_HELP}")
-    return book
-
-
-def _check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
-    if cfg.models.reasoning_effort and any(s.provider == "anthropic" for role in specs.values() for s in role):
-        if cfg.models.temperature not in (None, 1.0):
-            raise RunError("--reasoning-effort turns on Anthropic's extended thinking, which needs temperature 1: "
-                           f"drop --temperature {cfg.models.temperature:g} or --reasoning-effort")
-        if cfg.models.max_tokens < 4096:
-            raise RunError("--reasoning-effort with an Anthropic model needs --max-tokens >= 4096 (the thinking "
-                           "budget comes out of the output limit)")
 
 
 def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
@@ -215,8 +190,8 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     replay = open_store(Path(cfg.models.replay), "--replay") if cfg.models.replay else None
     if replay:
         specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
-    _check_sampling(cfg, specs)
-    prices = _prices(cfg, specs)
+    check_sampling(cfg, specs)
+    prices = run_prices(cfg, specs)
     _preflight(cfg, specs)
     try:
         slurm_evaluators.preflight(cfg)      # Slurm is there and would take the job: before anything is created

@@ -1,13 +1,16 @@
 """What a run starts from, checked before anything is created: the optimization menu as the ISA profile
-shows it, the starting kernel, the trace a run reuses, and the evaluation of the starting kernel."""
+shows it, the starting kernel, the trace a run reuses, the models' prices and sampling options, and the evaluation
+of the starting kernel."""
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import structlog
+
 from autocomp_zmq.agents import reuse
 from autocomp_zmq.agents.console import make_console
-from autocomp_zmq.agents.llm.pricing import PriceBook, cap_refusal
+from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PriceBook, PriceError, cap_refusal
 from autocomp_zmq.agents.llm.prompts import pack
 from autocomp_zmq.agents.llm.specs import ModelSpec
 from autocomp_zmq.agents.policy import eval_job
@@ -19,8 +22,36 @@ from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Pla
 from autocomp_zmq.agents.search import PriorTrace
 
 
+log = structlog.get_logger("agents.run")
+
+
 class RunError(RuntimeError):
     """A run cannot start or cannot go on; the message says why and what to do."""
+
+
+def run_prices(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> PriceBook:
+    """The run's price book; under --max-cost every hosted model must have a known price, before anything starts."""
+    try:
+        book = PriceBook.of(cfg.models)
+    except PriceError as exc:
+        raise RunError(str(exc)) from None
+    unknown = sorted({s.text for role in specs.values() for s in role if not s.offline and not book.known(s)})
+    if unknown and cfg.budget.max_cost is not None and not cfg.models.replay:
+        raise RunError(f"--max-cost needs a price for every model, and {', '.join(unknown)} "
+                       f"{'has' if len(unknown) == 1 else 'have'} none: {PRICES_HELP}")
+    for model in unknown:
+        log.warning("price_unknown", model=model, note=f"its calls are counted at $0; {PRICES_HELP}")
+    return book
+
+
+def check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
+    if cfg.models.reasoning_effort and any(s.provider == "anthropic" for role in specs.values() for s in role):
+        if cfg.models.temperature not in (None, 1.0):
+            raise RunError("--reasoning-effort turns on Anthropic's extended thinking, which needs temperature 1: "
+                           f"drop --temperature {cfg.models.temperature:g} or --reasoning-effort")
+        if cfg.models.max_tokens < 4096:
+            raise RunError("--reasoning-effort with an Anthropic model needs --max-tokens >= 4096 (the thinking "
+                           "budget comes out of the output limit)")
 
 
 def menu_of(target: Target, profile: IsaProfile, family: str | None = None) -> list[MenuOption]:

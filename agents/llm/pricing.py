@@ -84,6 +84,13 @@ class PriceBook:
         path = path or os.environ.get("AUTOCOMP_PRICES") or None
         return cls(read_prices(Path(path)) if path else {}, str(path or ""), **options)
 
+    @classmethod
+    def of(cls, models) -> "PriceBook":
+        """The book a run's model options (agents/runsections.py Models) ask for: their prices file, and the tiers
+        and caches their calls are made with."""
+        return cls.load(models.prices, long_cache=models.long_cache, service_tier=models.service_tier,
+                        batch=models.batch_window_s is not None)
+
     def tiers(self, spec: ModelSpec) -> tuple[str, ...]:
         """The tiers a call of this model may be billed at, as the run calls it."""
         if self.batch and spec.provider in BATCH_PROVIDERS:
