@@ -2,7 +2,8 @@
 pack, call the job's model, read the answer as real models write it (agents/llm/parse.py).
 
 Calls run on an asyncio loop in a background thread, at most --llm-concurrency at a time per model, fewer while
-the provider answers 429 (agents/llm/limits.py). A call
+the provider answers 429 or its rate-limit headers say its window is nearly spent (agents/llm/limits.py); with
+--batch-window-s, OpenAI's and Anthropic's go through their Batch APIs instead (agents/llm/batches.py). A call
 first asks for half of --max-tokens; an answer cut off there (finish reason "length") is asked again once
 with the whole --max-tokens, and one cut off at --max-tokens is a failure named "truncated". Every try,
 failed or not, goes back in the result's "calls" with its prompt, its raw answer and the provider's token
