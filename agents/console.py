@@ -1,19 +1,40 @@
 """Rich consoles for people: never hard-wrapped when piped (paths and code stay whole in logs and
-files), soft-wrapped by the terminal otherwise. Program text is printed with markup off by the callers."""
+files), soft-wrapped by the terminal otherwise. Program text is printed with markup off by the callers.
+
+What they print is often written by a model or a candidate (kernels, plans, answers, compiler errors): its control
+characters are shown, never obeyed. An ESC in such text could otherwise retitle the window, clear the screen, plant a
+hyperlink or write the clipboard (OSC 52); each C0 control but tab and newline becomes its Unicode control picture
+(ESC is shown as "␛"), DEL and the C1 controls likewise, one character for one, so styles keep their places."""
 from __future__ import annotations
 
 import sys
 
 from rich.console import Console
+from rich.segment import Segment
 
 PIPED_WIDTH = 1000    # wide enough that tables never squeeze or wrap a cell when written to a file
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)} | {0x7F: 0x2421} | \
+    {c: 0xFFFD for c in range(0x80, 0xA0)}
+
+
+def printable(text: str) -> str:
+    """The text with its control characters shown rather than obeyed."""
+    return text.translate(CONTROL_PICTURES)
+
+
+class SafeConsole(Console):
+    """A Console whose text segments cannot carry control sequences; its own (styles, cursor moves) still do."""
+
+    def render(self, renderable, options=None):
+        for segment in super().render(renderable, options):
+            yield segment if segment.control else Segment(printable(segment.text), segment.style)
 
 
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else PIPED_WIDTH
     # no emoji codes either: ":x:" in a model spec must stay ":x:"
-    return Console(stderr=stderr, soft_wrap=True, width=width, emoji=False, highlight=False)
+    return SafeConsole(stderr=stderr, soft_wrap=True, width=width, emoji=False, highlight=False)
 
 
 def latency_number(value: float, unit: str) -> str:

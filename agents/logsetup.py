@@ -17,16 +17,25 @@ import structlog
 from rich.console import Console
 from rich.text import Text
 
+from autocomp_zmq.agents.console import printable
+
 
 def _level(level: str | None) -> int:
     name = (level or os.environ.get("AUTOCOMP_LOG_LEVEL", "INFO")).upper()
     return getattr(logging, name, logging.INFO)
 
 
+def _shown_not_obeyed(_, __, event: dict) -> dict:
+    """On a terminal, text from models and candidates (errors, kernels) shows its control characters (console.py)."""
+    return {k: printable(v) if isinstance(v, str) else v for k, v in event.items()}
+
+
 def configure(level: str | None = None) -> None:
-    renderer = structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+    tty = sys.stderr.isatty()     # JSON lines escape control characters by themselves
+    renderer = structlog.dev.ConsoleRenderer() if tty else structlog.processors.JSONRenderer()
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                    *([_shown_not_obeyed] if tty else []), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_level(level)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,

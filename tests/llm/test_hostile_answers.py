@@ -45,3 +45,27 @@ def test_carriage_return_include_in_a_model_answer_leaks_nothing(tmp_path):
                      for row in query(run, f"SELECT * FROM {table}"))
     assert token not in dump and token not in out
     assert all(token not in json.dumps(r["body"]) for r in fake.requests)
+
+
+ESCAPES = ("\x1b]0;owned\x07", "\x1b[2J", "\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\")
+
+
+def test_escape_sequences_in_answers_are_shown_not_obeyed(tmp_path):
+    """Before, `show` printed plans, kernels and answers with their ESC sequences intact: a model could retitle the
+    operator's window, clear the screen, plant a hyperlink or write the clipboard (OSC 52)."""
+    def script(prompt, n):
+        if "OPTION: <id" in prompt:
+            return 200, {}, "OPTION: loop-ws\nPLAN:\nUse the loop " + "".join(ESCAPES) + " FSM.\n"
+        return 200, {}, "Here it is " + ESCAPES[1] + f"\n```c\n{HWLOOP}```\n"
+
+    fake = FakeLLM(script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:escapes"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, model=[model])
+        run = tmp_path / "run"
+        finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--out", str(run)))
+    finally:
+        fake.close()
+    shown = [finish(launch("show", str(run), *args)) for args in (("--call", "1"), ("--call", "2"), ())]
+    assert all("\x1b" not in out for out in shown), [out for out in shown if "\x1b" in out][0][:2000]
+    assert "\u241b]0;owned" in shown[0] and "\u241b[2J" in shown[1]       # shown, as control pictures
