@@ -15,6 +15,7 @@ from neuronxcc.nki import isa as _v1
 from neuronxcc.nki import language as _nl1
 from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _int
 from neuronxcc.nki._trace import RECORDER, dtype_name
+from neuronxcc.nki._trace import dtype_name as _dtype_name     # kept: the public name is deleted below
 from nki import _fp8, _v2
 from nki._v2 import into, on_chip, touched, view
 
@@ -71,9 +72,15 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
                                                              dtype=view(dst, "dst").dtype_name))
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None) -> None:
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None) -> None:
     s = on_chip(src, "nisa.tensor_copy's src")
     d = on_chip(dst, "nisa.tensor_copy's dst")
+    # NKI v2's signature has no dtype: dst's dtype is the cast. Autocomp's published v2 gemm still passes
+    # dtype= naming dst's own dtype (a redundant spelling, kept working); any other dtype would be a cast
+    # this call cannot make, so it is refused rather than silently ignored
+    if dtype is not None and _dtype_name(dtype) != d.dtype_name:
+        raise NKIError(f"nisa.tensor_copy: dtype={_dtype_name(dtype)} differs from dst's dtype {d.dtype_name}; in "
+                       "NKI v2 the dst's dtype decides the cast (allocate dst with the dtype you want and drop dtype=)")
     e = _eng(engine)
     if e == "pool" and "psum" in (s.buffer, d.buffer):
         raise NKIError("nisa.tensor_copy: GpSimd cannot access PSUM; use the Vector or Scalar engine")
