@@ -42,7 +42,7 @@ from autocomp_zmq.hw_runners.trainium.neuron import (DEFAULT_LOCK_DIR, INSTALL_H
 from autocomp_zmq.hw_runners.trainium.runs import NeffCache, Run, Runtime, no_result, run, stage_failure
 from autocomp_zmq.hw_runners.trainium_sim.dialect import (V1, V2, DialectError, Sdk, check, kernel_dialect,
                                                          profile_for, profile_mismatch)
-from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, load_specs
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, in_profile, load_problems, load_specs, spec_of
 
 CPU_PER_WALL = 16   # the compiler is multi-threaded: the CPU-time limit is a backstop, the wall clock the limit
 DEFAULT_NEFF_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autocomp-zmq" / "trainium-neff"
@@ -128,6 +128,12 @@ class Trainium(Target):
     def problems(self) -> list[Problem]:
         return list(load_problems(self.name, self._problems_dir()))
 
+    def problem(self, name: str, isa: str | None = None) -> Problem:
+        """Described by its definition for the ISA profile's NKI dialect (trainium-sim's, workloads.in_profile)."""
+        problem = super().problem(name, isa)
+        spec = spec_of(problem, self._problems_dir())
+        return in_profile(problem, spec, self.info().isa_profile(isa).setting("dialect"))
+
     def devices(self) -> list[str]:
         """The host's NeuronCores, or those NEURON_RT_VISIBLE_CORES names when it names several."""
         named = parse_core_list(os.environ.get(VISIBLE_CORES, "")) if os.environ.get(VISIBLE_CORES) else None
@@ -194,6 +200,7 @@ class Trainium(Target):
             if written is None:    # no NKI import (a broken file): the SDK's own dialect (v1 up to SDK 2.29)
                 written = V1 if V1 in sdk.dialects() else V2 if V2 in sdk.dialects() else None
             dialect = check(written, sdk)
+            spec = spec.for_dialect(dialect)      # the problem as defined for kernels in this dialect ([nki2])
         except DialectError as exc:
             return EvalResult.failure("setup", str(exc), latency_unit="us")
         runtime = self._runtime(sdk)

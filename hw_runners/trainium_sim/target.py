@@ -31,7 +31,7 @@ from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.program import API_NAMES, where as site_of
-from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, load_problems, name_patterns, parametric_problem, spec_of
+from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, in_profile, load_problems, name_patterns, parametric_problem, spec_of
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 from autocomp_zmq.hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, gc_paused, gib
 
@@ -115,6 +115,12 @@ class TrainiumSim(Target):
     def problems(self) -> list[Problem]:
         return list(load_problems(self.name, self.info().problems))
 
+    def problem(self, name: str, isa: str | None = None) -> Problem:
+        """The problem as a run under ISA profile `isa` sees it: described by its definition for the profile's
+        NKI dialect (Autocomp's v2 harnesses pass some problems other inputs)."""
+        problem = super().problem(name, isa)
+        return in_profile(problem, self.spec(problem), self.info().isa_profile(isa).setting("dialect"))
+
     def parametric(self, name: str) -> Problem | None:
         return parametric_problem(self.name, self.info().problems, name)
 
@@ -142,7 +148,9 @@ class TrainiumSim(Target):
         if len(code.encode()) > MAX_SOURCE:
             return EvalResult.failure("policy", f"kernel source over {MAX_SOURCE // 1024} KiB")
         profile = self.info().isa_profile(problem.isa)
-        result = self._evaluate_in(self.spec(problem), code, seed, limits, deadline, profile)
+        # the problem as defined for the kernel's dialect (a v2 kernel may take other inputs: workloads.py)
+        spec = self.spec(problem).for_dialect(tracer.dialect_of(code))
+        result = self._evaluate_in(spec, code, seed, limits, deadline, profile)
         result.wall_s = time.monotonic() - started
         return bounded(result)
 
@@ -162,7 +170,8 @@ class TrainiumSim(Target):
     def prepare(self, problem: Problem, seed: int = 0) -> None:
         """Draw a problem's input sets and compute their reference outputs now (an evaluator does it once per
         problem, before its first evaluation of it)."""
-        self._prepared(self.spec(problem), seed)
+        dialect = self.info().isa_profile(problem.isa).setting("dialect")
+        self._prepared(self.spec(problem).for_dialect(dialect), seed)
 
     def _prepared(self, spec: ProblemSpec, seed: int) -> tuple[dict[str, np.ndarray], list]:
         """The public and hidden input sets stacked (set axis first) and rounded to their dtypes, read-only,

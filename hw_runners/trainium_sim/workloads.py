@@ -7,9 +7,18 @@ and its starting (naive.py) and hand-tuned (tuned.py) NKI kernels, and their NKI
 problem touches no Python of the product. A sibling at another size declares `like = "NAME"` and uses
 that problem's reference and kernels; a reference whose make_inputs takes `shapes` gets the declared
 input shapes (name -> shape), so one reference serves every size.
+
+A problem may be defined differently for kernels written in NKI v2: a `[nki2]` table replaces any of signature,
+call, kwargs, inputs, outputs, description and tolerance (Autocomp's trn-*-nki2 harnesses pass some problems other
+inputs than its nki1 ones: a causal mask, a pre-broadcast or pre-transposed operand). A kernel is judged by the
+definition of the dialect it imports (ProblemSpec.for_dialect), and a run's problem description shows the one of its
+ISA profile's dialect (in_profile). In the table, `{DIM}` in signature and description stands for a size and
+`{description}` for the problem's own description; a `like` sibling inherits its home's table (its own [nki2]
+keys win), and a parametric size resolves the table's shapes as it does the problem's.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import inspect
@@ -32,6 +41,10 @@ from autocomp_zmq.hw_runners.trainium_sim.ops import ITEMSIZE, round_to
 # the kernels a problem directory may hold, by role (file ROLE.py): the NKI v1 starting and hand-tuned kernels,
 # and their NKI v2 counterparts (the nki2 ISA profile starts from naive_nki2; target.toml)
 KERNEL_ROLES = ("naive", "tuned", "naive_nki2", "tuned_nki2")
+# a dialect (dialect.py's V1/V2, an ISA profile's `dialect` setting) -> the problem.toml table that redefines the
+# problem for kernels written in it; what such a table may replace
+DIALECT_TABLES = {"v2": "nki2"}
+OVERRIDABLE = ("signature", "call", "kwargs", "inputs", "outputs", "description", "tolerance")
 
 
 class ProblemSpecError(ValueError):
@@ -65,6 +78,13 @@ class ProblemSpec:
     flops: int = 0
     reference_file: str = "reference.py"
     draws: tuple[TensorDecl, ...] = ()  # a problem file's inputs, drawn as declared instead of by make_inputs
+    prose: str = ""                     # the problem's description (what `Problem.description` opens with)
+    # dialect -> this problem as a kernel in that dialect is judged (a [nki2] table); absent: this definition
+    dialects: dict[str, "ProblemSpec"] = field(default_factory=dict)
+
+    def for_dialect(self, dialect: str | None) -> "ProblemSpec":
+        """The definition a kernel in `dialect` ("v1", "v2"; tracer.dialect_of) is judged by."""
+        return self.dialects.get(dialect, self)
 
     @property
     def compulsory_bytes(self) -> tuple[int, int]:
@@ -136,27 +156,51 @@ def _meta(directory: Path) -> dict:
 
 
 def _spec(directory: Path, dims: dict[str, int] | None = None, name: str | None = None) -> ProblemSpec:
-    """The problem of directory/problem.toml, at its own dims or at `dims` (a parametric name)."""
+    """The problem of directory/problem.toml, at its own dims or at `dims` (a parametric name), with its
+    definitions for other dialects."""
     path = directory / "problem.toml"
     meta = _meta(directory)
-    try:
-        dims = dims or {k: int(v) for k, v in meta.get("dims", {}).items()}
+    dims = dims or {k: int(v) for k, v in meta.get("dims", {}).items()}
+    home = directory.parent / meta["like"] if "like" in meta else directory
+    variants = {}
+    for dialect, key in DIALECT_TABLES.items():
+        table = {**(_meta(home).get(key, {}) if home != directory else {}), **meta.get(key, {})}
+        unknown = sorted(set(table) - set(OVERRIDABLE))
+        if unknown:
+            raise ProblemSpecError(f"{path}: [{key}] may redefine {', '.join(OVERRIDABLE)}, not {', '.join(unknown)}")
+        if table:
+            for text in ("signature", "description"):
+                if text in table:
+                    table[text] = _placed(table[text], dims, meta.get("description", ""))
+            variants[dialect] = _build(path, {**meta, **table}, dims, home, directory, name)
+    return dataclasses.replace(_build(path, meta, dims, home, directory, name), dialects=variants)
 
+
+def _placed(text: str, dims: dict[str, int], description: str) -> str:
+    """A [nki2] table's text with `{DIM}` as its size and `{description}` as the problem's own description;
+    other braces (a formula's sum_{ci, a, b}) stay as written."""
+    def sub(m):
+        key = m.group(1)
+        return str(dims[key]) if key in dims else description.strip() if key == "description" else m.group(0)
+    return re.sub(r"\{(\w+)\}", sub, text)
+
+
+def _build(path: Path, meta: dict, dims: dict[str, int], home: Path, directory: Path, name: str | None) -> ProblemSpec:
+    try:
         def bad(message):
             return ProblemSpecError(f"{path}: {message}")
 
-        def size(s):
-            return dims[s] if isinstance(s, str) else s
+        def size(s):      # a number, a dim, or a formula over the dims (mamba's B_exp: "STATE * 128")
+            return formula(s, dims, bad) if isinstance(s, str) else s
         tensors = lambda key: tuple(TensorSpec(t["name"], tuple(size(s) for s in t["shape"]), t["dtype"])  # noqa: E731
                                     for t in meta[key])
         tol = meta.get("tolerance", {})
-        home = directory.parent / meta["like"] if "like" in meta else directory
         spec = ProblemSpec(name=name or meta["name"], directory=home, defined_in=directory,
                            signature=meta["signature"], inputs=tensors("inputs"), outputs=tensors("outputs"),
                            call=tuple(_literal(c) for c in meta["call"]),
                            kwargs={k: _literal(v) for k, v in meta.get("kwargs", {}).items()},
                            atol=float(tol.get("atol", 1e-4)), rtol=float(tol.get("rtol", 1e-2)),
-                           flops=formula(meta.get("flops", 0), dims, bad))
+                           flops=formula(meta.get("flops", 0), dims, bad), prose=meta.get("description", ""))
     except KeyError as exc:
         raise ProblemSpecError(f"{path} does not declare {exc.args[0]!r}") from None
     for t in spec.inputs + spec.outputs:
@@ -178,12 +222,25 @@ def _problem(target: str, spec: ProblemSpec, meta: dict, dims: dict[str, int], f
              kernel_roles=KERNEL_ROLES, semantics: ProblemSpec | None = None) -> Problem:
     kernels = {role: spec.directory / f"{role}.py" for role in kernel_roles
                if (spec.directory / f"{role}.py").exists()}
+    return Problem(name=spec.name, target=target, family=family, dims=dims,
+                   description=_description(spec, meta.get("description", "")), kernels=kernels,
+                   tags=tuple(tags), semantics=semantics)
+
+
+def _description(spec: ProblemSpec, prose: str) -> str:
     shapes = "; ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in spec.inputs)
     outs = "; ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in spec.outputs)
-    desc = (f"{meta.get('description', '')} Entry point: @nki.jit def {spec.signature}. Inputs: {shapes}. "
+    return (f"{prose} Entry point: @nki.jit def {spec.signature}. Inputs: {shapes}. "
             f"Returns: {outs}. Tolerance: atol {spec.atol:g}, rtol {spec.rtol:g}.")
-    return Problem(name=spec.name, target=target, family=family, dims=dims, description=desc, kernels=kernels,
-                   tags=tuple(tags), semantics=semantics)
+
+
+def in_profile(problem: Problem, spec: ProblemSpec, dialect: str | None) -> Problem:
+    """The problem as a run under an ISA profile of `dialect` sees it: the description of that dialect's
+    definition where the problem has one (the model writes the signature it reads)."""
+    variant = spec.dialects.get(dialect)
+    if variant is None:
+        return problem
+    return dataclasses.replace(problem, description=_description(variant, variant.prose))
 
 
 @functools.cache
@@ -255,6 +312,6 @@ def _unmet(table: dict, dims: dict[str, int], flops: int) -> str:
 
 
 def spec_of(problem: Problem, directory: Path) -> ProblemSpec:
-    """What evaluating a kernel for the problem needs: a parametric or user problem carries it; a listed
-    problem's comes from its directory."""
+    """What evaluating a kernel for the problem needs (for_dialect picks a dialect's definition): a parametric
+    or user problem carries it; a listed problem's comes from its directory."""
     return problem.semantics or load_specs(directory)[problem.name]
