@@ -20,12 +20,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
 from autocomp_zmq.hw_runners.trainium_sim.platforms import PLATFORMS, params  # noqa: F401  (the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
@@ -336,27 +336,37 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         return [lay.slot_of[(t.tid, b)] for b in itertools.product(*(range(lo, hi + 1) for lo, hi in
                                                                      zip(a.lo[:t.pdim], a.hi[:t.pdim])))]
 
-    def spill_io(a, k, ready: float, after: bool) -> float:
-        """A spilled tile's share of an access moves between HBM and SBUF: loaded before a read, stored after a
-        write; returns when that transfer completes (its latency included)."""
-        nbytes = a.nbytes // max(1, len(keys(a)))
-        done = dma.spill(nbytes, a.partitions, ready, store=after)
-        tl.spill_bytes += nbytes
+    def spill_io(a, share: int, ready: float, after: bool) -> float:
+        """A spilled tile's share of an access (its bytes over the blocks it touches) moves between HBM and
+        SBUF: loaded before a read, stored after a write; returns when that transfer completes (its latency
+        included)."""
+        done = dma.spill(share, a.partitions, ready, store=after)
+        tl.spill_bytes += share
         return done + p["dma_fixed_us"] * 1000.0
 
+    def regions_of(st) -> list[tuple]:
+        """(buffer key, region, is_write, access, bytes per key) of every access that takes part in dependences;
+        an access's keys, region and share are worked out once (an access over n blocks has n keys)."""
+        found = []
+        for w, accs in ((False, st.reads), (True, st.writes)):
+            for a in accs:
+                if w or a.tensor.buffer != "hbm" or _base(a.tensor) in written_hbm:
+                    ks, region = keys(a), a.region()
+                    share = a.nbytes // max(1, len(ks))
+                    found += [(k, region, w, a, share) for k in ks]
+        return found
+
+    clock = Clock(deadline, f"timing the kernel's {len(steps):,} instructions")
     for n, st in enumerate(steps):
-        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
-            raise TimeoutError(f"timing the kernel's {len(steps):,} instructions exceeded the time limit "
-                               f"(stopped at instruction {n:,})")
         if n in elided:
             continue
         ready, cause = 0.0, "dma"
-        regions = [(k, a.region(), w, a) for w, accs in ((False, st.reads), (True, st.writes)) for a in accs
-                   if w or a.tensor.buffer != "hbm" or _base(a.tensor) in written_hbm for k in keys(a)]
-        for k, (p0, p1, f0, f1), is_write, a in regions:
+        regions = regions_of(st)
+        clock.tick(n)
+        for k, (p0, p1, f0, f1), is_write, a, share in regions:
             t, why = buffers[k].ready(p0, p1, f0, f1, is_write)
             if k[0] == "spill" and not is_write:
-                t, why = spill_io(a, k, t, after=False), "dma"
+                t, why = spill_io(a, share, t, after=False), "dma"
             if t > ready:
                 ready, cause = t, why
         if st.engine == "dma":
@@ -384,8 +394,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         tl.site_ns[(st.site, st.engine)] += busy
         tl.counts[st.engine] += 1
         last = max(tl.total_ns, end)
-        for k, (p0, p1, f0, f1), is_write, a in regions:
-            done = spill_io(a, k, end, after=True) if k[0] == "spill" and is_write else end
+        for k, (p0, p1, f0, f1), is_write, a, share in regions:
+            done = spill_io(a, share, end, after=True) if k[0] == "spill" and is_write else end
             buffers[k].record(p0, p1, f0, f1, is_write, done, st.engine)
             if done > last:
                 last = done

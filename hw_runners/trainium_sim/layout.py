@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, TensorDecl
 
 
@@ -81,9 +81,9 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
                 spilled[g] = slots[g] * size[g]
             used += (buf == "psum")
     slot_of = {}
+    clock = Clock(deadline, f"placing the kernel's {len(first):,} tiles")
     for g, us in groups.items():
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"placing the kernel's {len(first):,} tiles exceeded the time limit")
+        clock.tick()
         if g in spilled:
             slot_of.update({u: ("spill", u) for u in us})
             continue
@@ -91,7 +91,9 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
         # consecutive tiles of a loop alternate between buffers; slots >= the most alive at once, so the
         # top of the heap is always free by the time the next block is first used
         free_at = [(-1, i) for i in range(slots[g])]
-        for u in sorted(us, key=first.__getitem__):
+        for placed, u in enumerate(sorted(us, key=first.__getitem__)):
+            if placed % 1024 == 1023:
+                clock.tick()
             _, i = heapq.heapreplace(free_at, (last[u], free_at[0][1]))
             slot_of[u] = (g[0], g[1], i)
     kept = {g: slots[g] for g in groups if g not in spilled}

@@ -27,11 +27,11 @@ element has the value a full replay gives.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.program import TensorDecl
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step, store
 
@@ -62,10 +62,14 @@ def _base(t: TensorDecl) -> int:
     return t.alias if t.alias != -1 else t.tid
 
 
-def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int]):
+def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int],
+                 clock: Clock | None = None):
     """(base tid of each output -> array (1, *shape) holding 1 + the ordinal of the output-writing instruction
     that last writes each element, 0 where none does; those instructions in order: (index, accesses)). The
-    arrays start as zeros (pages the kernel's writes then touch once) and are 16-bit when they can be."""
+    arrays start as zeros (pages the kernel's writes then touch once) and are 16-bit when they can be. Marking
+    costs what the writes cover, which a kernel chooses (16,000 whole-output stores took minutes): the clock
+    is looked at after each writer."""
+    clock = clock or Clock(None, "")
     bases = {_base(tensors[o]) for o in outs}
     writers = []
     for n, step in enumerate(steps):
@@ -75,6 +79,7 @@ def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], ou
     dtype = np.uint16 if len(writers) < 1 << 16 else np.int32
     last = {b: np.zeros((1, *tensors[b].shape), dtype=dtype) for b in bases}
     for k, (n, mine) in enumerate(writers):
+        clock.tick(n)
         for i, w in mine:
             mask = decoded[n][4] if i == 0 else None
             view = last[_base(w.tensor)].reshape((1, *w.tensor.shape))
@@ -85,7 +90,8 @@ def last_writers(steps: list[Step], decoded: list, tensors: list[TensorDecl], ou
 def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list[int], regions: int,
          rng: np.random.Generator, deadline: float | None = None) -> tuple[Check, str | None]:
     """The check of one evaluation; (check, None), or (partial check, what is never written)."""
-    last, writers = last_writers(steps, decoded, tensors, outs)
+    clock = Clock(deadline, "choosing the output elements to check")
+    last, writers = last_writers(steps, decoded, tensors, outs, clock)
     for o in outs:
         b = _base(tensors[o])
         if last[b].min() == 0:
@@ -104,6 +110,7 @@ def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list
     # the cost follows what is checked, not the output's size)
     checked = {b: np.zeros(arr.shape, dtype=bool) for b, arr in last.items()}
     for k, (n, accesses) in enumerate(writers, 1):
+        clock.tick(n)
         if n in seeds:
             for w in accesses:
                 b = _base(w.tensor)
@@ -174,9 +181,9 @@ def backward(steps: list[Step], decoded: list, tensors: list[TensorDecl], seeds:
     needed = bytearray(len(steps))
     needs = _Needs(tensors)
     registers = False             # the Scalar engine's accumulator registers (activation reduce_cmd)
+    clock = Clock(deadline, "choosing the instructions to compute")
     for n in range(len(steps) - 1, -1, -1):
-        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
-            raise TimeoutError("choosing the instructions to compute exceeded the time limit")
+        clock.tick(n)
         step = steps[n]
         attrs, mask = decoded[n][3], decoded[n][4]
         registers_used = step.op == "activation" and "reduce_cmd" in attrs

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
-from autocomp_zmq.hw_runners.trainium_sim import costmodel
-from autocomp_zmq.hw_runners.trainium_sim.program import StreamError
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, slicing
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 from tests.trainium_sim.test_costmodel import P, Stream
 
 
@@ -106,8 +109,6 @@ def test_a_masked_access_keeps_its_index_compact():
     """A decoded stream keeps every access's index until the cost model is done: a masked 128 x 128 access
     must hold per-axis ranges (broadcast views), not 128 x 128 int64 arrays per dimension. The published
     transpose kernel (24k masked accesses) needed 18 GiB when they were materialized."""
-    import numpy as np
-
     from autocomp_zmq.hw_runners.trainium_sim.program import TensorDecl, mask_array, resolve
     t = TensorDecl(0, "hbm", (4, 512, 512), "float32", 0, 1)
     i = [0, [[128, 2, 0, 1]]]                   # const 0 + arange(128) on tile axis 0
@@ -117,3 +118,36 @@ def test_a_masked_access_keeps_its_index_compact():
     arrays = [x for x in a.index[1:] if isinstance(x, np.ndarray)]
     assert arrays and all(x.shape == (128, 128) for x in arrays)
     assert all((x.base if x.base is not None else x).size <= 128 for x in arrays)
+
+
+def test_choosing_the_checked_elements_looks_at_the_clock_between_writers():
+    """16,000 whole-output DMAs took 176 s under a 10 s limit: marking each output element's last writer
+    (slicing.last_writers) never looked at the deadline. Now a passed deadline stops it with a timeout."""
+    s = Stream()
+    x, out = s.tensor("hbm", (256, 256)), s.tensor("hbm", (256, 256))
+    for _ in range(50):
+        s.emit("dma", "dma", [s.at(out)], [s.at(x)])
+    decls = decode_tensors(s.tensors, 1 << 40)
+    _, last = uses(s.instrs, decls)
+    replay = Replayer(decls, {}, 1, last_use(last))
+    steps = replay.decode(s.instrs)
+    with pytest.raises(TimeoutError, match="choosing the output elements to check"):
+        slicing.plan(steps, replay.decoded, decls, [out], 0, np.random.default_rng(0), time.monotonic() - 1)
+
+
+@pytest.mark.system
+def test_timing_a_spilled_tile_is_linear_in_its_blocks():
+    """Timing an access to a spilled tile looked up the access's blocks once per block: one DMA writing all
+    16,384 blocks of a spilled (16384, par_dim(128), 2) tensor took 80 s (8,192: 18 s), so a kernel could
+    hold an evaluator far past its limit between two looks at the clock. Each access's blocks are now
+    listed once; 65,536 blocks take a few seconds."""
+    s = Stream()
+    n = 65_536
+    x, out = s.tensor("hbm", (n, 128, 2)), s.tensor("hbm", (n, 128, 2))
+    a = s.tensor("sbuf", (n, 128, 2), pdim=1, site=2)    # 512 KiB per partition: more than SBUF holds
+    s.emit("dma", "dma", [s.at(a)], [s.at(x)])
+    s.emit("dma", "dma", [s.at(out)], [s.at(a)])
+    t0 = time.monotonic()
+    _, lay, tl = s.timed()
+    assert lay.spilled and tl.spill_bytes == 2 * n * 128 * 2 * 4
+    assert time.monotonic() - t0 < 60        # was ~20 minutes; a few seconds on a loaded machine
