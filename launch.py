@@ -250,6 +250,12 @@ def _print_summary(summary: dict) -> None:
     console.print(f"Best kernel: {latency_text(summary['best_latency'], unit)} vs "
                   f"{latency_text(summary['baseline_latency'], unit)} for the starting kernel{roofline}. "
                   f"Written to {where}/{summary.get('best_file', 'best.c')}", markup=False, highlight=False)
+    if summary.get("full_checks"):
+        wrong = summary.get("full_check_failures", 0)
+        console.print(f"Checked on every output element before use: {summary['full_checks']} kernel(s) whose "
+                      f"sampled check had passed ({summary.get('full_check_s', 0):.1f} s of evaluation)"
+                      + (f"; {wrong} of them were wrong and were not used" if wrong else "") + ".",
+                      markup=False, highlight=False)
     if summary.get("cost_usd"):
         console.print(f"Model calls cost ${summary['cost_usd']:.2f}.", markup=False)
     console.print(f"Speedup: {summary['speedup']:.2f}x", markup=False, highlight=False)

@@ -31,5 +31,5 @@ class TargetEvaluator:
                 prob = self.target.problem(req.problem.name, req.problem.isa)
         except (UnknownProblemError, UnknownIsaError, ProblemSizeError, DefinitionError) as exc:
             raise ValueError(exc.args[0]) from None
-        return self.target.judge(prob, req.code, seed=req.seed)
+        return self.target.judge(prob, req.code, seed=req.seed, full=req.full)
 

@@ -32,7 +32,9 @@ def summarize(cfg: RunConfig, search: SearchPolicy, coord: Coordinator, run_dir:
                "plan_choices": plan_choices(coord.store.db),
                "model_calls": {billing: {"calls": n, "usd": round(usd, 6)}
                                for billing, (n, usd) in sorted(call_billing(coord.store.db).items())},
-               "latency_unit": s.latency_unit, "isa": cfg.task.isa}
+               "latency_unit": s.latency_unit, "isa": cfg.task.isa,
+               "full_checks": s.full_checks, "full_check_failures": s.full_check_failures,
+               "full_check_s": round(s.full_check_s, 3)}
     if s.baseline and s.best:
         summary.update(baseline_latency=s.baseline.latency, best_latency=s.best.latency, speedup=s.speedup,
                        best_id=s.best.id, best_utilization=s.best.utilization,

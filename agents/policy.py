@@ -107,6 +107,11 @@ class SearchSummary:
     # progress within the running iteration: (evaluations done, evaluations it is expected to make), or None for
     # a policy that cannot say (the display then shows iterations only)
     iteration_evals: tuple[int, int] | None = None
+    # kernels whose sampled value check passed, checked again on every output element before they became parents
+    # or the result (EvalReport.sampled), and how many of those were wrong
+    full_checks: int = 0
+    full_check_failures: int = 0
+    full_check_s: float = 0.0        # evaluator time they took
 
     @property
     def speedup(self) -> float | None:

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import msgspec
+
 from autocomp_zmq.agents.allocation import ModelAllocation
 from autocomp_zmq.agents.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash, content_id,
                                         eval_job, never_seeded, seed_of)
@@ -62,7 +64,7 @@ class Candidate:
     plan_job: str | None = None
     model: str | None = None
     repairs: int = 0
-    result: EvalReport | None = None
+    result: EvalReport | None = None    # a full check's report replaces a sampled one
 
     @property
     def correct(self) -> bool:
@@ -108,6 +110,9 @@ class BeamSearch:
         self._replayed: deque[tuple[str, bool, Answer | None, str | None]] = deque()
         self.evals_emitted = 0
         self.evals_done = 0
+        self.full_checks = 0            # candidates re-checked on every output element before becoming parents
+        self.full_check_failures = 0    # ... and found wrong (their sampled check had passed)
+        self.full_check_s = 0.0         # evaluator time those checks took
         self.replayed_results = 0
         self.stale_iterations = 0
         self.done = False
@@ -154,7 +159,8 @@ class BeamSearch:
             baseline=self.baseline.as_kernel() if self.baseline else None,
             best=self.best.as_kernel() if self.best else None,
             frontier=tuple(c.as_kernel() for c in self.beam), done=self.done, stop_reason=self.stop_reason,
-            iteration_evals=self._iteration_evals())
+            iteration_evals=self._iteration_evals(), full_checks=self.full_checks,
+            full_check_failures=self.full_check_failures, full_check_s=self.full_check_s)
 
     def _iteration_evals(self) -> tuple[int, int]:
         """(done, expected) evaluations of the running iteration: each waiting plan is K evaluations to come,
@@ -162,6 +168,8 @@ class BeamSearch:
         it, done, waiting = self.iteration, 0, 0
         for job in self.jobs.values():
             if job.iteration != it:
+                continue
+            if job.ctx.get("full"):
                 continue
             if job.id not in self.outstanding:
                 done += job.kind == "eval"
@@ -230,9 +238,38 @@ class BeamSearch:
         self.evals_emitted += 1
         self._emit(job)
 
+    def _check_in_full(self, cands: list[Candidate]) -> bool:
+        """Send a full check for each correct candidate whose verdict rests on a sampled value check (a wrong
+        tile can slip through a sample: EvalReport.sampled); True while any check is out. A parent or a result
+        of the run is always checked on every element; each candidate is checked once (the job is its own)."""
+        for cand in cands:
+            if cand.correct and cand.result.sampled:
+                jid, request = eval_job(self.problem, cand.code, self.cfg.eval_seed)
+                sharing = self.jobs[jid].ctx["cids"] if jid in self.jobs else [cand.id]
+                full = content_id("full-check", jid)
+                if full not in self.jobs:
+                    self.full_checks += 1
+                    self._emit(Job(full, "eval", self.iteration, msgspec.structs.replace(request, full=True),
+                                   ctx={"cids": list(sharing), "full": True}))
+        if self._replayed:          # checks a resumed run already made: taken now, as they were then
+            while self._replayed:
+                self._resolve(*self._replayed.popleft())
+        return bool(self.outstanding)
+
     def _on_eval(self, job: Job, result: EvalReport | None, error: str | None) -> None:
         if result is None:
             result = EvalReport.failure("lost", error or "evaluation failed")
+        if job.ctx.get("full"):
+            self.full_check_s += result.wall_s
+            if not (result.correct and not result.sampled):
+                self.full_check_failures += result.error_kind == "wrong_result"
+                if result.correct:   # a report that still rests on a sample cannot make a parent
+                    result = EvalReport.failure("lost", "the full value check came back sampled")
+            for cid in job.ctx["cids"]:
+                self.candidates[cid].result = result
+                if self.store:
+                    self.store.add_eval(cid, job.id, result)
+            return
         self.evals_done += 1
         for cid in job.ctx["cids"]:
             cand = self.candidates[cid]
@@ -288,6 +325,8 @@ class BeamSearch:
         it = self.iteration
         if it == 0:
             base = next(iter(self.candidates.values()))
+            if self._check_in_full([base]):
+                return
             if not base.correct:
                 self.done = True
                 self.stop_reason = f"the initial kernel is not correct: {base.result.error if base.result else None}"
@@ -296,12 +335,18 @@ class BeamSearch:
             self.beam = [base]
         else:
             old_best = self.best.latency
-            new = [c for c in self.candidates.values()
-                   if c.iteration == it and c.correct and c.latency < self.candidates[c.parent_id].latency]
-            pool: dict[str, Candidate] = {}
-            for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
-                pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
-            self.beam = list(pool.values())[:self.cfg.beam]
+            while True:         # the beam's members checked in full; one found wrong makes room for the next
+                new = [c for c in self.candidates.values()
+                       if c.iteration == it and c.correct and c.latency < self.candidates[c.parent_id].latency]
+                pool: dict[str, Candidate] = {}
+                for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
+                    pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
+                beam = list(pool.values())[:self.cfg.beam]
+                if self._check_in_full(beam):
+                    return      # resumed by the checks' results (_drain)
+                if all(c.correct for c in beam):
+                    break
+            self.beam = beam
             self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
             self._learn(it)
         if self.store:

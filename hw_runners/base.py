@@ -264,23 +264,27 @@ class Target(abc.ABC):
         return None
 
     def judge(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
-              time_limit_s: float | None = None) -> EvalResult:
+              time_limit_s: float | None = None, full: bool = False) -> EvalResult:
         """What evaluators run: the checks every target shares (the ISA profile's forbid list, on the source),
-        then the target's own evaluate()."""
+        then the target's own evaluate(). `full` is passed on only when asked for: only a target whose reports
+        can say `sampled` is ever asked, so a target that always compares every element need not accept it."""
         from autocomp_zmq.hw_runners.isa_check import violation
         info = self.info()
         profile = info.isa_profile(problem.isa)
         why = violation(code, profile.forbid, info.code_fence, profile.name, profile.description)
         if why:
             return EvalResult.failure("policy", why)
-        return self.evaluate(problem, code, seed=seed, trace_path=trace_path, time_limit_s=time_limit_s)
+        return self.evaluate(problem, code, seed=seed, trace_path=trace_path, time_limit_s=time_limit_s,
+                             **({"full": True} if full else {}))
 
     @abc.abstractmethod
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
                  time_limit_s: float | None = None) -> EvalResult:
         """Compile, run, check and measure `code` for `problem` in a sandbox; time_limit_s replaces the
         target's own limit on the kernel's run time. A target whose profiles forbid operations also checks,
-        here, that the kernel executed none of them (judge() has checked the source)."""
+        here, that the kernel executed none of them (judge() has checked the source). A target that compares
+        only a sample of a large output says so in the report (`sampled`) and accepts `full=True`, which
+        compares every element."""
 
 
 @functools.cache

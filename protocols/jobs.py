@@ -170,9 +170,12 @@ class RepairRequest(Payload):
 
 
 class EvalRequest(Payload):
+    """Evaluate `code`. `full`: compare every output element, also where the target checks a sample (a candidate
+    about to become a parent or the run's result; see EvalReport.sampled)."""
     problem: Problem
     code: Code
     seed: Seed
+    full: bool = False
 
 
 class PlanResult(Payload):
@@ -205,6 +208,9 @@ class EvalReport(Payload):
     wall_s: float = 0.0
     sandbox: Annotated[list[Text], msgspec.Meta(max_length=64)] = []
     calls: Calls = []
+    # True when `correct` rests on a sample of the output elements (trainium-sim's value check on large outputs):
+    # a search checks such a kernel in full (EvalRequest.full) before it becomes a parent or its result
+    sampled: bool = False
 
     @classmethod
     def failure(cls, kind: str, message: str, **extra: Any) -> "EvalReport":

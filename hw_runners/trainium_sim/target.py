@@ -135,7 +135,9 @@ class TrainiumSim(Target):
         return spec_of(problem, self.info().problems)
 
     def evaluate(self, problem: Problem, code: str, *, seed: int = 0, trace_path: Path | None = None,
-                 time_limit_s: float | None = None) -> EvalResult:
+                 time_limit_s: float | None = None, full: bool = False) -> EvalResult:
+        """`full`: compute and compare every output element (otherwise outputs over full_check_elements are
+        checked on a sample drawn after tracing, and the report says `sampled`)."""
         started = time.monotonic()
         opts = self.options
         total_s = time_limit_s if time_limit_s is not None else opts.time_s
@@ -150,7 +152,7 @@ class TrainiumSim(Target):
         profile = self.info().isa_profile(problem.isa)
         # the problem as defined for the kernel's dialect (a v2 kernel may take other inputs: workloads.py)
         spec = self.spec(problem).for_dialect(tracer.dialect_of(code))
-        result = self._evaluate_in(spec, code, seed, limits, deadline, profile)
+        result = self._evaluate_in(spec, code, seed, limits, deadline, profile, full)
         result.wall_s = time.monotonic() - started
         return bounded(result)
 
@@ -237,7 +239,7 @@ class TrainiumSim(Target):
                             platform, costmodel.params(platform))
 
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
-                     deadline: float, profile: IsaProfile = DEFAULT_ISA) -> EvalResult:
+                     deadline: float, profile: IsaProfile = DEFAULT_ISA, full: bool = False) -> EvalResult:
         heap.retain_freed_memory(self.options.retain_heap_bytes)
         if tracer.dialect_of(code) == "mixed":
             return EvalResult.failure("compile", "NKI error: this kernel imports both NKI v1 (neuronxcc.nki) and "
@@ -279,7 +281,7 @@ class TrainiumSim(Target):
                             f"({profile.description})", **common)
                 small = sum(math.prod(t.shape) for t in spec.outputs) <= self.options.full_check_elements
                 check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids,
-                                                0 if small else self.options.check_regions,
+                                                0 if small or full else self.options.check_regions,
                                                 np.random.default_rng(secrets.randbits(64)), deadline)
                 if unwritten is None:
                     # an output no instruction reads needs no NaN fill: every element is written (checked
@@ -306,7 +308,7 @@ class TrainiumSim(Target):
         m["platform"] = platform
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
-                            feedback_text=feedback.text(m), **common)
+                            feedback_text=feedback.text(m), sampled=check.checked < check.elements, **common)
         if unwritten is not None:
             result.correct, result.error_kind, result.error = False, "wrong_result", f"wrong result: {unwritten}"
             return result

@@ -195,3 +195,26 @@ def test_a_strided_store_writes_what_an_indexed_store_writes():
     assert np.array_equal(by_index, by_view)
     # overlapping windows and a broadcast axis reach elements twice: not one-to-one
     assert not _one_to_one((4, 3), (1, 1)) and not _one_to_one((4, 3), (0, 1)) and _one_to_one((1, 4), (0, 1))
+
+
+def test_a_full_check_catches_an_interior_tile_the_sample_can_miss(kit):
+    """Issue 39: a kernel wrong in one interior tile passes a sampled check when no drawn point lands in it (a
+    2048 GEMM with one wrong 128x512 tile passed 8 of 10 times). A sampled verdict says so (`sampled`), and
+    full=True, which a search asks for before a kernel becomes a parent or its result, computes and compares
+    every element: the wrong tile fails every time."""
+    wrong = f"if i == 3 and j == 2:\n    nl.store(out[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128], " \
+            f"nl.exp(t) * 1.5)\nelse:\n    {GOOD}"
+    with tempfile.TemporaryDirectory() as tmp:
+        k = SimKit(Path(tmp), check_regions=1, full_check_elements=0)
+        p = k.problem({"a": ((ROWS, COLS), "float32")}, {"out": ((ROWS, COLS), "float32")},
+                      "def reference(a):\n    return np.exp(a)\n")
+        good = k.evaluate(p, tiled(GOOD))
+        ok(good)
+        assert good.sampled and "values checked on" in good.feedback["value_check"]
+        whole = k.evaluate(p, tiled(GOOD), full=True)
+        ok(whole)
+        assert not whole.sampled and whole.feedback["value_check"] == "every output element checked"
+        assert whole.latency == good.latency
+        for _ in range(3):
+            r = k.evaluate(p, tiled(wrong), full=True)
+            assert not r.correct and "of 524,288 elements outside" in r.error, explain(r)
