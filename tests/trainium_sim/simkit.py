@@ -68,19 +68,31 @@ class SimKit:
     def problem(self, inputs: dict[str, tuple], outputs: dict[str, tuple], reference: str, *,
                 make_inputs: str | None = None, atol: float = 1e-4, rtol: float = 1e-3,
                 call: list | None = None, kwargs: dict | None = None, flops: int = 0,
-                name: str | None = None) -> Problem:
+                name: str | None = None, nki2: dict | None = None) -> Problem:
         """A problem with HBM `inputs`/`outputs` ({name: (shape, dtype)}) and a numpy `reference`
-        (source defining `reference(...)`; `np` is imported). `call` defaults to the input names."""
+        (source defining `reference(...)`; `np` is imported). `call` defaults to the input names. `nki2`: what
+        the problem's [nki2] table redefines for NKI v2 kernels (inputs, outputs, call, kwargs; the signature
+        follows from them as the problem's does)."""
         name = name or f"t{next(self._ids)}"
         call = list(call) if call is not None else list(inputs)
         kwargs = dict(kwargs or {})
-        params = [c if isinstance(c, str) and c in inputs else f"arg{i}" for i, c in enumerate(call)]
-        signature = f"solution({', '.join(params + list(kwargs))})"
         for _, dtype in list(inputs.values()) + list(outputs.values()):
             assert dtype in _TOML_DTYPES, dtype
         lines = [f"name = {_toml_value(name)}", 'description = "a trainium-sim test problem"',
-                 f"signature = {_toml_value(signature)}", f"flops = {int(flops)}",
+                 f"signature = {_toml_value(_signature(inputs, call, kwargs))}", f"flops = {int(flops)}",
                  f"call = {_toml_value(call)}", f"tolerance = {{atol = {atol!r}, rtol = {rtol!r}}}"]
+        if nki2:
+            v2_inputs = nki2.get("inputs", inputs)
+            v2_call = list(nki2.get("call", v2_inputs if "inputs" in nki2 else call))
+            v2_kwargs = dict(nki2.get("kwargs", kwargs))
+            lines += ["[nki2]", f"signature = {_toml_value(_signature(v2_inputs, v2_call, v2_kwargs))}",
+                      f"call = {_toml_value(v2_call)}",
+                      "kwargs = {" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in v2_kwargs.items()) + "}"]
+            for key in ("inputs", "outputs"):
+                if key in nki2:
+                    lines.append(f"{key} = [" + ", ".join(
+                        f"{{name = {_toml_value(t)}, shape = {_toml_value(list(shape))}, dtype = {_toml_value(dt)}}}"
+                        for t, (shape, dt) in nki2[key].items()) + "]")
         if kwargs:
             lines.append("[kwargs]")
             lines += [f"{k} = {_toml_value(v)}" for k, v in kwargs.items()]
@@ -101,6 +113,12 @@ class SimKit:
         """Evaluate kernel source (dedented; the usual imports prepended unless header=False)."""
         code = (HEADER if header else "") + textwrap.dedent(body)
         return self.sim.evaluate(problem, code, **kw)
+
+
+def _signature(inputs: dict, call: list, kwargs: dict) -> str:
+    """solution(...) naming the call's inputs by name and its literals arg<i>, then the keyword arguments."""
+    params = [c if isinstance(c, str) and c in inputs else f"arg{i}" for i, c in enumerate(call)]
+    return f"solution({', '.join(params + list(kwargs))})"
 
 
 def line_of(code: str, marker: str, header: bool = True) -> int:

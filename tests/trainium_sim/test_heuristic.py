@@ -35,22 +35,26 @@ def make_inputs(rng):
 """
 MAMBA_MAKER = """
 def make_inputs(rng):
-    return {"delta": rng.uniform(0.005, 0.2, (2, 256, 1024)).astype(np.float32),
+    made = {"delta": rng.uniform(0.005, 0.2, (2, 256, 1024)).astype(np.float32),
             "u": rng.standard_normal((2, 256, 1024)).astype(np.float32),
             "A": -rng.uniform(0.5, 8.0, (256, 4)).astype(np.float32),
             "B": rng.standard_normal((2, 4, 1024)).astype(np.float32),
             "C": rng.standard_normal((2, 4, 1024)).astype(np.float32)}
+    # NKI v2's definition: B and C pre-broadcast to 128 rows per state, as Autocomp's v2 harness passes them
+    return {**made, "B_exp": np.repeat(made["B"], 128, axis=1), "C_exp": np.repeat(made["C"], 128, axis=1)}
 """
 
 FLASH_MAKER = BF16_MAKER.split("def make_inputs")[0] + """
 def make_inputs(rng):
     sigma = np.sqrt(2.0 / np.sqrt(64))         # scores of std ~2: softmax neither flat nor one-hot
+    s = {q}[-2]
     return {{"q": _bf16(rng.standard_normal({q}) * sigma), "k": _bf16(rng.standard_normal({k}) * sigma),
-            "v": _bf16(rng.uniform(0.5, 1.5, {v}))}}
+            "v": _bf16(rng.uniform(0.5, 1.5, {v})),
+            "causal_mask": (np.arange(s)[None, :] <= np.arange(s)[:, None]).astype(np.float32)}}   # NKI v2's input
 """
-ATTN_REFERENCE = """def _olm(q, k, v):
+ATTN_REFERENCE = """def _olm(q, k, v, mask=None):
     s = q.astype(np.float64) @ k.astype(np.float64)
-    s[np.triu_indices(s.shape[0], 1)] = -np.inf
+    s[np.triu_indices(s.shape[0], 1) if mask is None else mask == 0] = -np.inf
     mx = s.max(axis=1, keepdims=True)
     p = np.exp(s - mx)
     return p @ v.astype(np.float64), np.log(p.sum(axis=1, keepdims=True)) + mx, mx
@@ -116,7 +120,10 @@ CASES = {
                   inputs={"delta": ((2, 256, 1024), F32), "u": ((2, 256, 1024), F32), "A": ((256, 4), F32),
                           "B": ((2, 4, 1024), F32), "C": ((2, 4, 1024), F32)},
                   outputs={"out": ((2, 256, 1024), F32)}, atol=1e-2, rtol=1e-2, make_inputs=MAMBA_MAKER,
-                  reference="def reference(delta, u, A, B, C):\n"
+                  nki2={"inputs": {"delta": ((2, 256, 1024), F32), "u": ((2, 256, 1024), F32), "A": ((256, 4), F32),
+                                   "B_exp": ((2, 512, 1024), F32), "C_exp": ((2, 512, 1024), F32)}},
+                  reference="def reference(delta, u, A, B=None, C=None, B_exp=None, C_exp=None):\n"
+                            "    B, C = (B, C) if B is not None else (B_exp[:, ::128, :], C_exp[:, ::128, :])\n"
                             "    delta, u, A, B, C = (x.astype(np.float64) for x in (delta, u, A, B, C))\n"
                             "    out = np.empty(delta.shape)\n"
                             "    for b in range(delta.shape[0]):\n"
@@ -130,10 +137,13 @@ CASES = {
                    kwargs={"padding": [[1, 1], [1, 1]], "stride": [1, 1]},
                    inputs={"img_ref": ((2, 64, 36, 120), F32), "filter_ref": ((256, 64, 3, 3), F32)},
                    outputs={"out": ((2, 256, 36, 120), F32)}, atol=1e-4, rtol=1e-2,
+                   nki2={"inputs": {"img_ref": ((2, 64, 36, 120), F32), "filter_T_ref": ((64, 3, 3, 256), F32)}},
                    make_inputs="def make_inputs(rng):\n"      # positive sums: a relative tolerance means something
+                               "    w = rng.uniform(-0.5, 1.0, (256, 64, 3, 3)).astype(np.float32)\n"
                                "    return {'img_ref': rng.random((2, 64, 36, 120), dtype=np.float32),\n"
-                               "            'filter_ref': rng.uniform(-0.5, 1.0, (256, 64, 3, 3)).astype(np.float32)}\n",
-                   reference="def reference(img_ref, filter_ref, padding, stride):\n"
+                               "            'filter_ref': w, 'filter_T_ref': w.transpose(1, 2, 3, 0).copy()}\n",
+                   reference="def reference(img_ref, padding, stride, filter_ref=None, filter_T_ref=None):\n"
+                             "    filter_ref = filter_T_ref.transpose(3, 0, 1, 2) if filter_ref is None else filter_ref\n"
                              "    x = np.pad(img_ref.astype(np.float64), ((0, 0), (0, 0), *padding))\n"
                              "    h, w = x.shape[2] - 2, x.shape[3] - 2\n"
                              "    return sum(np.einsum('nchw,oc->nohw', x[:, :, a:a + h, b:b + w], filter_ref[:, :, a, b])\n"
@@ -143,22 +153,30 @@ CASES = {
                 inputs={"q": ((1024, 64), BF16), "k": ((64, 1024), BF16), "v": ((1024, 64), BF16)},
                 outputs={"o": ((1024, 64), BF16), "l": ((1024, 1), F32), "m": ((1024, 1), F32)},
                 atol=1e-2, rtol=1e-2, make_inputs=FLASH_MAKER.format(q="(1024, 64)", k="(64, 1024)", v="(1024, 64)"),
-                reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, seq_len, d_head):\n"
-                                           "    return _olm(q, k, v)\n"),
+                nki2={"inputs": {"q": ((1024, 64), BF16), "k": ((64, 1024), BF16), "v": ((1024, 64), BF16),
+                                 "causal_mask": ((1024, 1024), F32)},
+                      "call": ["q", "k", "v", "causal_mask", "nl.bfloat16", "nl.float32"]},
+                reference=ATTN_REFERENCE + "def reference(q, k, v, seq_len, d_head, causal_mask=None, **dtypes):\n"
+                                           "    return _olm(q, k, v, causal_mask)\n"),
     "mha": dict(dims={"H": 2, "S": 512, "D": 64}, call=["q", "k", "v", "nl.bfloat16", "nl.float32"],
                 kwargs={"num_heads": 2, "seq_len": 512, "d_head": 64},
                 inputs={"q": ((2, 512, 64), BF16), "k": ((2, 64, 512), BF16), "v": ((2, 512, 64), BF16)},
                 outputs={"o": ((2, 512, 64), BF16), "l": ((2, 512, 1), BF16), "m": ((2, 512, 1), BF16)},
                 atol=1e-2, rtol=1e-2,
                 make_inputs=FLASH_MAKER.format(q="(2, 512, 64)", k="(2, 64, 512)", v="(2, 512, 64)"),
-                reference=ATTN_REFERENCE + "def reference(q, k, v, arg3, arg4, num_heads, seq_len, d_head):\n"
-                                           "    outs = [_olm(q[h], k[h], v[h]) for h in range(num_heads)]\n"
+                nki2={"inputs": {"q": ((2, 512, 64), BF16), "k": ((2, 64, 512), BF16), "v": ((2, 512, 64), BF16),
+                                 "causal_mask": ((512, 512), F32)},
+                      "outputs": {"o": ((2, 512, 64), BF16), "l": ((2, 512, 1), F32), "m": ((2, 512, 1), F32)},
+                      "call": ["q", "k", "v", "causal_mask", "nl.bfloat16", "nl.float32"]},
+                reference=ATTN_REFERENCE + "def reference(q, k, v, num_heads, seq_len, d_head, causal_mask=None, **dt):\n"
+                                           "    outs = [_olm(q[h], k[h], v[h], causal_mask) for h in range(num_heads)]\n"
                                            "    return tuple(np.stack([o[i] for o in outs]) for i in range(3))\n"),
     "attention": dict(dims={"D": 64, "S": 1024}, inputs={n: ((64, 1024), BF16) for n in ("q", "k", "v")},
                       outputs={"out": ((1024, 64), BF16)}, atol=1e-2, rtol=1e-2,
                       make_inputs=ATTN_MAKER.format(layout="hm"), reference=ATTN_REF.format(args="q, k, v", scores="q.T @ k", v="v.T")),
     "sd-attention": dict(dims={"S": 1024, "D": 64}, inputs={n: ((1024, 64), F32) for n in ("q_ref", "k_ref", "v_ref")},
                          kwargs={"use_causal_mask": False, "mixed_precision": True},
+                         nki2={"kwargs": {}},      # Autocomp's v2 harness calls solution(q, k, v)
                          outputs={"out": ((1024, 64), F32)}, atol=1e-2, rtol=1e-2,
                          make_inputs=ATTN_MAKER.format(layout="sm"),
                          reference=ATTN_REF.format(args="q_ref, k_ref, v_ref", scores="0.125 * q @ k.T", v="v")),

@@ -25,7 +25,8 @@ def test_the_heuristic_writes_csa_and_mha_in_v2():
         assert agent.supports(wire(name, "nki2")) is None, name
         assert agent.supports(wire(name, "")) is None, name
     # the same schedule in both dialects: the v2 kernel keeps the v1 kernel's loops and functions, without
-    # the v1-only forms (comments aside: a few v2 lines say what differs)
+    # the v1-only forms (comments aside: a few v2 lines say what differs), and takes the causal mask NKI v2's
+    # definition passes
     for family in ("csa", "mha"):
         fam = FAMILIES[family]
         dims = CASES[family]["dims"]
@@ -36,4 +37,7 @@ def test_the_heuristic_writes_csa_and_mha_in_v2():
                 assert v1_only not in v2, (v1_only, s)
             v2_lines = [ln.split("#")[0].rstrip() for ln in v2.splitlines()]
             frame = [ln.split("#")[0].rstrip() for ln in v1.splitlines() if re.match(r"\s*(for |def )", ln)]
+            sig = "def solution(q, k, v, kernel_dtype"
+            assert frame[0].startswith(sig), frame[0]
+            frame[0] = frame[0].replace(sig, "def solution(q, k, v, causal_mask, kernel_dtype")
             assert [ln for ln in frame if ln not in v2_lines] == [], s

@@ -5,7 +5,9 @@ nisa.tensor_copy casts into the weights; the padded tile is zeroed by nisa.memse
 DMA or by the copy out of a row chunk); the partition axis is first (the hoisted weights are one
 [CI, CT, taps, MC] tile instead of a par_dim block); a PSUM tile's first matmul overwrites and the next
 accumulate, so no zeroed PSUM tile. The head, the block loops and the image loop are conv2d.py's (head,
-blocks_loop, driver). What a knob changes is said in conv2d.py."""
+blocks_loop, driver). The filter arrives pre-transposed as the NKI v2 definition passes it (filter_T_ref
+[CI, HF, WF, CO], problem.toml's [nki2]), so a weight tile is one DMA (casting to the operand dtype) with no
+transposes. What a knob changes is said in conv2d.py."""
 from __future__ import annotations
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.conv2d import CHUNKS, Schedule, blocks_loop, driver, head
@@ -22,16 +24,21 @@ def _evict_block(engine: str) -> str:
             f"{ind}else:\n{ind}    {_evict('vector', dst, src, 'e')}")
 
 
+def _head(s: Schedule) -> str:
+    """conv2d.py's head, reading the sizes from filter_T_ref [CI, HF, WF, CO]."""
+    code = head(s)
+    for v1, v2 in (("def solution(img_ref, filter_ref, **kwargs):", "def solution(img_ref, filter_T_ref, **kwargs):"),
+                   ("CO, CI2, HF, WF = filter_ref.shape", "CI2, HF, WF, CO = filter_T_ref.shape")):
+        assert v1 in code
+        code = code.replace(v1, v2)
+    return code
+
+
 def body(s: Schedule) -> str:
-    code = head(s) + """
+    code = _head(s) + """
     def weights(ct, w_t):                    # w_t[ci, tap, co] = filter[ct * MC + co, ci, tap]
-        w_raw = nl.ndarray((MC, CI, HF, WF), dtype=filter_ref.dtype, buffer=nl.sbuf)     # [co, ci, a, b]
-        nisa.dma_copy(dst=w_raw, src=filter_ref[ct * MC:(ct + 1) * MC])
-        for a in nl.static_range(HF):
-            for b in nl.static_range(WF):
-                w_ps = nl.ndarray((CI, MC), dtype=nl.float32, buffer=nl.psum)
-                nisa.nc_transpose(dst=w_ps, data=w_raw[:, :, a, b])
-                nisa.tensor_copy(dst=w_t[:, a * WF + b, :], src=w_ps)
+        # filter_T_ref holds them in this order already: one DMA, no transposes
+        nisa.dma_copy(dst=w_t, src=filter_T_ref.reshape((CI, HF * WF, CO))[:, :, ct * MC:(ct + 1) * MC])
 """
     if s.hoist:
         code += """

@@ -16,14 +16,18 @@ from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import evict
 
 
 def head(s, v2: bool = False) -> str:
-    """The kernel's signature, HBM accessors, outputs and tile list (v2: without the nl.arange index)."""
+    """The kernel's signature, HBM accessors, outputs and tile list (v2: with the causal_mask input, which it does
+    not read, and without the nl.arange index)."""
     mha = s.family == "mha"
     sig = "num_heads=8, seq_len=2048, d_head=128" if mha else "seq_len=2048, d_head=128"
     h = "h, " if mha else ""
     shape = "H, " if mha else ""
-    stats = "kernel_dtype" if mha else "nl.float32"      # the l and m dtypes each problem declares
+    # the l and m dtypes each problem declares: float32, except mha's in NKI v1 (its Autocomp kernel's bfloat16)
+    stats = "kernel_dtype" if mha and not v2 else "nl.float32"
+    # NKI v2's definition (problem.toml's [nki2]) also passes the causal mask; the kernels build it on chip
+    mask = "causal_mask, " if v2 else ""
     code = f"""@nki.jit
-def solution(q, k, v, kernel_dtype, acc_type, {sig}):
+def solution(q, k, v, {mask}kernel_dtype, acc_type, {sig}):
     H = {"num_heads" if mha else "1"}
 
     def q_rows(h, r0, r1):

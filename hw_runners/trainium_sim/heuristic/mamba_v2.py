@@ -4,14 +4,18 @@ the dst it is given (a step's tiles are nl.ndarray slots of the Python lists bc,
 partition axis is first (no par_dim); the selection matrices and the identity are nisa.affine_select patterns
 over (partition k, free columns) instead of index-grid predicates; a partition-broadcast row is an
 nl.broadcast_to operand view; a PSUM tile's first matmul overwrites and the next accumulate (the states' sums
-into y_ps need no zeroed tile). The kernel's frame, loops and issue order are mamba.py's (kernel, emit_fns,
-_order). What a knob changes is said in mamba.py."""
+into y_ps need no zeroed tile). B and C arrive pre-broadcast as the NKI v2 definition passes them (B_exp, C_exp:
+128 equal rows per state, problem.toml's [nki2]); the kernels read the first row of each state's block (ROWS) and
+broadcast on chip as the v1 kernels do. The kernel's frame, loops and issue order are mamba.py's (kernel,
+emit_fns, _order). What a knob changes is said in mamba.py."""
 from __future__ import annotations
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.gemm_v2 import _evict
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.mamba import Schedule, emit_fns, kernel
 
 T = "ch * F:(ch + 1) * F"       # the free-axis slice of step (ch, n)'s chunk
+# the [N, ...] rows of B and C in B_exp / C_exp: every state's first row (a strided access of the HBM tensor)
+ROWS = "0:N * P:P"
 
 
 def _tile(name: str, shape: str, dtype: str = "f32", buf: str = "sbuf", ind: str = "                ") -> str:
@@ -70,7 +74,7 @@ def _rows(s: Schedule) -> str:
     for x in ("B", "C"):
         v = x.lower()
         if x == "C" and s.acc == "transpose":
-            out += (_tile("c_all", "(N, seq_len)", ind=ind) + f"{ind}nisa.dma_copy(dst=c_all, src=C[b, :, :])\n"
+            out += (_tile("c_all", "(N, seq_len)", ind=ind) + f"{ind}nisa.dma_copy(dst=c_all, src=C_exp[b, {ROWS}, :])\n"
                     + _tile("cT", "(P, seq_len // P, N)", ind=ind)
                     + f"{ind}for j in nl.static_range(seq_len // P):\n"
                     + _tile("c_ps", "(P, N)", buf="psum", ind=ind + "    ")
@@ -78,11 +82,12 @@ def _rows(s: Schedule) -> str:
                     f"{ind}    nisa.tensor_copy(dst=cT[:, j, :], src=c_ps)\n")
         elif s.bcast == "tensor":
             out += (_tile(f"{v}_raw", "(2 * N, seq_len)", ind=ind)
-                    + f"{ind}nisa.dma_copy(dst={v}_raw[0:N, :], src={x}[b, :, :])\n"
-                    f"{ind}nisa.dma_copy(dst={v}_raw[N:2 * N, :], src={x}[b, :, :])\n"
+                    + f"{ind}nisa.dma_copy(dst={v}_raw[0:N, :], src={x}_exp[b, {ROWS}, :])\n"
+                    f"{ind}nisa.dma_copy(dst={v}_raw[N:2 * N, :], src={x}_exp[b, {ROWS}, :])\n"
                     f"{ind}{v}_all = split({v}_raw, N)\n")
         else:
-            out += _tile(f"{v}_all", "(N, seq_len)", ind=ind) + f"{ind}nisa.dma_copy(dst={v}_all, src={x}[b, :, :])\n"
+            out += (_tile(f"{v}_all", "(N, seq_len)", ind=ind)
+                    + f"{ind}nisa.dma_copy(dst={v}_all, src={x}_exp[b, {ROWS}, :])\n")
     return out
 
 
@@ -92,7 +97,7 @@ def _bcast_fn(s: Schedule) -> str:
     ind = "                "
     out = f"            def bcast(i):\n{ind}ch, n = steps[i]\n{ind}bc[i] = []\n"
     for x in ("B", "C") if s.acc != "transpose" else ("B",):
-        v, src = x.lower(), f"{x}[b, n:n + 1, {T}]"
+        v, src = x.lower(), f"{x}_exp[b, n * P:n * P + 1, {T}]"
         row = f"{v}_all[n:n + 1, {T}]" if s.rows else f"{v}_row"
         if not s.rows and s.bcast == "tensor":       # the row twice: its bf16 value and remainder
             out += (_tile(f"{v}_raw", "(2, F)") + f"{ind}nisa.dma_copy(dst={v}_raw[0:1, :], src={src})\n"
@@ -191,5 +196,6 @@ def body(s: Schedule) -> str:
     scan = (_tile("h[i]", "(P, F)")
             + "                nisa.tensor_tensor_scan(dst=h[i], data0=d_a[i], data1=d_bu[i], initial=init, "
               "op0=nl.multiply, op1=nl.add)\n")
-    return kernel(s, _setup(s) + (SPLIT if s.bcast == "tensor" else ""), _rows(s), tiles, _bcast_fn(s), drive, scan,
+    code = kernel(s, _setup(s) + (SPLIT if s.bcast == "tensor" else ""), _rows(s), tiles, _bcast_fn(s), drive, scan,
                   _emit(s), store)
+    return code.replace("def solution(delta, u, A, B, C):\n", "def solution(delta, u, A, B_exp, C_exp):\n", 1)

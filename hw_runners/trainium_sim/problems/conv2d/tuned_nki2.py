@@ -4,8 +4,8 @@ import nki.language as nl
 
 
 @nki.jit
-def solution(img_ref, filter_ref, **kwargs):
-    # 2-D convolution (NCHW, OIHW, stride 1) as shifted matmuls on the Tensor engine, in bfloat16 with
+def solution(img_ref, filter_T_ref, **kwargs):
+    # 2-D convolution (NCHW, stride 1) as shifted matmuls on the Tensor engine, in bfloat16 with
     # fp32 accumulation in PSUM (4x the fp32 matmul rate; the rounding error of the 1152-term sums stays
     # ~1e-4 relative, far inside the tolerance). NKI v2.
     # Layout trick: the zero-padded image of one batch element is kept FLAT per channel, [C_in, H_p * W_p].
@@ -13,14 +13,15 @@ def solution(img_ref, filter_ref, **kwargs):
     # output rows at once the moving operand of every tap is one contiguous slice of R * W_p columns: R
     # rows per matmul (3 for W_p = 130, up to the 512-column limit) with only 2 junk columns per row, which
     # the PSUM evacuation skips (an access pattern over the PSUM tile).
-    # Weights: one contiguous copy per 128 output channels, transposed per tap on the Tensor engine.
+    # Weights: the filter arrives pre-transposed (the NKI v2 definition's filter_T_ref [C_in, H_f, W_f, C_out]),
+    # so one contiguous copy and one cast to bf16 give every tap's [C_in, C_out] stationary operand.
     # Images: copied in row chunks and cast into one of two flat padded bf16 buffers, whose zero borders
     # are written once. Output rows are staged and stored in groups (long contiguous DMA rows); the PSUM
     # evacuation alternates between the Scalar and Vector engines.
     (H_pad_l, H_pad_r), (W_pad_l, W_pad_r) = kwargs["padding"]
     assert tuple(kwargs.get("stride", (1, 1))) == (1, 1)
     N, C_in, H, W = img_ref.shape
-    C_out, C_in2, H_f, W_f = filter_ref.shape
+    C_in2, H_f, W_f, C_out = filter_T_ref.shape
     P = nl.tile_size.pmax
     assert C_in == C_in2 == P and C_out % P == 0
     H_p, W_p = H + H_pad_l + H_pad_r, W + W_pad_l + W_pad_r
@@ -31,15 +32,11 @@ def solution(img_ref, filter_ref, **kwargs):
     bf16, f32 = nl.bfloat16, nl.float32
     out = nl.ndarray((N, C_out, K0, K1), dtype=img_ref.dtype, buffer=nl.shared_hbm)
 
-    # -- weights: w[ci, ct, a * W_f + b, co] in bf16
-    w = nl.ndarray((P, CT, TAPS, P), dtype=bf16, buffer=nl.sbuf)
-    for ct in nl.static_range(CT):
-        w_raw = nl.ndarray((P, C_in * TAPS), dtype=f32, buffer=nl.sbuf)      # [co, ci * taps + tap]
-        nisa.dma_copy(dst=w_raw, src=filter_ref.reshape((C_out, C_in * TAPS))[ct * P:(ct + 1) * P, :])
-        for t in nl.static_range(TAPS):
-            w_ps = nl.ndarray((P, P), dtype=f32, buffer=nl.psum)
-            nisa.nc_transpose(dst=w_ps, data=w_raw[:, t:C_in * TAPS:TAPS])
-            nisa.tensor_copy(dst=w[:, ct, t, :], src=w_ps)
+    # -- weights: w[ci, a * W_f + b, co] in bf16
+    w_raw = nl.ndarray((P, TAPS, C_out), dtype=f32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w_raw, src=filter_T_ref.reshape((C_in, TAPS, C_out)))
+    w = nl.ndarray((P, TAPS, C_out), dtype=bf16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=w, src=w_raw)
 
     # -- two flat padded image buffers, zeroed once (only their interiors are rewritten)
     flat = H_p * W_p + W_f          # a little slack: the last block's junk columns may read past the end
@@ -80,7 +77,7 @@ def solution(img_ref, filter_ref, **kwargs):
                     ps = nl.ndarray((P, R * W_p), dtype=f32, buffer=nl.psum)
                     for t in nl.static_range(TAPS):       # the first matmul overwrites, the next accumulate
                         start = (i0 + t // W_f) * W_p + t % W_f
-                        nisa.nc_matmul(dst=ps[:, 0:r * W_p], stationary=w[:, ct, t, :],
+                        nisa.nc_matmul(dst=ps[:, 0:r * W_p], stationary=w[:, t, ct * P:(ct + 1) * P],
                                        moving=buf[:, start:start + r * W_p])
                     src = ps.ap([[R * W_p, P], [W_p, r], [1, K1]], offset=0)     # skips the junk columns
                     dst = stage[:, i0 - row0:i0 - row0 + r, :]

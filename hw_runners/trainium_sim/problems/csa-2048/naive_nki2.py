@@ -4,12 +4,15 @@ import nki.isa as nisa
 
 
 @nki.jit
-def solution(q, k, v, kernel_dtype, acc_type, seq_len=2048, d_head=128):
+def solution(q, k, v, causal_mask, kernel_dtype, acc_type, seq_len=2048, d_head=128):
     """Causal self-attention forward returning (o, l, m), one 128-query tile at a time (NKI v2).
 
     For each query tile: the full score row block [128, seq_len] is computed (K reloaded from HBM),
     masked, reduced and exponentiated in SBUF; then P is transposed tile by tile and multiplied with V
     (reloaded from HBM) into PSUM. o stays unnormalised, l = log(sum p) + m.
+
+    causal_mask (the NKI v2 definition's input, always the causal mask) is not read: the mask is an
+    affine_select pattern over (query, key) on chip, which costs no HBM traffic.
     """
     P = nl.tile_size.pmax                   # 128 queries per tile
     F = nl.tile_size.gemm_moving_fmax       # 512 keys per score matmul

@@ -4,13 +4,17 @@ import nki.isa as nisa
 
 
 @nki.jit
-def solution(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=128):
+def solution(q, k, v, causal_mask, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=128):
     """Multi-head causal self-attention forward returning (o, l, m), head by head, 128 queries at a time
     (NKI v2).
 
     For each query tile: the full score row block [128, seq_len] is computed (K reloaded from HBM),
     masked, reduced and exponentiated in SBUF; then P is transposed tile by tile and multiplied with V
     (reloaded from HBM) into PSUM. o stays unnormalised, l = log(sum p) + m.
+
+    causal_mask (the NKI v2 definition's input, always the causal mask) is not read: the mask is an
+    affine_select pattern over (query, key) on chip, which costs no HBM traffic. l and m are float32, as
+    the NKI v2 definition declares them (Autocomp's v2 kernel's).
     """
     P = nl.tile_size.pmax                   # 128 queries per tile
     F = nl.tile_size.gemm_moving_fmax       # 512 keys per score matmul
@@ -18,8 +22,8 @@ def solution(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=
     NEG = -9984.0                           # stands in for -inf (exp underflows to 0)
 
     o = nl.ndarray((num_heads, seq_len, d_head), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    l = nl.ndarray((num_heads, seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    m = nl.ndarray((num_heads, seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
+    l = nl.ndarray((num_heads, seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    m = nl.ndarray((num_heads, seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
 
     for h in nl.affine_range(num_heads):
         for qi in nl.affine_range(seq_len // P):

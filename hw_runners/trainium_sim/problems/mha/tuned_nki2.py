@@ -4,7 +4,7 @@ import nki.isa as nisa
 
 
 @nki.jit
-def solution(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=128):
+def solution(q, k, v, causal_mask, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=128):
     """Multi-head causal attention forward returning (o, l, m): two-pass attention built around P^T
     (NKI v2).
 
@@ -23,6 +23,10 @@ def solution(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=
     accumulates the row sums l. No transposes or PSUM->SBUF copies of P, no online rescaling.
     The max pass of the tile after next is interleaved with this tile's exp pass, and scores of the
     next four key tiles are issued before P @ V of the current ones, so no engine stalls in order.
+
+    causal_mask (the NKI v2 definition's input, always the causal mask) is not read: the mask is an
+    affine_select pattern over (query, key) on chip, which costs no HBM traffic. l and m are float32, as
+    the NKI v2 definition declares them (Autocomp's v2 kernel's).
     """
     # Every loop is nl.static_range (unrolled while tracing): the schedule branches on loop indices
     # and keeps Python lists of tiles.
@@ -38,8 +42,8 @@ def solution(q, k, v, kernel_dtype, acc_type, num_heads=8, seq_len=2048, d_head=
         return v[h, r0:r1, :]
 
     o = nl.ndarray((H, seq_len, d_head), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    l = nl.ndarray((H, seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
-    m = nl.ndarray((H, seq_len, 1), dtype=kernel_dtype, buffer=nl.shared_hbm)
+    l = nl.ndarray((H, seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    m = nl.ndarray((H, seq_len, 1), dtype=nl.float32, buffer=nl.shared_hbm)
 
     def out_rows(t, h, r0, r1):
         return t[h, r0:r1, :]
