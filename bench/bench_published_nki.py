@@ -1,7 +1,9 @@
-"""Published trn1 NKI kernels (NKI v1, `neuronxcc.nki`), run unchanged on trainium-sim.
+"""Published trn1 NKI kernels (NKI v1 `neuronxcc.nki`, and Autocomp's NKI v2 `import nki` ports), run unchanged on
+trainium-sim.
 
     python bench/bench_published_nki.py --autocomp DIR [--nki-samples DIR] [--only SUBSTR] [--quick]
-                                        [--assembly substitute|imports]
+                                        [--assembly substitute|imports] [--dialect nki1|nki2] [--as-problems]
+                                        [--platform trn1|trn2|trn3]
 
 Where the folders come from (this script holds none of their code; it reads them from the folders given):
 
@@ -23,7 +25,18 @@ Every kernel is judged against a trusted numpy reference: the reference.py of ou
 computation (hw_runners/trainium_sim/problems/<name>/), or a reference in this file where the published kernel computes
 something else (noted under the table), at the harness's shapes; --quick runs the kernels whose harness size
 takes a minute or more on the simulator at a smaller size (they read their sizes from their inputs), marked
-"reduced". The tutorials run at sizes of our choosing (they have no harness). The table says, per kernel,
+"reduced". The tutorials run at sizes of our choosing (they have no harness).
+
+--dialect nki2 runs Autocomp's NKI v2 starting kernels (sols/trn-*-nki2) in their harnesses
+(harnesses/trn-*-nki2), which pass some problems other inputs than the nki1 ones: a host-built causal mask
+(csa, mha), B and C pre-broadcast to 128 rows per state (mamba), the filter pre-transposed (conv2d), and no
+mixed_precision flag (sd-attention); our problems define those as their [nki2] tables (problem.toml), picked by
+the kernel's dialect, so --as-problems judges each v2 kernel by our problem as defined for NKI v2. Autocomp's v2
+harnesses set NEURON_PLATFORM_TARGET_OVERRIDE=trn1: it ran its v2 kernels on trn1, as its v1 ones, so both
+dialects are simulated on trn1 unless --platform says otherwise (the product's nki2 profile defaults to trn2).
+With --as-problems --quick: 15 of 15 v2 kernels and 21 of 21 v1 kernels (15 starting, 6 optimized) correct.
+
+The table says, per kernel,
 whether it traced (the sandboxed front end accepted it), replayed (the trusted side executed the stream),
 whether the result was correct, the simulated latency, the evaluation's wall time and the first line of the
 error. The whole run at the harness's sizes takes a few minutes.
@@ -75,6 +88,7 @@ class Case:
     reduced: dict[str, tuple] | None = None    # smaller shapes (name -> shape) that --quick uses
     tol: tuple[float, float] | None = None     # (atol, rtol); None: the problem's
     note: str = ""
+    nki2: dict | None = None             # fields that differ for the case's NKI v2 kernel and harness (--dialect nki2)
 
 
 def _ac(n: str, kind: str = "tutorial") -> dict[str, str]:
@@ -99,10 +113,13 @@ AUTOCOMP = [
     Case("ac/5_conv2d", **_ac("5_conv2d", "advanced"), problem="conv2d",
          kwargs={"padding": ((1, 1), (1, 1)), "stride": (1, 1), "rhs_dilation": (1, 1), "in_perm": [0, 1, 2, 3],
                  "kern_perm": [0, 1, 2, 3], "out_perm": [0, 1, 2, 3]},
-         reduced={"img_ref": (2, 128, 32, 32), "filter_ref": (256, 128, 3, 3), "out": (2, 256, 32, 32)}),
+         reduced={"img_ref": (2, 128, 32, 32), "filter_ref": (256, 128, 3, 3), "out": (2, 256, 32, 32)},
+         # the v2 harness passes the filter pre-transposed (C_in, H_f, W_f, C_out): our problem's [nki2] inputs
+         nki2={"reduced": {"img_ref": (2, 128, 32, 32), "filter_T_ref": (128, 3, 3, 256), "out": (2, 256, 32, 32)}}),
     Case("ac/6_csa_2048", **_ac("6_csa_2048", "advanced"), problem="csa-2048", call=["q", "k", "v"],
          kwargs={**_CSA_KW, "seq_len": 2048, "d_head": 128},
-         outputs={"o": ((2048, 128), BF16), "l": ((2048, 1), F32), "m": ((2048, 1), F32)}),
+         outputs={"o": ((2048, 128), BF16), "l": ((2048, 1), F32), "m": ((2048, 1), F32)},
+         nki2={"call": ["q", "k", "v", "causal_mask"]}),        # the v2 harness's host-built causal mask
     Case("ac/7_csa_16384", kernel="sols/trn-advanced-nki1/7_csa_16384_ref.py", problem="csa-tile",
          harness="harnesses/trn-advanced-nki1/7_csa_16384.py",
          inputs={"q": ((128, 16384), F32), "k": ((128, 16384), F32), "v": ((128, 128, 128), F32),
@@ -115,7 +132,11 @@ AUTOCOMP = [
          inputs={"q": ((8, 2048, 128), F32), "k": ((8, 128, 2048), F32), "v": ((8, 2048, 128), F32)},
          outputs={"o": ((8, 2048, 128), BF16), "l": ((8, 2048, 1), BF16), "m": ((8, 2048, 1), BF16)},
          kwargs={**_CSA_KW, "num_heads": 8, "seq_len": 2048, "d_head": 128}, tol=(2e-2, 2e-2),
-         note="scores per query tile are q_tile.T @ k, as in the harness's reference kernel"),
+         note="scores per query tile are q_tile.T @ k, as in the harness's reference kernel",
+         # the v2 kernel transposes each query tile (scores q_tile @ k, our mha) and takes the harness's causal
+         # mask; it returns l and m in float32 (our mha's [nki2] outputs)
+         nki2={"problem": "mha", "call": ["q", "k", "v", "causal_mask"], "inputs": None, "outputs": None, "tol": None,
+               "note": ""}),
 ]
 
 # Autocomp's published optimized trn1 kernels (examples/trn-*/N_*_opt.py, each defining `test`)
@@ -208,8 +229,10 @@ def _tensors(d: dict) -> tuple[TensorSpec, ...]:
     return tuple(TensorSpec(n, tuple(s), dt) for n, (s, dt) in d.items())
 
 
-def spec_for(case: Case, quick: bool) -> tuple[BenchSpec, str]:
+def spec_for(case: Case, quick: bool, dialect: str = "v1") -> tuple[BenchSpec, str]:
     base = load_specs(PROBLEMS).get(case.problem)
+    if base is not None:        # the problem as defined for kernels in this dialect (its [nki2] table for v2)
+        base = base.for_dialect(dialect)
     if base is not None:
         ins = {t.name: (t.shape, t.dtype) for t in base.inputs}
         outs = {t.name: (t.shape, t.dtype) for t in base.outputs}
@@ -233,7 +256,11 @@ def spec_for(case: Case, quick: bool) -> tuple[BenchSpec, str]:
     if case.problem in OWN or not signature or case.call is not None:
         own = OWN.get(case.problem)
         ref = own.reference if own else base.module.reference
-        names = [p for p in inspect.signature(ref).parameters][:len(call)]
+        accepted = list(inspect.signature(ref).parameters)
+        # an input the reference takes by its own name goes there (the v2 csa's causal_mask is the reference's
+        # last parameter, the kernel's fourth); anything else by position
+        names = [c if isinstance(c, str) and c in ins and c in accepted else accepted[i]
+                 for i, c in enumerate(call) if i < len(accepted)]
         signature = f"solution({', '.join(names or params)})"
     atol, rtol = case.tol or tol
     flops = base.flops if base is not None and shapes == "harness" else 0
@@ -275,14 +302,14 @@ class Row:
     error: str = ""
 
 
-def run_case(sim: TracingSim, case: Case, folder: Path, assembly: str, quick: bool) -> Row:
+def run_case(sim: TracingSim, case: Case, folder: Path, assembly: str, quick: bool, dialect: str = "v1") -> Row:
     row = Row(case)
     try:
         code = assemble(case, folder, assembly)
     except (OSError, ValueError) as exc:
         row.error = f"not found: {exc}"
         return row
-    spec, row.shapes = spec_for(case, quick)
+    spec, row.shapes = spec_for(case, quick, dialect)
     problem = Problem(name=case.name, target="trainium-sim", family=case.problem, dims={}, description="",
                       kernels={}, semantics=spec)
     sim.traced = False
@@ -308,7 +335,9 @@ def main() -> int:
     ap.add_argument("--assembly", choices=("substitute", "imports"), default="substitute",
                     help="how an Autocomp kernel meets its harness (see above)")
     ap.add_argument("--dialect", choices=("nki1", "nki2"), default="nki1",
-                    help="nki2: Autocomp's NKI v2 starting kernels and harnesses (sols/trn-*-nki2), simulated on trn2")
+                    help="nki2: Autocomp's NKI v2 starting kernels and harnesses (sols/trn-*-nki2)")
+    ap.add_argument("--platform", choices=("trn1", "trn2", "trn3"), default="trn1",
+                    help="the simulated NeuronCore (default trn1, where Autocomp ran both dialects' kernels)")
     ap.add_argument("--as-problems", action="store_true",
                     help="judge each kernel by its problem as the product defines it (as `eval --problem NAME` "
                          "would), without this file's per-kernel arguments, shapes, dtypes and tolerances")
@@ -321,19 +350,20 @@ def main() -> int:
         cases = [(c, f) for c, f in cases if any(s in c.name for s in args.only)]
     if args.dialect == "nki2":        # the same kernels and harnesses, ported by Autocomp's authors to NKI v2
         v2 = lambda path: path.replace("-nki1/", "-nki2/") if path else path  # noqa: E731
-        cases = [(dataclasses.replace(c, kernel=v2(c.kernel), harness=v2(c.harness)), f) for c, f in cases
-                 if c.name.startswith("ac/")]
+        cases = [(dataclasses.replace(c, kernel=v2(c.kernel), harness=v2(c.harness), **(c.nki2 or {})), f)
+                 for c, f in cases if c.name.startswith("ac/")]
     if args.as_problems:
         cases = [(dataclasses.replace(c, call=None, kwargs=None, inputs=None, outputs=None, tol=None, note="")
                   if c.problem not in OWN else c, f) for c, f in cases]
-    sim = TracingSim(hidden_sets=1, time_s=900.0)
-    table = Table(title=f"published trn1 NKI kernels on trainium-sim (assembly: {args.assembly})")
+    sim = TracingSim(hidden_sets=1, time_s=900.0, platform=args.platform)
+    dialect = "v2" if args.dialect == "nki2" else "v1"
+    table = Table(title=f"published {args.dialect} kernels on trainium-sim {args.platform} (assembly: {args.assembly})")
     for col in ("kernel", "shapes", "traced", "replayed", "correct", "latency us", "eval s", "error (first line)"):
         table.add_column(col, justify="right" if col in ("latency us", "eval s") else "left",
                          overflow="fold" if col.startswith("error") else "ellipsis")
     rows = []
     for case, folder in cases:
-        row = run_case(sim, case, folder, args.assembly, args.quick)
+        row = run_case(sim, case, folder, args.assembly, args.quick, dialect)
         rows.append(row)
         mark = lambda b: "yes" if b else "[red]no[/red]"  # noqa: E731
         table.add_row(case.name, row.shapes, mark(row.traced), mark(row.replayed), mark(row.correct),

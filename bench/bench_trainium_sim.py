@@ -107,7 +107,7 @@ def main() -> int:
     over, failures = [], 0
     for p in problems:
         row, walls, results = [p.name, ",".join(p.tags)], {}, {}
-        spec = tgt.spec(p)
+        spec = tgt.spec(p).for_dialect("v2" if args.isa == "nki2" else "v1")     # the profile's definition
         inputs = spec.make_inputs([1, 0])
         ref_s = None
         for _ in range(max(1, args.repeat)):     # best of --repeat, as the evaluations: both on a warm heap
