@@ -196,6 +196,7 @@ class Access:
     # an unmasked access that index arrays express (overlapping windows, diagonals): its elements as a strided
     # view of the row-major tensor, (first element, element stride per tile axis); None otherwise
     strided: tuple | None = None
+    lanes: tuple = (-1, True, frozenset())   # on chip, how the tile meets partitions: see _lanes
 
     @property
     def partitions(self) -> int:
@@ -284,7 +285,7 @@ def resolve(enc, tensors: list[TensorDecl], what: str, mask: np.ndarray | None =
     dense = fast and all(s.step == 1 for s in slices if isinstance(s, slice))
     strided = None if fast or mask is not None else _strided(t, idx, shape)
     return Access(t, shape, index, tuple(lo), tuple(hi), _run_bytes(t, idx, rank, shape),
-                  _axis0_is_partition(t, idx, rank), dense, strided)
+                  _axis0_is_partition(t, idx, rank), dense, strided, _lanes(t, idx, rank, shape))
 
 
 def _strided(t: TensorDecl, idx: list, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
@@ -360,6 +361,25 @@ def _axis0_is_partition(t: TensorDecl, idx: list, rank: int) -> bool:
             if (d == t.pdim) != axis0 and extent > 1:
                 return False
     return not isinstance(idx[t.pdim], int)
+
+
+def _lanes(t: TensorDecl, idx: list, rank: int, shape: tuple[int, ...]) -> tuple[int, bool, frozenset]:
+    """How an on-chip access's tile meets partitions (capabilities.py): (the tile axis that walks the
+    tensor's partition dimension, -1 when the access touches one partition, -2 when several axes do; whether
+    that axis moves nothing else; every tile axis that moves some index). Axes of extent 1 and zero
+    coefficients move nothing. An HBM access has no lanes: (-1, True, frozenset())."""
+    if t.buffer not in ("sbuf", "psum"):
+        return -1, True, frozenset()
+    feeds: dict[int, set[int]] = {}            # tile axis -> tensor dims it moves
+    for d, e in enumerate(idx):
+        if isinstance(e, int):
+            continue
+        for extent, r, pos, coef in e[1]:
+            if extent > 1 and coef != 0:
+                feeds.setdefault(pos + rank - r, set()).add(d)
+    lane = [p for p, dims in feeds.items() if t.pdim in dims]
+    axis = lane[0] if len(lane) == 1 else (-1 if not lane else -2)
+    return axis, axis < 0 or feeds[axis] == {t.pdim}, frozenset(feeds)
 
 
 def mask_array(clauses, shape: tuple[int, ...], what: str) -> np.ndarray:

@@ -17,17 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autocomp_zmq.hw_runners.trainium_sim import fp8, ops
+from autocomp_zmq.hw_runners.trainium_sim import capabilities, fp8, ops
 from autocomp_zmq.hw_runners.trainium_sim.engine_ops import EngineOps
 from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
 from autocomp_zmq.hw_runners.trainium_sim.resolver import Resolver
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
-# where each instruction can run on NeuronCore-v2 (a stream naming another engine is forged or wrong)
-ALLOWED_ENGINES = {"dma": {"dma"}, "matmul": {"pe"}, "transpose": {"pe", "dve"}, "ew": {"dve", "act", "pool"},
-                   "tensor_scalar": {"dve", "act", "pool"}, "reduce": {"dve", "pool"}, "activation": {"act"},
-                   "scan": {"dve", "pool"}, "select": {"pool", "dve"}, "iota": {"pool"},
-                   "memset": {"dve", "pool", "act"}, "bn_stats": {"dve"}, "bn_aggr": {"dve"}}
 PSUM_BANK_BYTES = 2048
 UNWRITTEN_INT = -(2 ** 31) + 7
 
@@ -172,8 +167,6 @@ class Replayer(EngineOps):
         run = getattr(self, "_" + op, None)
         if run is None or not dsts:
             raise StreamError(f"unknown instruction {op!r}")
-        if engine not in ALLOWED_ENGINES[op]:
-            raise StreamError(f"{what} cannot run on the {engine} engine")
         # A reduction's mask ranges over its input (it selects the elements reduced); any other
         # instruction's over its destination tile.
         over_input = op in ("reduce", "bn_stats")
@@ -189,6 +182,7 @@ class Replayer(EngineOps):
         reads = [resolve(s, what, mask if self._same_space(op) or (over_input and i == 0) else None)
                  if isinstance(s, list) else s for i, s in enumerate(srcs)]
         self._check_memories(op, engine, what, reads, writes)
+        capabilities.check(op, engine, attrs, reads, writes, what)
         step = Step(op, engine, site, attrs.get("fn", attrs.get("op", op)) if op != "dma" else "dma",
                     [r for r in reads if isinstance(r, Access)], writes, partitions=first.partitions,
                     free=first.free)

@@ -92,4 +92,5 @@ class _Template:
         strided = None
         if a.strided is not None:
             strided = (self.first + sum(c * s for c, s in zip(consts, _row_major(t.shape))), a.strided[1])
-        return Access(t, a.shape, index, tuple(lo), tuple(hi), a.run_bytes, a.axis0_is_partition, a.dense, strided)
+        return Access(t, a.shape, index, tuple(lo), tuple(hi), a.run_bytes, a.axis0_is_partition, a.dense, strided,
+                      a.lanes)
