@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from neuronxcc.nki import language as _v1
 from neuronxcc.nki._index import NKIError
 from neuronxcc.nki._trace import Tensor, View
-from nki import _v2
+from nki import _loops, _v2
 
 # dtypes trainium-sim's replayer holds (packed x4 / fp4 / e8m0 / int16 are not modelled; see __getattr__)
 float32, bfloat16, float16, tfloat32 = _v1.float32, _v1.bfloat16, _v1.float16, _v1.tfloat32
@@ -134,6 +134,7 @@ def affine_range(start, stop=None, step=1):
 
 
 sequential_range = static_range = affine_range
+fori_loop, while_loop, dynamic_range = _loops.fori_loop, _loops.while_loop, _loops.dynamic_range
 program_id, program_ndim = _v1.program_id, _v1.program_ndim
 
 
@@ -192,7 +193,7 @@ for _name in ("load", "store", "softmax", "matmul"):
 max_, min_ = globals()["max"], globals()["min"]
 
 _NOT_SIMULATED = {"abs_max", "abs_min", "rms_norm", "dropout", "random_seed", "no_reorder", "gather_flattened",
-                  "dynamic_range", "fori_loop", "while_loop", "shared_constant", "shared_identity_matrix", "rand",
+                  "shared_constant", "shared_identity_matrix", "rand",
                   "gelu_apprx_sigmoid_dx", "average", "prelu", "bypass", "float8_e8m0fnu", "float8_e4m3fn_x4",
                   "float8_e5m2_x4", "float4_e2m1fn_x4", "int16", "uint16", "spmd_dim", "nc"}
 
