@@ -123,8 +123,10 @@ def cycles(step: Step, p: dict) -> float:
         return 0.0
     stream = p["strided_access_factor"] if _strided(step, p) else 1.0     # half the SBUF/PSUM bandwidth
     if step.engine == "pool":
-        factor = 1 if step.op in ("iota", "select") else p["gpsimd_factor"]
-        return p["gpsimd_start_cycles"] + n * factor * stream
+        factor = 1 if step.op in ("iota", "select", "gather") else p["gpsimd_factor"]
+        # nc_n_gather is "n groups of instructions in the underlying ISA, n = ceil(elems_per_partition / 512)"
+        starts = math.ceil(n / 512) if step.op == "gather" else 1          # (its ISA reference), each started
+        return p["gpsimd_start_cycles"] * starts + n * factor * stream
     k = 1.0                                 # elements streamed per output element, in Vector/Scalar cycles
     if step.extra.get("tensor1"):           # scalar_tensor_tensor streams a second tile
         k = p["vector_two_input_factor"]

@@ -1,5 +1,5 @@
 """The Vector, Scalar and GpSimd instructions of the trusted replayer: elementwise, tensor_scalar, reductions,
-activation with its accumulators, scans, batch-norm statistics, select, iota and fills. Mixed into
+activation with its accumulators, scans, batch-norm statistics, select, iota, gathers and fills. Mixed into
 replay.Replayer, whose read/write they use; each checks its operands and writes its result."""
 from __future__ import annotations
 
@@ -191,6 +191,30 @@ class EngineOps:
         dst = writes[0]
         v = np.broadcast_to(expr_array(attrs.get("expr"), len(dst.shape), what), dst.shape)
         self.write(dst, v.astype(np.float64), mask)
+
+    def _gather(self, step, reads, writes, attrs, mask, what):
+        """nisa.nc_n_gather: in each partition, dst[p, j] = data[p, indices[p, j]] over the flattened free
+        elements of data and indices (GpSimd; all three in SBUF; indices uint32; dst of data's dtype; values
+        in [0, data's elements per partition)), per
+        https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.nc_n_gather.html"""
+        (data, idx), (dst,) = reads, writes
+        for role, a in (("data", data), ("indices", idx), ("dst", dst)):
+            if a.tensor.buffer != "sbuf" or not a.axis0_is_partition:
+                raise StreamError(f"{what}: {role} must be an SBUF tile whose first axis is its partition dimension")
+        if idx.tensor.dtype != "uint32" or dst.tensor.dtype != data.tensor.dtype:
+            raise StreamError(f"{what}: indices must be uint32 (got {idx.tensor.dtype}) and dst of data's dtype "
+                              f"(got {dst.tensor.dtype} and {data.tensor.dtype})")
+        if not data.shape[0] == idx.shape[0] == dst.shape[0] or idx.free != dst.free:
+            raise StreamError(f"{what}: data {data.shape}, indices {idx.shape} and dst {dst.shape} must share the "
+                              f"partition size, and dst hold as many elements per partition as indices")
+        flat = (self.sets, data.shape[0])
+        v = self.read(data).reshape(*flat, data.free)
+        i = self.read(idx).reshape(*flat, idx.free)
+        bad = (i < 0) | (i >= data.free)
+        if bad.any():      # the hardware's result is unspecified (nl.gather_flattened: "garbage values")
+            raise StreamError(f"{what}: an index {int(i[bad][0])} is outside [0, {data.free}), the elements per "
+                              f"partition of data (the indices' values must be within that range)")
+        self.write(dst, np.take_along_axis(v, i.astype(np.intp), axis=-1).reshape(self.sets, *dst.shape), mask)
 
     def _memset(self, step, reads, writes, attrs, mask, what):
         value = attrs.get("value")

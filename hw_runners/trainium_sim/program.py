@@ -26,7 +26,7 @@ OP_NAMES = {"dma": "nl.load/nl.store (DMA)", "matmul": "nisa.nc_matmul / nl.matm
             "ew": "an elementwise instruction", "tensor_scalar": "nisa.tensor_scalar", "reduce": "a reduction",
             "activation": "nisa.activation", "scan": "nisa.tensor_tensor_scan", "select": "nisa.affine_select",
             "iota": "nisa.iota", "memset": "nl.zeros/nisa.memset", "bn_stats": "nisa.bn_stats",
-            "bn_aggr": "nisa.bn_aggr"}
+            "bn_aggr": "nisa.bn_aggr", "gather": "nisa.nc_n_gather"}
 
 
 # the NKI functions behind each replayed instruction (nc_matmul, matmul; load, store; ...): an ISA profile's

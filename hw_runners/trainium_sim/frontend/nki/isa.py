@@ -15,6 +15,7 @@ from neuronxcc.nki import isa as _v1
 from neuronxcc.nki import language as _nl1
 from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _int
 from neuronxcc.nki._trace import RECORDER, dtype_name
+from neuronxcc.nki._trace import RECORDER as _RECORDER      # kept: the public name is deleted below
 from neuronxcc.nki._trace import dtype_name as _dtype_name     # kept: the public name is deleted below
 from nki import _fp8, _v2
 from nki._v2 import into, on_chip, touched, view
@@ -250,6 +251,31 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None) -> None:
     into(d, "nisa.iota", lambda: _v1.iota(expr, d.dtype_name))
 
 
+def nc_n_gather(dst, data, indices, name=None) -> None:
+    """dst[p, j] = data[p, indices[p, j]] in each partition, over data's flattened free elements (GpSimd; SBUF
+    only; indices uint32; dst of data's dtype). The trusted replayer checks the indices' values on every input
+    set. https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.nc_n_gather.html"""
+    x = on_chip(data, "nisa.nc_n_gather's data", ("sbuf",))
+    i = on_chip(indices, "nisa.nc_n_gather's indices", ("sbuf",))
+    d = on_chip(dst, "nisa.nc_n_gather's dst", ("sbuf",))
+    if i.dtype_name != "uint32":
+        raise NKIError(f"nisa.nc_n_gather: indices must be uint32, not {i.dtype_name}")
+    if d.dtype_name != x.dtype_name:
+        raise NKIError(f"nisa.nc_n_gather: dst ({d.dtype_name}) must have data's dtype ({x.dtype_name})")
+    if not x.shape[0] == i.shape[0] == d.shape[0] or x.shape[0] > 128:
+        raise NKIError(f"nisa.nc_n_gather: data {x.shape}, indices {i.shape} and dst {d.shape} must share one "
+                       f"partition size of at most 128")
+    if _np.prod(i.shape[1:]) != _np.prod(d.shape[1:]):
+        raise NKIError(f"nisa.nc_n_gather: dst {d.shape} must hold as many elements per partition as indices "
+                       f"{i.shape}")
+
+    def make():
+        out = _nl1._new(d.shape, d.dtype_name, _nl1.sbuf)
+        _RECORDER.emit("gather", "pool", [out.view()], [x, i], {})
+        return out.view()
+    into(d, "nisa.nc_n_gather", make, x, i)
+
+
 _CMP = {"equal": "==", "not_equal": "!=", "greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<="}
 
 
@@ -267,7 +293,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 
 
 UNSUPPORTED = {"nc_matmul_mx", "tensor_partition_reduce", "tensor_scalar_cumulative", "activate2", "local_gather",
-               "nc_n_gather", "nc_stream_shuffle", "rng", "dropout", "set_rng_seed", "rand_set_state",
+               "nc_stream_shuffle", "rng", "dropout", "set_rng_seed", "rand_set_state",
                "rand_get_state", "rand2", "exponential", "max8", "sequence_bounds", "core_barrier", "dma_compute",
                "quantize_mx", "range_select", "select_reduce", "sendrecv", "register_alloc", "register_move",
                "register_load", "register_store", "nc_find_index8", "nc_match_replace8", "nonzero_with_count",
