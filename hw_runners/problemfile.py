@@ -17,6 +17,7 @@
     dtype = "int8"
     range = [-128, 127]                     # optional: values drawn uniformly from [lo, hi]
     sparsity = 0.5                          # optional: this fraction of them zero
+    # dtype = "bool" (where the target has it): probability = 0.25 draws each element True with that chance
     [[outputs]]
     ...
 
@@ -47,7 +48,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 KEYS = ("name", "target", "description", "signature", "family", "dims", "kernel", "reference", "tolerance",
         "flops", "call", "kwargs", "tags", "inputs", "outputs")
-TENSOR_KEYS = ("name", "shape", "dtype", "range", "sparsity")
+TENSOR_KEYS = ("name", "shape", "dtype", "range", "sparsity", "probability")
 MAX_DIMS = 16                     # the wire Problem's limit
 OWN_PREFIX = "own:"               # the family of a problem file that declares none: no built-in family matches it
 
@@ -60,6 +61,7 @@ class TensorDecl:
     dtype: str
     range: tuple[float, float] | None = None
     sparsity: float = 0.0
+    probability: float | None = None    # a bool input: the chance each element is True (None: one half)
 
 
 @dataclass(frozen=True, eq=False)   # identity hash: loaded once per definition and cached
@@ -138,13 +140,16 @@ class ProblemFile:
                     raise self.error("reference", f"make_inputs gave {t.name} the shape "
                                                   f"{list(out[t.name].shape)}, not {list(t.shape)}")
             return out
-        if not any(t.range for t in self.inputs):
+        if not any(t.range or t.probability is not None for t in self.inputs):
             return None
         return {t.name: draw(rng, t) for t in self.inputs}
 
 
 def draw(rng: np.random.Generator, t: TensorDecl, default: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:
-    """Values uniform in the tensor's range (integers: inclusive), a `sparsity` fraction of them zero."""
+    """Values uniform in the tensor's range (integers: inclusive), a `sparsity` fraction of them zero; a bool
+    tensor's elements True with its probability (one half unless it says)."""
+    if t.dtype == "bool":
+        return rng.random(t.shape) < (0.5 if t.probability is None else t.probability)
     lo, hi = t.range or default
     if t.dtype.startswith(("int", "uint")):
         x = rng.integers(int(lo), int(hi), size=t.shape, endpoint=True).astype(t.dtype)
@@ -301,7 +306,17 @@ def _tensor(t: Any, where: str, is_input: bool, dims: dict, dtypes: tuple[str, .
     sparsity = t.get("sparsity", 0.0)
     if isinstance(sparsity, bool) or not isinstance(sparsity, (int, float)) or not 0 <= sparsity < 1:
         raise bad(f"{where}.sparsity", f"must be a fraction in [0, 1), not {sparsity!r}")
-    return TensorDecl(name, tuple(resolved), tuple(shape), dtype, rng, float(sparsity))
+    probability = t.get("probability")
+    if dtype == "bool" and (rng is not None or "sparsity" in t):
+        raise bad(f"{where}.{'range' if rng is not None else 'sparsity'}", "a bool input is drawn by its "
+                  "probability (the chance each element is True), not a range or a sparsity")
+    if probability is not None:
+        if dtype != "bool":
+            raise bad(f"{where}.probability", f"only a bool input has a probability (this one is {dtype})")
+        if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1:
+            raise bad(f"{where}.probability", f"must be a fraction in [0, 1], not {probability!r}")
+        probability = float(probability)
+    return TensorDecl(name, tuple(resolved), tuple(shape), dtype, rng, float(sparsity), probability)
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

@@ -6,7 +6,11 @@ parameters by name) and its make_inputs or the declared ranges, the tolerance (d
 1e-2). With `family = "rmsnorm"` (a problem of hw_runners/trainium_sim/problems/ that has a [parametric] table: gemm,
 rmsnorm, layernorm, transpose) the file promises that problem's semantics at its dims: the same signature, call and
 tensors (shapes written in the same dims), and a reference that agrees with that problem's on one input
-set; then that problem's kernels and the offline heuristic apply to it."""
+set; then that problem's kernels and the offline heuristic apply to it.
+
+A `bool` tensor is what NKI calls nl.bool_, "Boolean (True or False) stored as a byte"
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/_modules/nki/language.html): the kernel sees a uint8
+tensor of 0s and 1s, the reference numpy bools (so that `~mask` and `np.where(mask, ...)` mean what they say)."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,6 +32,16 @@ from autocomp_zmq.protocols.jobs import ProblemDefinition
 MAX_ELEMENTS = 1 << 28           # per tensor
 MAX_PROBLEM_BYTES = 2 << 30      # inputs and outputs together, at their dtypes
 DEFAULT_TOLERANCE = (1e-4, 1e-2)
+BOOL_STORAGE = "uint8"           # nl.bool_ is a byte
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FileSpec(ProblemSpec):
+    """A problem file's ProblemSpec: its bool tensors reach the reference as numpy bools."""
+    bools: tuple[str, ...] = ()
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        return super().reference({k: (v != 0) if k in self.bools else v for k, v in inputs.items()})
 
 
 def _parameters(pf: ProblemFile, entry: str) -> list[str]:
@@ -122,7 +136,7 @@ def _draws(pf: ProblemFile) -> tuple:
 
 
 def _load(target, definition: ProblemDefinition) -> Problem:
-    pf = problemfile.parse(definition, tuple(ITEMSIZE))
+    pf = problemfile.parse(definition, (*ITEMSIZE, "bool"))
     if pf.target != target.name:
         raise pf.error("target", f"the file is for {pf.target!r}, not {target.name}")
     total = 0
@@ -132,19 +146,21 @@ def _load(target, definition: ProblemDefinition) -> Problem:
             if n > MAX_ELEMENTS:
                 raise pf.error(f"{kind}[{i}].shape", f"{n:,} elements; at most {MAX_ELEMENTS:,} "
                                                      "per tensor keep an evaluation feasible")
-            total += n * ITEMSIZE[t.dtype]
+            total += n * ITEMSIZE[BOOL_STORAGE if t.dtype == "bool" else t.dtype]
     if total > MAX_PROBLEM_BYTES:
         raise pf.error("inputs", f"the inputs and outputs hold {total / 2**30:.2f} GiB; at most "
                                  f"{MAX_PROBLEM_BYTES / 2**30:.0f} GiB keep an evaluation within its memory")
     params = _parameters(pf, target.info().entry_point)
     atol, rtol = (pf.atol if pf.atol is not None else DEFAULT_TOLERANCE[0],
                   pf.rtol if pf.rtol is not None else DEFAULT_TOLERANCE[1])
-    tensors = lambda ts: tuple(TensorSpec(t.name, t.shape, t.dtype) for t in ts)  # noqa: E731
-    spec = ProblemSpec(name=pf.name, directory=pf.directory, defined_in=pf.directory,
+    tensors = lambda ts: tuple(TensorSpec(t.name, t.shape, BOOL_STORAGE if t.dtype == "bool" else t.dtype)  # noqa: E731
+                               for t in ts)
+    spec = FileSpec(name=pf.name, directory=pf.directory, defined_in=pf.directory,
                        signature=f"solution({', '.join(params)})", inputs=tensors(pf.inputs),
                        outputs=tensors(pf.outputs), call=_call(pf, params),
                        kwargs={k: _literal(v) for k, v in pf.kwargs.items()}, atol=float(atol), rtol=float(rtol),
-                       flops=pf.flops or 0, reference_file=pf.reference or "reference.py", draws=_draws(pf))
+                       flops=pf.flops or 0, reference_file=pf.reference or "reference.py", draws=_draws(pf),
+                    bools=tuple(t.name for t in pf.inputs if t.dtype == "bool"))
     base = meta = None
     roles: list[str] = []
     if pf.family is not None:
