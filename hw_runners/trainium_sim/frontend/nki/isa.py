@@ -17,7 +17,7 @@ from neuronxcc.nki._index import IndexExpr, NKIError, Predicate, _int
 from neuronxcc.nki._trace import RECORDER, dtype_name
 from neuronxcc.nki._trace import RECORDER as _RECORDER      # kept: the public name is deleted below
 from neuronxcc.nki._trace import dtype_name as _dtype_name     # kept: the public name is deleted below
-from nki import _fp8, _v2
+from nki import _fp8, _trn3, _v2
 from nki._v2 import into, on_chip, touched, view
 
 
@@ -114,8 +114,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     s = on_chip(stationary, "nisa.nc_matmul's stationary", ("sbuf",))
     m = on_chip(moving, "nisa.nc_matmul's moving", ("sbuf",))
     double = _fp8.perf_mode(perf_mode, s, m, is_transpose, tile_size)
-    if d.dtype_name != "float32" and _v2.PLATFORM["name"] != "trn3":
-        raise NKIError("nisa.nc_matmul: dst must be a float32 PSUM tile on NeuronCore-v2/v3")
+    if d.dtype_name not in ("float32", "bfloat16") or (d.dtype_name == "bfloat16" and _v2.PLATFORM["name"] != "trn3"):
+        if d.dtype_name == "bfloat16":
+            raise _trn3.refuse("BF16 PSUM accumulation", "nisa.nc_matmul into a bfloat16 PSUM tile")
+        raise NKIError(f"nisa.nc_matmul: dst must be a float32 PSUM tile (or bfloat16 on trn3), not {d.dtype_name}")
     acc = _v2.accumulates(d) if accumulate is None else bool(accumulate)
     make = (lambda: _fp8.double_row_matmul(s, m)) if double else (lambda: _v1.nc_matmul(s, m))
     instr = into(d, "nisa.nc_matmul", make, s, m, closes_dst=False)
@@ -301,6 +303,8 @@ UNSUPPORTED = {"nc_matmul_mx", "tensor_partition_reduce", "tensor_scalar_cumulat
 
 
 def __getattr__(name: str):
+    if name in _trn3.REFUSED_ISA:
+        raise _trn3.refuse(_trn3.REFUSED_ISA[name], f"nisa.{name}")
     if name in UNSUPPORTED:
         raise NKIError(f"nisa.{name} is part of NKI v2 but trainium-sim does not simulate it")
     if name in ("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst"):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from neuronxcc.nki import language as _v1
 from neuronxcc.nki._index import NKIError
 from neuronxcc.nki._trace import Tensor, View
-from nki import _loops, _v2
+from nki import _loops, _trn3, _v2
 
 # dtypes trainium-sim's replayer holds (packed x4 / fp4 / e8m0 / int16 are not modelled; see __getattr__)
 float32, bfloat16, float16, tfloat32 = _v1.float32, _v1.bfloat16, _v1.float16, _v1.tfloat32
@@ -199,6 +199,8 @@ _NOT_SIMULATED = {"abs_max", "abs_min", "rms_norm", "dropout", "random_seed", "n
 
 
 def __getattr__(name: str):
+    if name in _trn3.REFUSED_DTYPES:
+        raise _trn3.refuse(_trn3.REFUSED_DTYPES[name], f"nl.{name}")
     if name in _v2.REMOVED:
         raise NKIError(_v2.REMOVED[name])
     if name in _NOT_SIMULATED:
