@@ -17,6 +17,7 @@ mismatch is a setup error that names both, never a kernel failure reported to th
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -33,10 +34,16 @@ class DialectError(ValueError):
 def imported_dialects(source: str) -> set[str]:
     """The dialects whose modules the kernel's source imports (V1, V2); empty when it imports neither or does not
     parse (the compile step reports syntax errors)."""
+    return set(_imported(source))
+
+
+@functools.lru_cache(maxsize=8)      # sources are up to 256 KiB
+def _imported(source: str) -> frozenset[str]:
+    """imported_dialects, parsed once per source: an evaluation asks several times (judge, platform, trace)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return set()
+        return frozenset()
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -51,7 +58,7 @@ def imported_dialects(source: str) -> set[str]:
                 found.add(V2)
             elif module == "neuronxcc.nki" or module.startswith("neuronxcc.nki."):
                 found.add(V1)
-    return found
+    return frozenset(found)
 
 
 def kernel_dialect(source: str) -> str | None:

@@ -34,7 +34,11 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (liveness.uses):
     per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
     once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
-    while there is room. When SBUF or PSUM is still over-full, whole lines are spilled to HBM, largest footprint
+    while there is room. Capacity is counted by liveness: what the kernel's blocks need at once, each from its
+    first to its last use, so tiles of different lines whose lifetimes do not overlap share memory (the
+    compiler's allocator packs tiles by lifetime; nl.ndarray declares a tile, it does not reserve memory for the
+    kernel's duration: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/nki_direct_allocation_guide.html
+    contrasts it with direct allocation). When SBUF or PSUM is still over-full, whole lines are spilled to HBM, largest footprint
     first, as the compiler spills: their tiles then cost a DMA store after each write and a load before each read
     (simulate). PSUM spills too: Autocomp's attention kernel, whose (32, 8, par_dim(128), 512) fp32 PSUM tensor
     keeps all 256 banks' worth alive at once (32x PSUM), compiled and ran on a trn1 at 3.09 ms (its published
@@ -59,29 +63,46 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
         return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
 
-    def use(buf: str) -> int:
-        return sum(slots[g] * unit(g) for g in groups if g[0] == buf)
+    clock = Clock(deadline, f"placing the kernel's {len(first):,} tiles")
+    spans = {g: (min(first[u] for u in us), max(last[u] for u in us)) for g, us in groups.items()}
+
+    def use(buf: str, without: dict) -> int:
+        """The most SBUF bytes per partition (PSUM banks) the kernel needs at once: every tile block from its
+        first to its last use (tiles whose lifetimes do not overlap share memory, as the compiler allocates
+        them), plus the extra buffers double buffering keeps for a line while the line runs."""
+        clock.tick()
+        events = []
+        for g, us in groups.items():
+            if g[0] != buf or g in without:
+                continue
+            n = unit(g)
+            events += [(first[u], n) for u in us] + [(last[u] + 0.5, -n) for u in us]
+            if slots[g] > need[g]:
+                events += [(spans[g][0], (slots[g] - need[g]) * n), (spans[g][1] + 0.5, -(slots[g] - need[g]) * n)]
+        live = peak = 0
+        for _, n in sorted(events):
+            live += n
+            peak = max(peak, live)
+        return peak
     limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
     spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
-        used = use(buf)
+        used = use(buf, spilled)
         for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]),
                         key=lambda g: -(slots[g] - need[g]) * size[g]):       # the largest saving first
             if used <= limits[buf]:
                 break
-            used -= (slots[g] - need[g]) * unit(g)
             slots[g] = need[g]    # no room to double-buffer this line's tiles
+            used = use(buf, spilled)
+        # PSUM keeps one bank to stage the spilled lines' results in before they leave it
+        room = limits[buf] - (buf == "psum")
         if used > limits[buf]:
-            # PSUM keeps one bank to stage the spilled lines' results in before they leave it
-            room = limits[buf] - (buf == "psum")
             for g in sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * unit(g)):
                 if used <= room:
                     break
-                used -= slots[g] * unit(g)
                 spilled[g] = slots[g] * size[g]
-            used += (buf == "psum")
+                used = use(buf, spilled)
     slot_of = {}
-    clock = Clock(deadline, f"placing the kernel's {len(first):,} tiles")
     for g, us in groups.items():
         clock.tick()
         if g in spilled:
@@ -96,7 +117,6 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
                 clock.tick()
             _, i = heapq.heapreplace(free_at, (last[u], free_at[0][1]))
             slot_of[u] = (g[0], g[1], i)
-    kept = {g: slots[g] for g in groups if g not in spilled}
-    return Layout(slot_of, sum(kept[g] * size[g] for g in kept if g[0] == "sbuf"),
-                  sum(kept[g] * unit(g) for g in kept if g[0] == "psum"),
+    staging = any(g[0] == "psum" for g in spilled)
+    return Layout(slot_of, use("sbuf", spilled), use("psum", spilled) + staging,
                   {g: (slots[g], size[g]) for g in groups}, spilled)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from autocomp_zmq.hw_runners.trainium_sim import costmodel, slicing
+from autocomp_zmq.hw_runners.trainium_sim import costmodel, fp8, slicing
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
@@ -151,3 +151,20 @@ def test_timing_a_spilled_tile_is_linear_in_its_blocks():
     _, lay, tl = s.timed()
     assert lay.spilled and tl.spill_bytes == 2 * n * 128 * 2 * 4
     assert time.monotonic() - t0 < 60        # was ~20 minutes; a few seconds on a loaded machine
+
+
+@pytest.mark.parametrize("platform", ["trn1", "trn2"])
+def test_a_forged_bf16_psum_matmul_is_refused_before_trn3(platform):
+    """The front end refuses nc_matmul into a bfloat16 PSUM tile before trn3 (BF16 PSUM accumulation is a
+    NeuronCore-v4 feature); a stream that records one anyway meets the same rule on the trusted side."""
+    s = Stream()
+    a, b = s.tensor("sbuf", (128, 128), "bfloat16"), s.tensor("sbuf", (128, 512), "bfloat16")
+    r = s.tensor("psum", (128, 512), "bfloat16")
+    s.emit("memset", "dve", [s.at(a)], [], value=1.0)
+    s.emit("memset", "dve", [s.at(b)], [], value=1.0)
+    s.emit("matmul", "pe", [s.at(r)], [s.at(a), s.at(b)], acc=True)
+    steps, _, _ = s.timed()
+    decls = decode_tensors(s.tensors, 1 << 40)
+    with pytest.raises(StreamError, match="BF16 PSUM accumulation is NeuronCore-v4"):
+        fp8.check_platform(decls, steps, costmodel.params(platform), platform)
+    fp8.check_platform(decls, steps, costmodel.params("trn3"), "trn3")
