@@ -19,9 +19,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import msgspec
 
 from autocomp_zmq.agents.allocation import ModelAllocation
+from autocomp_zmq.agents.fullcheck import FullChecks
 from autocomp_zmq.agents.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash, content_id,
                                         eval_job, never_seeded, seed_of)
 from autocomp_zmq.agents.runconfig import bounded, opt
@@ -85,8 +85,9 @@ class Candidate:
                       r.feedback.get("upper_bound"))
 
 
-class BeamSearch:
-    """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs."""
+class BeamSearch(FullChecks):
+    """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs; every parent
+    and result checked on all of its output (FullChecks)."""
 
     Config = BeamConfig
 
@@ -110,9 +111,7 @@ class BeamSearch:
         self._replayed: deque[tuple[str, bool, Answer | None, str | None]] = deque()
         self.evals_emitted = 0
         self.evals_done = 0
-        self.full_checks = 0            # candidates re-checked on every output element before becoming parents
-        self.full_check_failures = 0    # ... and found wrong (their sampled check had passed)
-        self.full_check_s = 0.0         # evaluator time those checks took
+        FullChecks.__init__(self)
         self.replayed_results = 0
         self.stale_iterations = 0
         self.done = False
@@ -238,37 +237,11 @@ class BeamSearch:
         self.evals_emitted += 1
         self._emit(job)
 
-    def _check_in_full(self, cands: list[Candidate]) -> bool:
-        """Send a full check for each correct candidate whose verdict rests on a sampled value check (a wrong
-        tile can slip through a sample: EvalReport.sampled); True while any check is out. A parent or a result
-        of the run is always checked on every element; each candidate is checked once (the job is its own)."""
-        for cand in cands:
-            if cand.correct and cand.result.sampled:
-                jid, request = eval_job(self.problem, cand.code, self.cfg.eval_seed)
-                sharing = self.jobs[jid].ctx["cids"] if jid in self.jobs else [cand.id]
-                full = content_id("full-check", jid)
-                if full not in self.jobs:
-                    self.full_checks += 1
-                    self._emit(Job(full, "eval", self.iteration, msgspec.structs.replace(request, full=True),
-                                   ctx={"cids": list(sharing), "full": True}))
-        if self._replayed:          # checks a resumed run already made: taken now, as they were then
-            while self._replayed:
-                self._resolve(*self._replayed.popleft())
-        return bool(self.outstanding)
-
     def _on_eval(self, job: Job, result: EvalReport | None, error: str | None) -> None:
         if result is None:
             result = EvalReport.failure("lost", error or "evaluation failed")
         if job.ctx.get("full"):
-            self.full_check_s += result.wall_s
-            if not (result.correct and not result.sampled):
-                self.full_check_failures += result.error_kind == "wrong_result"
-                if result.correct:   # a report that still rests on a sample cannot make a parent
-                    result = EvalReport.failure("lost", "the full value check came back sampled")
-            for cid in job.ctx["cids"]:
-                self.candidates[cid].result = result
-                if self.store:
-                    self.store.add_eval(cid, job.id, result)
+            self._on_full_check(job, result)
             return
         self.evals_done += 1
         for cid in job.ctx["cids"]:
