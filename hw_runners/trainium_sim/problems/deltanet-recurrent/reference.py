@@ -17,6 +17,7 @@ def make_inputs(rng: np.random.Generator, shapes: dict[str, tuple]) -> dict[str,
 
 
 def reference(query, key, value, g_in, beta_in):
+    query, key, value, g_in, beta_in = (np.asarray(a, dtype=np.float64) for a in (query, key, value, g_in, beta_in))
     s, d = query.shape
     state = np.zeros((d, d))
     out = np.zeros((s, d))
