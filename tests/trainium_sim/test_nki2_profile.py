@@ -79,6 +79,10 @@ def test_the_heuristic_writes_every_family_in_v2():
     assert set(BODIES_V2) == set(FAMILIES)          # every family the heuristic knows has a v2 renderer
     agent = TrainiumHeuristic()
     for problem in get_target("trainium-sim").problems():
+        if any(t.startswith("autocomp-") for t in problem.tags):
+            # Autocomp's newer workloads (decode Llama, OpenFold3, ...) are no heuristic family: it says so
+            assert "the heuristic cannot optimize" in agent.supports(wire(problem.name, "nki2")), problem.name
+            continue
         assert agent.supports(wire(problem.name, "nki2")) is None, problem.name
         assert agent.supports(wire(problem.name, "")) is None, problem.name
 
