@@ -61,9 +61,10 @@ def check_platform(tensors, steps, p: dict, platform: str) -> None:
                                   f"float8_e4m3 or float8_e5m2")
     if platform != "trn3":
         # BF16 PSUM accumulation is a NeuronCore-v4 feature (frontend/nki/_trn3.py cites AWS's Trainium3 guide);
-        # checked here too, so a stream the front end did not write meets it
+        # checked here too, so a stream the front end did not write meets it (a matmul that overwrites a bf16
+        # PSUM tile, as NKI v1 kernels do, rounds its fp32 result once: no accumulation in bf16)
         for st in steps:
-            if st.op == "matmul" and st.writes and st.writes[0].tensor.dtype != "float32":
+            if st.op == "matmul" and st.extra.get("acc") and st.writes[0].tensor.dtype != "float32":
                 _fail(f"nisa.nc_matmul at kernel.py line {st.site} accumulates into a "
                       f"{st.writes[0].tensor.dtype} PSUM tile: on {platform} a matmul's PSUM result is float32 "
                       f"(BF16 PSUM accumulation is NeuronCore-v4, trn3, only)")
