@@ -208,7 +208,8 @@ class BeamSearch(FullChecks):
             self._replayed.append((job.id, *stored))
             return
         if self.store:
-            self.store.add_job(job.id, job.kind, job.iteration, job.payload)
+            # a full check is an evaluator's job, kept apart in the store: `show` counts the run's evaluations
+            self.store.add_job(job.id, "check" if job.ctx.get("full") else job.kind, job.iteration, job.payload)
         (self._held if self.cfg.stage_barriers else self.queue).append(job)
 
     def _candidate(self, code: str, parent: Candidate | None, iteration: int, origin: str, **extra: Any) -> Candidate:

@@ -227,8 +227,12 @@ class Failure(Payload):
 
 Request = Union[PlanRequest, CodeRequest, RepairRequest, EvalRequest]
 Answer = Union[PlanResult, CodeResult, EvalReport]
-REQUESTS: dict[str, type] = {"plan": PlanRequest, "code": CodeRequest, "repair": RepairRequest, "eval": EvalRequest}
-RESULTS: dict[str, type] = {"plan": PlanResult, "code": CodeResult, "repair": CodeResult, "eval": EvalReport}
+# "check": an evaluation on every output element before a kernel becomes a parent (agents/fullcheck.py), sent to
+# evaluators as an "eval" job and kept under its own kind in the run store
+REQUESTS: dict[str, type] = {"plan": PlanRequest, "code": CodeRequest, "repair": RepairRequest, "eval": EvalRequest,
+                             "check": EvalRequest}
+RESULTS: dict[str, type] = {"plan": PlanResult, "code": CodeResult, "repair": CodeResult, "eval": EvalReport,
+                            "check": EvalReport}
 
 
 def _of(table: dict[str, type], kind: str) -> type:

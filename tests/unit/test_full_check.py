@@ -9,7 +9,7 @@ import hashlib
 from autocomp_zmq.agents.llm.specs import answers_from_seed
 from autocomp_zmq.agents.search import BeamConfig, BeamSearch
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.runstore import RunStore, finished_evaluations
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(6)]
@@ -89,3 +89,6 @@ def test_a_resumed_run_replays_the_full_checks_and_reaches_the_same_beam(tmp_pat
     assert again.done and again.next_jobs() == []    # nothing left to ask: every check came from the store
     assert [c.id for c in again.beam] == [c.id for c in first.beam]
     assert again.summary().full_check_failures == 1
+    # the store keeps the checks apart: what `show` counts as the run's evaluations is what the run counted
+    assert finished_evaluations(store.db) == first.summary().evaluations
+    assert store.db.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'check'").fetchone()[0] == first.full_checks
