@@ -3,10 +3,9 @@
 The engines work in parallel, each executing its own instructions in program order: Tensor (PE),
 Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. An instruction starts when its engine
 is free and every earlier instruction it depends on through memory has finished: read-after-write,
-write-after-read and write-after-write on overlapping bytes of the same physical buffer. On-chip
-tensors are placed as an allocator would: all tiles allocated at one kernel line share that line's
-buffers (as many as are alive at once, and two, rotating, when the line allocates repeatedly and SBUF
-has room), so reusing a buffer waits for its previous readers, which is what multi-buffering avoids.
+write-after-read and write-after-write on overlapping bytes of the same physical buffer. Tiles are placed as
+an allocator would (layout.py): the tiles of one kernel line rotate through that line's buffers, so reusing a
+buffer waits for its previous readers, which is what multi-buffering avoids.
 
 Instruction costs follow the published NKI ISA cost formulas and the architecture guide (cycles()); a
 dependent instruction waits a latency after its producer and Vector/GpSimd (SBUF) and Vector/Scalar (PSUM)
@@ -32,8 +31,6 @@ from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: 
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
 ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
-
-
 COMPUTE = ("pe", "dve", "act", "pool")
 
 
@@ -339,16 +336,14 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
                                                                      zip(a.lo[:t.pdim], a.hi[:t.pdim])))]
 
     def spill_io(a, share: int, ready: float, after: bool) -> float:
-        """A spilled tile's share of an access (its bytes over the blocks it touches) moves between HBM and
-        SBUF: loaded before a read, stored after a write; returns when that transfer completes (its latency
-        included)."""
+        """When a spilled tile's share of an access (loaded before a read, stored after a write) has moved."""
         done = dma.spill(share, a.partitions, ready, store=after)
         tl.spill_bytes += share
         return done + p["dma_fixed_us"] * 1000.0
 
     def regions_of(st) -> list[tuple]:
-        """(buffer key, region, is_write, access, bytes per key) of every access that takes part in dependences;
-        an access's keys, region and share are worked out once (an access over n blocks has n keys)."""
+        """(buffer key, region, is_write, access, bytes per key) of the accesses that take part in dependences,
+        each access's keys listed once (one per block it touches: looking them up per key was quadratic)."""
         found = []
         for w, accs in ((False, st.reads), (True, st.writes)):
             for a in accs:
