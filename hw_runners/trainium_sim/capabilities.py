@@ -20,7 +20,7 @@ from pathlib import Path
 from autocomp_zmq.hw_runners.trainium_sim.program import Access, StreamError
 
 RULES_FILE = Path(__file__).with_name("engines.toml")
-ENGINE_NAMES = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd", "dma": "DMA"}
+ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
 
 
 @functools.cache

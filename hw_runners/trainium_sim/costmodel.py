@@ -30,7 +30,6 @@ from autocomp_zmq.hw_runners.trainium_sim.platforms import PLATFORMS, params  # 
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
-ENGINE_NAMES = {"pe": "Tensor", "dve": "Vector", "act": "Scalar", "pool": "GpSimd", "dma": "DMA"}
 COMPUTE = ("pe", "dve", "act", "pool")
 
 

@@ -1,7 +1,8 @@
 """What the planner learns from one trainium-sim evaluation: where the time went and what binds."""
 from __future__ import annotations
 
-from autocomp_zmq.hw_runners.trainium_sim.costmodel import ENGINE_NAMES, Layout, Timeline
+from autocomp_zmq.hw_runners.trainium_sim.capabilities import ENGINE_NAMES
+from autocomp_zmq.hw_runners.trainium_sim.costmodel import Layout, Timeline
 
 CYCLE_GHZ = 1.4     # cycles are reported at the Scalar clock (1.4 GHz on NeuronCore-v2; params' scalar_clock_ghz)
 
