@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from autocomp_zmq.hw_runners.trainium_sim import capabilities, fp8, ops
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.engine_ops import EngineOps
 from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
 from autocomp_zmq.hw_runners.trainium_sim.resolver import Resolver
@@ -132,11 +132,10 @@ class Replayer(EngineOps):
         execute() then computes the instructions a check needs."""
         steps, self.decoded = [], []
         sets, self.sets = self.sets, 0
+        clock = Clock(deadline, f"replaying the kernel's {len(instrs):,} instructions")
         try:
             for n, instr in enumerate(instrs):
-                if deadline is not None and time.monotonic() > deadline:     # ~60 ns: checked every instruction
-                    raise TimeoutError(f"replaying the kernel's {len(instrs):,} instructions exceeded the time "
-                                       f"limit (stopped at instruction {n:,})")
+                clock.tick(n)
                 step, call = self.step(instr)
                 steps.append(step)
                 self.decoded.append(call)
@@ -148,11 +147,10 @@ class Replayer(EngineOps):
     def execute(self, needed, deadline: float | None = None) -> None:
         """Compute the decoded instructions in order: all of them, or those whose flag in `needed` is set
         (the others' results are never read by what is checked; see slicing.py)."""
+        clock = Clock(deadline, f"computing the kernel's {len(self.decoded):,} instructions")
         for n, (run, reads, writes, attrs, mask, what) in enumerate(self.decoded):
             if needed is None or needed[n]:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"replaying the kernel's {len(self.decoded):,} instructions exceeded the "
-                                       f"time limit (stopped at instruction {n:,})")
+                clock.tick(n)
                 run(copy.copy(self.steps[n]), reads, writes, attrs, mask, what)
             for tid in self.free_after.get(n, ()):
                 self.mem.pop(tid, None)
