@@ -283,12 +283,14 @@ class GemminiSim(Target):
         shutil.copytree(CSRC / "include", build / "inc")
         shutil.copy(shim_library(), build / "libgemminisim.a")
         # the entry point's declaration, where gemmini.h has none (a problem file's signature): a kernel
-        # whose solution() differs fails to compile with a clear message
-        prototype = fam.prototype(problem.dims)
-        if prototype:
-            (build / "problem.h").write_text(prototype + "\n")
+        # whose solution() differs fails to compile with a clear message; then the macros Autocomp's harness
+        # defines for the problem (MAT_DIM_I, A_MATRIX_NAME, ...), after gemmini.h so that they cannot touch it
+        header = fam.prototype(problem.dims)
+        header = (header + "\n" if header else "") + fam.harness_header(problem.dims)
+        if header:
+            (build / "problem.h").write_text(header)
         sandbox.prepare_workdir(build, limits)
-        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *(["-include", "problem.h"] if prototype else []),
+        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *(["-include", "problem.h"] if header else []),
               *fam.defines(problem.dims), "-o", "kernel", "kernel.c", "entry.c", "libgemminisim.a", "-static", "-lm"]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": str(build / "tmp")}
         out = sandbox.run(cc, build, limits, env=env)

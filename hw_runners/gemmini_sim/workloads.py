@@ -80,6 +80,17 @@ class Family:
         """The entry point's declaration, if gemmini.h does not make it (it does for the built-in families)."""
         return ""
 
+    def harness_macros(self, d: dict[str, int], names: list[str] | None = None) -> dict[str, str | int]:
+        """The macros Autocomp's harness for this problem defines around its kernel (harnesses/<type>/testN.c),
+        so that kernels written against that harness (its sols/*_gemmini_baseline.c read their sizes and array
+        names from them) compile unchanged. `names`: the entry point's argument names (default the family's)."""
+        return {}
+
+    def harness_header(self, d: dict[str, int], names: list[str] | None = None) -> str:
+        """harness_macros as #define lines. One named like an argument is left out: the parameter must win."""
+        names = names or [a.name for a in self.args(d)]
+        return "".join(f"#define {k} {v}\n" for k, v in self.harness_macros(d, names).items() if k not in names)
+
     def compulsory_bytes(self, d: dict[str, int]) -> tuple[int, int]:
         """(bytes every schedule must read, bytes it must write)."""
         args = self.args(d)
@@ -129,6 +140,15 @@ class Gemm(Family):
     def reduction_length(self, d):
         return d["K"]
 
+    def harness_macros(self, d, names=None):
+        a, b, c = names or [a.name for a in self.args(d)]
+        # harnesses/exo/testN.c and harnesses/gemm/testN.c: no bias (D) and no transposes, as in this family
+        return {"MAT_DIM_I": d["I"], "MAT_DIM_J": d["J"], "MAT_DIM_K": d["K"],
+                "A_MATRIX_NAME": a, "B_MATRIX_NAME": b, "C_MATRIX_NAME": c, "OUTPUT_MATRIX_NAME": "C_MATRIX_NAME",
+                "A_TRANSPOSE": 0, "B_TRANSPOSE": 0, "NO_BIAS": 1, "REPEATING_BIAS": 0, "SUB_BIAS": 0,
+                "ACTIVATION": "NO_ACTIVATION", "A_ROWS": "MAT_DIM_I", "A_COLS": "MAT_DIM_K",
+                "B_ROWS": "MAT_DIM_K", "B_COLS": "MAT_DIM_J"}
+
     def reference(self, d, inputs):
         a, b = inputs
         # float64 products of int8 sum exactly up to 2**53, far beyond K * 2**14
@@ -159,6 +179,16 @@ class Conv3x3(Family):
 
     def reduction_length(self, d):
         return 9 * d["C"]
+
+    def harness_macros(self, d, names=None):
+        inp, w, bias, out = names or [a.name for a in self.args(d)]
+        # harnesses/exo-conv/testN.c (P, C and K are the family's own -D macros). NO_BIAS is 0: these convs add
+        # the bias; that harness's NO_BIAS 1 is a leftover of its GEMM harness that neither its reference
+        # (tiled_conv_auto with the bias) nor its kernels read, and a kernel honouring it would be wrong there too.
+        return {"N": 4, "R": 3, "S": 3, "Q": d["P"], "STRIDE": 1, "INP_ROWS": d["P"] + 2, "INP_COLS": d["P"] + 2,
+                "INP_MATRIX_NAME": inp, "WEIGHT_MATRIX_NAME": w, "BIAS_MATRIX_NAME": bias, "OUTPUT_MATRIX_NAME": out,
+                "A_TRANSPOSE": 0, "B_TRANSPOSE": 0, "NO_BIAS": 0, "REPEATING_BIAS": 0, "SUB_BIAS": 0,
+                "ACTIVATION": "NO_ACTIVATION"}
 
     def reference(self, d, inputs):
         inp, w, bias = inputs

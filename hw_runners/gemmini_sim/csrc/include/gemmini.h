@@ -248,6 +248,30 @@ void compute_accumulated(uint32_t A_addr, uint32_t D_addr, uint32_t A_cols, uint
                          uint32_t D_rows);
 void fence(void);
 
+/* Autocomp's prompts and kernels call config_ld and config_st with different argument lists, so these
+ * two pick their form by argument count. The 4-argument config_ld and the 1-argument config_st select
+ * the functions above themselves (a macro does not expand its own name again); any other count also
+ * reaches them, so the compiler's "too many/few arguments to function" error names the real call.
+ *   config_ld(dram_stride, scale, spad_block_stride, id)   the project's and Autocomp's usual form
+ *   config_ld(dram_stride, scale, id)                      block stride DIM, as gemmini_extended3_config_ld
+ *   config_st(dram_stride)                                 bytes (Autocomp's conv prompt says "cols": the
+ *                                                          same number for int8 output)
+ *   config_st(dram_stride, scale)                          scale applied on mvout from the accumulator */
+#define GEMMINI_SIM_BY_COUNT(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, form, ...) form
+#define GEMMINI_SIM_CONFIG_LD3(stride, scale, id) gemmini_sim_config_ld(stride, scale, false, DIM, 1, id)
+#define GEMMINI_SIM_CONFIG_ST2(stride, scale) \
+  gemmini_sim_config_st(stride, NO_ACTIVATION, scale, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+#define config_ld(...) GEMMINI_SIM_BY_COUNT(__VA_ARGS__, config_ld, config_ld, config_ld, config_ld, config_ld, \
+  config_ld, config_ld, config_ld, config_ld, GEMMINI_SIM_CONFIG_LD3, config_ld, config_ld)(__VA_ARGS__)
+#define config_st(...) GEMMINI_SIM_BY_COUNT(__VA_ARGS__, config_st, config_st, config_st, config_st, config_st, \
+  config_st, config_st, config_st, config_st, config_st, GEMMINI_SIM_CONFIG_ST2, config_st)(__VA_ARGS__)
+
+/* Gemmini's own toolchain (an older gcc) only warns when an integer is passed as a DRAM pointer or a 2-D
+ * array as an elem_t pointer, and Autocomp's kernels do both (mvout(uint64_t, ...), tiled_matmul_auto(A,
+ * ...)); gcc 14 makes these errors by default. Keep them warnings, as on gcc 12. */
+#pragma GCC diagnostic warning "-Wint-conversion"
+#pragma GCC diagnostic warning "-Wincompatible-pointer-types"
+
 /* Entry point of the current problem, declared here so that a kernel whose
  * solution() has the wrong signature fails to compile with a clear message. */
 #if defined(AUTOCOMP_GEMM)
