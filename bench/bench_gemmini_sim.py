@@ -12,6 +12,16 @@
    warm, on one core (goal: <= 1 s warm).
 
     python bench/bench_gemmini_sim.py [--problems gemm-512x512x512,...] [--no-sweep] [--json FILE]
+
+--calibration prints the calibration table instead: the speedups over Gemmini's
+software library that the Autocomp paper published (hw_runners/gemmini_sim/
+published.toml, with sources) beside the simulated ones, for the kernels that
+were measured: Autocomp's Exo-unoptimized and Exo-optimized GEMMs and
+convolutions, read from --autocomp-src (a git mirror or a checkout of
+ucb-bar/autocomp; default /work/.mirror/ucb-bar+autocomp/repo), and this
+project's hardware-loop kernels. Exit status 0 when every row is within 25%.
+--timing KEY=VALUE,... evaluates with other timing parameters (timing.py), e.g.
+the model before calibration: library_hwloop=1,cpu_issue_cycles=6,dma_latency=64.
 """
 from __future__ import annotations
 
@@ -19,8 +29,11 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: keep numpy's BLAS single-threaded
@@ -43,6 +56,9 @@ ORDERED = ("naive", "tuned", "hwloop")
 LIBRARY = {"gemm": ROOT / "hw_runners" / "gemmini_sim" / "problems" / "gemm_library.c",
            "conv3x3": ROOT / "hw_runners" / "gemmini_sim" / "problems" / "conv_library.c"}
 SWEEP = [("cpu_issue_cycles", 3), ("cpu_issue_cycles", 12), ("dma_latency", 32), ("dma_latency", 128)]
+PUBLISHED = ROOT / "hw_runners" / "gemmini_sim" / "published.toml"
+AUTOCOMP_MIRROR = Path("/work/.mirror/ucb-bar+autocomp/repo")
+GOAL = 0.25   # every simulated ratio within 25% of the published one
 
 
 def source(problem, role: str) -> str:
@@ -136,16 +152,93 @@ def evaluation_time(console, tgt) -> dict:
     return {"problem": big.name, "cold_s": cold, "warm_s": min(warm)}
 
 
+def autocomp_sols(source: Path | None, tmp: Path) -> Path | None:
+    """Autocomp's sols/ directory: from a checkout, or extracted with `git archive` from a (mirror) git dir."""
+    source = source or AUTOCOMP_MIRROR
+    if (source / "sols" / "exo").is_dir():
+        return source / "sols"
+    if not source.exists():
+        return None
+    archive = subprocess.run(["git", "--git-dir", str(source), "archive", "HEAD", "sols"], capture_output=True,
+                             check=False)
+    if archive.returncode != 0:
+        return None
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+    return tmp / "sols"
+
+
+def _ratio_cell(pub: float, sim: float | None, rows: list) -> str:
+    if sim is None:
+        rows.append(False)
+        return f"{pub:.2f} / FAIL"
+    err = sim / pub - 1
+    rows.append(abs(err) <= GOAL)
+    return f"{pub:.2f} / {sim:.2f} ({err:+.0%})"
+
+
+def calibration(console, tgt, sols: Path) -> bool:
+    """The published ratios over the library beside the simulated ones; True when all are within GOAL."""
+    pub = tomllib.loads(PUBLISHED.read_text())
+
+    def cycles(problem, code: str) -> int | None:
+        r = tgt.evaluate(problem, code)
+        return r.latency if r.correct else None
+
+    within: list[bool] = []
+    table = Table(title="gemmini-sim calibration: speedup over Gemmini's software library, published / simulated "
+                        f"(error); goal within {GOAL:.0%}. Source: {PUBLISHED.name} [sources]")
+    for col in ("problem", "library cycles", "Exo unoptimized", "Exo optimized", "hardware loop",
+                "Autocomp (published) / our tuned kernel"):
+        table.add_column(col, justify="right")
+    for row in pub["gemm"]:
+        p = tgt.problem(row["problem"])
+        lib = cycles(p, LIBRARY["gemm"].read_text())
+        sim = {"exo_unopt": cycles(p, (sols / "exo" / f"sol{row['sol']}_exo_baseline.c").read_text()),
+               "exo_opt": cycles(p, (sols / "exo" / f"sol{row['sol']}_exo_opt.c").read_text()),
+               "hwloop": cycles(p, p.kernel_source("hwloop")), "tuned": cycles(p, p.kernel_source("tuned"))}
+        ratio = {k: lib / v if lib and v else None for k, v in sim.items()}
+        table.add_row(p.name, f"{lib:,}" if lib else "FAIL",
+                      *(_ratio_cell(row[k], ratio[k], within) for k in ("exo_unopt", "exo_opt", "hwloop")),
+                      f"{row['autocomp']:.2f} / {ratio['tuned'] or 0:.2f}")
+    conv = pub["conv"]
+    opt = []
+    for name, sol in zip(conv["problems"], conv["sols"]):
+        p = tgt.problem(name)
+        lib = cycles(p, LIBRARY["conv3x3"].read_text())
+        o = cycles(p, (sols / "exo-conv" / f"sol{sol}_exo_opt.c").read_text())
+        opt.append(lib / o if lib and o else None)
+        table.add_row(p.name, f"{lib:,}" if lib else "FAIL", "", f"(sim {opt[-1]:.2f})" if opt[-1] else "FAIL", "", "")
+    geo = math.prod(opt) ** (1 / len(opt)) if all(opt) else None
+    table.add_row("convolutions, geomean", "", "", _ratio_cell(conv["exo_opt"], geo, within), "",
+                  f"{conv['autocomp']:.2f} / -")
+    console.print(table)
+    console.print(f"{sum(within)} of {len(within)} published ratios reproduced within {GOAL:.0%}")
+    return all(within)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", help="comma-separated problem names (default: all)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the sensitivity sweep")
     ap.add_argument("--json", type=Path, help="also write the results as JSON")
+    ap.add_argument("--calibration", action="store_true", help="print the calibration table against the "
+                                                                "published ratios instead")
+    ap.add_argument("--autocomp-src", type=Path, help=f"Autocomp's git mirror or checkout (default {AUTOCOMP_MIRROR})")
+    ap.add_argument("--timing", default="", help="timing parameters KEY=VALUE,... (timing.py)")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     console = Console(width=max(170, Console().width))
-    tgt = get_target("gemmini-sim")
+    timing = {k: int(v) for k, v in (kv.split("=") for kv in args.timing.split(",") if kv)}
+    tgt = get_target("gemmini-sim", **({"timing": timing} if timing else {}))
+    if args.calibration:
+        with tempfile.TemporaryDirectory() as tmp:
+            sols = autocomp_sols(args.autocomp_src, Path(tmp))
+            if sols is None:
+                console.print(f"no Autocomp source: give --autocomp-src (a git mirror or a checkout of "
+                              f"ucb-bar/autocomp); {args.autocomp_src or AUTOCOMP_MIRROR} is not one")
+                return 2
+            return 0 if calibration(console, tgt, sols) else 1
     probs = [tgt.problem(n) for n in args.problems.split(",")] if args.problems else tgt.problems()
     gemmini_target.shim_library()  # build once, outside the timings
     gemmini_target.replayer()

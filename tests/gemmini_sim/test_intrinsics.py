@@ -716,7 +716,7 @@ def test_tiled_conv_auto_matches_reference(run, P, Cch):
     r = run(TILED_CONV_KERNEL, conv(P, Cch))
     assert_correct(r)
     assert r.feedback["macs_issued"] == 4 * P * P * Cch * 9 * Cch
-    assert r.feedback["fsm_instructions"] > 0
+    assert r.feedback["fsm_instructions"] == 0   # the library as the paper measured it: issued by the CPU
 
 
 def test_loop_conv_ws_without_bias_misses_the_bias(run):

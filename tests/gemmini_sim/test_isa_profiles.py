@@ -65,8 +65,9 @@ def test_fsm_work_is_rejected_by_the_trusted_replayer_whatever_the_source_says(s
     narrow = IsaProfile("fsm-free", forbid=("gemmini_loop_ws", "gemmini_loop_conv_ws"))
     monkeypatch.setattr(GemminiSim, "info", classmethod(
         lambda cls: dataclasses.replace(info, isa_profiles=(*info.isa_profiles, narrow))))
-    code = (PROBLEM_DIR / "gemm_library.c").read_text()   # tiled_matmul_auto runs every tile on the loop FSM
-    r = sim.evaluate(dataclasses.replace(gemm(64, 64, 64), isa="fsm-free"), code)
+    code = (PROBLEM_DIR / "gemm_library.c").read_text()
+    mainline = get_target("gemmini-sim", timing={"library_hwloop": 1})   # every tile on the loop FSM
+    r = mainline.evaluate(dataclasses.replace(gemm(64, 64, 64), isa="fsm-free"), code)
     assert not r.correct and r.error_kind == "policy"
     assert "were issued by the loop FSMs, which --isa fsm-free does not allow" in r.error
 

@@ -10,6 +10,8 @@ import re
 import numpy as np
 import pytest
 
+from autocomp_zmq.hw_runners import get_target
+
 from .simkit import NAIVE_BODY, assert_correct, assert_fails, conv, gemm, gemm_kernel, mismatch_summary, reference
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
@@ -21,15 +23,41 @@ TILED_MATMUL_AUTO = """
 """
 
 
+@pytest.fixture(params=[0, 1], ids=["cpu-issued-library", "library-on-loop-fsm"])
+def library_run(request):
+    """run() on the library as the paper measured it (CPU-issued, the default) and as mainline Gemmini's."""
+    sim = get_target("gemmini-sim", timing={"library_hwloop": request.param})
+    return lambda code, problem: (sim.evaluate(problem, code), request.param)
+
+
 @pytest.mark.parametrize("dims", [(64, 64, 64), (40, 24, 56), (200, 72, 136), (32, 512, 16)],
                          ids=lambda d: "x".join(map(str, d)))
-def test_tiled_matmul_auto(run, dims):
-    # every dimension may end in a partial tile: the library pads and the loop FSM masks
+def test_tiled_matmul_auto(library_run, dims):
+    # every dimension may end in a partial tile: the library pads, the CPU's blocks or the loop FSM mask
     p = gemm(*dims)
-    r = run(gemm_kernel(TILED_MATMUL_AUTO.replace("DATAFLOW", "WS")), p)
+    r, hwloop = library_run(gemm_kernel(TILED_MATMUL_AUTO.replace("DATAFLOW", "WS")), p)
     assert_correct(r)
-    assert r.feedback["fsm_instructions"] > 0
+    assert (r.feedback["fsm_instructions"] > 0) == bool(hwloop)
     assert r.feedback["macs_issued"] >= dims[0] * dims[1] * dims[2]
+
+
+@pytest.mark.parametrize("hwloop", [0, 1], ids=["cpu-issued-library", "library-on-loop-fsm"])
+def test_tiled_matmul_full_c_then_int32_bias(hwloop):
+    """K split in two library calls: the first writes int32 partial sums (full_C), the second adds them back
+    as its bias D; both libraries must give the reference bit for bit (partial tiles in every dimension)."""
+    body = """
+  static int32_t T[I][J];
+  tiled_matmul_auto(I, J, K / 2, (elem_t *)A, (elem_t *)B, NULL, (void *)T, K, J, J, J,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
+                    ACC_SCALE_IDENTITY, 0, false, false, false, true, false, 0, WS);
+  tiled_matmul_auto(I, J, K - K / 2, &A[0][K / 2], &B[K / 2][0], (void *)T, (elem_t *)C, K, J, J, J,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
+                    ACC_SCALE_IDENTITY, 0, false, false, false, false, false, 0, WS);
+"""
+    sim = get_target("gemmini-sim", timing={"library_hwloop": hwloop})
+    r = sim.evaluate(gemm(40, 24, 112), gemm_kernel(body))
+    assert_correct(r)
+    assert (r.feedback["fsm_instructions"] > 0) == bool(hwloop)
 
 
 def test_tiled_matmul_auto_output_stationary(run):
@@ -79,10 +107,10 @@ void solution(int8_t inp[4][P + 2][P + 2][C], int8_t weights[3][3][C][K], int32_
 
 
 @pytest.mark.parametrize("P,Cch", [(14, 64), (10, 48), (7, 16)])
-def test_tiled_conv_auto(run, P, Cch):
-    r = run(TILED_CONV_AUTO, conv(P, Cch))
+def test_tiled_conv_auto(library_run, P, Cch):
+    r, hwloop = library_run(TILED_CONV_AUTO, conv(P, Cch))
     assert_correct(r)
-    assert r.feedback["fsm_instructions"] > 0
+    assert (r.feedback["fsm_instructions"] > 0) == bool(hwloop)
     assert r.feedback["macs_issued"] == 4 * P * P * Cch * 9 * Cch
 
 

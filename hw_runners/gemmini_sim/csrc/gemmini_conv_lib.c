@@ -2,8 +2,11 @@
  * tiled_conv_auto with the signatures of Gemmini's gemmini.h (our own
  * implementation of the same tiling): choose tiles of batches, output rows,
  * output columns, output channels, kernel rows, kernel columns and input
- * channels that fit half of the scratchpad and of the accumulator, then hand
- * each tile to gemmini_loop_conv_ws. Weights are laid out
+ * channels that fit half of the scratchpad and of the accumulator, then run
+ * each tile as gemmini_loop_conv_ws would: on the loop FSM (library_hwloop 1,
+ * mainline gemmini-rocc-tests) or, by default, issued instruction by
+ * instruction from the CPU with library_conv_block_cycles of scalar work per
+ * compute (the library the Autocomp paper measured; timing.py says why). Weights are laid out
  * [kernel_row][kernel_col][in_channel][out_channel], activations NHWC. */
 #include <stdint.h>
 #include "sim.h"
@@ -46,9 +49,11 @@ void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
   gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, false, false, false);
   int n_kch = ceil_div(in_channels, kchs), n_poch = ceil_div(out_channels, pochs);
   int n_krow = ceil_div(kernel_dim, krows), n_kcol = ceil_div(kernel_dim, kcols);
-  bool b_reuse = n_kch * n_poch * n_krow * n_kcol <= 2;
-  bool a_reuse = n_kch * n_krow * n_kcol * ceil_div(batch_size, batches) * ceil_div(out_row_dim, porows) *
+  bool hw = g_cfg.library_hwloop;
+  bool b_reuse = hw && n_kch * n_poch * n_krow * n_kcol <= 2;
+  bool a_reuse = hw && n_kch * n_krow * n_kcol * ceil_div(batch_size, batches) * ceil_div(out_row_dim, porows) *
                  ceil_div(out_col_dim, pocols) <= 2;
+  library_loops_on_cpu(!hw, (uint32_t)g_cfg.library_conv_block_cycles);
   for (int b = 0; b < batch_size; b += batches)
     for (int porow = 0; porow < out_row_dim; porow += porows)
       for (int pocol = 0; pocol < out_col_dim; pocol += pocols)
@@ -82,6 +87,7 @@ void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                                      true, false, false, false, act, false, false, false, false, 1, in_stride,
                                      weight_stride, out_stride, false, a_id, b_id);
               }
+  library_loops_on_cpu(false, 0);
   gemmini_fence();
 }
 

@@ -2,12 +2,19 @@
  * tiled_conv(_auto) with the signatures of Gemmini's gemmini.h and the same
  * strategy (this is our own implementation of it): pick the largest tiles
  * that fit half of the scratchpad and of the accumulator (double buffering),
- * configure the load/store/execute state once, and hand every tile to the
- * hardware loop FSM (gemmini_loop_ws / gemmini_loop_conv_ws), reusing A or B
- * tiles in the scratchpad when there are at most two of them. Linked into the
- * kernel process; everything it issues is recorded like any kernel's
- * instructions. The CPU type (results computed by the CPU) is refused:
- * the evaluator only accepts results Gemmini computed. */
+ * configure the load/store/execute state once, then run every tile in one of
+ * two ways, as the timing parameter library_hwloop says:
+ *  - 1, mainline gemmini-rocc-tests: hand the tile to the hardware loop FSM
+ *    (gemmini_loop_ws), reusing A or B tiles when there are at most two;
+ *  - 0 (default), the library the Autocomp paper measured: the CPU walks the
+ *    tile's 16x16 blocks itself (the block-by-block stream Gemmini's library
+ *    issued before the loop FSMs, kept in gemmini-rocc-tests' gemmini.h as a
+ *    commented-out body of sp_tiled_matmul_ws) and spends
+ *    library_block_cycles of scalar code per block (timing.py says where that
+ *    number comes from).
+ * Linked into the kernel process; everything it issues is recorded like any
+ * kernel's instructions. The CPU type (results computed by the CPU) is
+ * refused: the evaluator only accepts results Gemmini computed. */
 #include <math.h>
 #include <stdint.h>
 #include "sim.h"
@@ -62,6 +69,60 @@ static void tile_os(const elem_t *A, const elem_t *B, const void *D, void *C, si
                              DIM - (j == J - 1 ? pad_J : 0), DIM - (i == I - 1 ? pad_I : 0));
 }
 
+/* Weight-stationary tile issued block by block by the CPU (k, j, i order): A and B go to the scratchpad
+ * half `half`, C to the accumulator half `acc_half`; B is preloaded once per (k, j) and every block
+ * computes into its own C rows. D (bias, may be NULL) is loaded first; `accumulate` adds to what an
+ * earlier K tile left in the accumulator; C (may be NULL) is written after the last k. */
+static void tile_ws_cpu(const elem_t *A, const elem_t *B, const void *D, void *C, size_t I, size_t J, size_t K,
+                        size_t pad_I, size_t pad_J, size_t pad_K, size_t sA, size_t sB, size_t sD, size_t sC,
+                        bool a_t, bool b_t, bool full_C, bool low_D, bool accumulate, int half, int acc_half) {
+  const uint32_t spad_half = BANK_NUM * BANK_ROWS / 2, acc_half_rows = ACC_ROWS / 2;
+  const uint32_t a_base = half * spad_half, b_base = a_base + spad_half - (uint32_t)(K * J * DIM);
+  const uint32_t c_base = ACC_ADDR_BIT | ACCUMULATE_BIT | (full_C ? FULL_READ_BIT : 0) | (acc_half * acc_half_rows);
+  const size_t a_blocks = min_sz(a_t ? I : K, MAX_BLOCK_LEN), b_blocks = min_sz(b_t ? K : J, MAX_BLOCK_LEN);
+  const size_t c_blocks = full_C ? 1 : min_sz(J, MAX_BLOCK_LEN), szD = low_D ? 1 : 4, szC = full_C ? 4 : 1;
+  const size_t d_blocks = min_sz(J, low_D ? MAX_BLOCK_LEN : MAX_BLOCK_LEN_ACC);
+  for (size_t i = 0; D && i < I; i++)
+    for (size_t j = 0; j < J; j += d_blocks) {
+      size_t blocks = min_sz(d_blocks, J - j), cols = blocks * DIM - (j + blocks >= J ? pad_J : 0);
+      gemmini_extended_mvin3((const char *)D + (i * DIM * sD + j * DIM) * szD,
+                             (c_base & ~(ACCUMULATE_BIT | FULL_READ_BIT)) + (uint32_t)((i * J + j) * DIM), cols,
+                             DIM - (i == I - 1 ? pad_I : 0));
+    }
+  for (size_t k = 0; k < K; k++)
+    for (size_t j = 0; j < J; j++)
+      for (size_t i = 0; i < I; i++) {
+        uint32_t a_sp = a_base + (uint32_t)((a_t ? k * I + i : i * K + k) * DIM);
+        uint32_t b_sp = b_base + (uint32_t)((b_t ? j * K + k : k * J + j) * DIM);
+        uint32_t c_sp = c_base + (uint32_t)((i * J + j) * DIM);
+        size_t rows_i = DIM - (i == I - 1 ? pad_I : 0), cols_j = DIM - (j == J - 1 ? pad_J : 0);
+        size_t kk = DIM - (k == K - 1 ? pad_K : 0);
+        rec_cpu_work((uint32_t)g_cfg.library_block_cycles);
+        if (j == 0 && (a_t ? i : k) % a_blocks == 0) {
+          size_t at = a_t ? i : k, n = a_t ? I : K, blocks = min_sz(a_blocks, n - at);
+          size_t cols = blocks * DIM - (at + blocks >= n ? (a_t ? pad_I : pad_K) : 0);
+          gemmini_extended_mvin(a_t ? A + k * DIM * sA + i * DIM : A + i * DIM * sA + k * DIM, a_sp, cols,
+                                a_t ? kk : rows_i);
+        }
+        if (i == 0 && (b_t ? k : j) % b_blocks == 0) {
+          size_t at = b_t ? k : j, n = b_t ? K : J, blocks = min_sz(b_blocks, n - at);
+          size_t cols = blocks * DIM - (at + blocks >= n ? (b_t ? pad_K : pad_J) : 0);
+          gemmini_extended_mvin2(b_t ? B + j * DIM * sB + k * DIM : B + k * DIM * sB + j * DIM, b_sp, cols,
+                                 b_t ? cols_j : kk);
+        }
+        uint32_t out = !D && !accumulate && k == 0 ? c_sp & ~ACCUMULATE_BIT : c_sp;
+        gemmini_extended_preload(i == 0 ? b_sp : GARBAGE_ADDR, out, cols_j, kk, cols_j, rows_i);
+        if (i == 0) gemmini_extended_compute_preloaded(a_sp, GARBAGE_ADDR, kk, rows_i, DIM, DIM);
+        else gemmini_extended_compute_accumulated(a_sp, GARBAGE_ADDR, kk, rows_i, DIM, DIM);
+        if (C && k == K - 1 && (j == J - 1 || j % c_blocks == c_blocks - 1)) {
+          size_t j0 = j / c_blocks * c_blocks, blocks = min_sz(c_blocks, J - j0);
+          gemmini_extended_mvout((char *)C + (i * DIM * sC + j0 * DIM) * szC,
+                                 (c_base & ~ACCUMULATE_BIT) + (uint32_t)((i * J + j0) * DIM),
+                                 blocks * DIM - (j0 + blocks >= J ? pad_J : 0), rows_i);
+        }
+      }
+}
+
 void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K, const elem_t *A, const elem_t *B, const void *D,
                   void *c_dram, size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
                   scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor, int act,
@@ -92,7 +153,8 @@ void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K, const elem_t *A, con
   gemmini_extended3_config_ld(stride_A, A_scale_factor, false, 0);
   gemmini_extended3_config_ld(stride_B, B_scale_factor, false, 1);
   gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * szD, (float)D_scale_factor, low_D, 2);
-  bool a_reuse = db && I0 * K0 <= 2, b_reuse = db && J0 * K0 <= 2;
+  bool hw = g_cfg.library_hwloop, a_reuse = hw && db && I0 * K0 <= 2, b_reuse = hw && db && J0 * K0 <= 2;
+  int tile = 0;
   for (size_t i0 = 0; i0 < I0; i0++)
     for (size_t j0 = 0; j0 < J0; j0++)
       for (size_t k0 = 0; k0 < K0; k0++) {
@@ -111,6 +173,12 @@ void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K, const elem_t *A, con
         if (type == OS) {
           tile_os(a, b, no_bias ? NULL : pre, out, I, J, K, pI, pJ, pK, stride_A, stride_B,
                   repeating_bias ? 0 : stride_D, stride_C, full_C, low_D, no_bias || !pre);
+          continue;
+        }
+        if (!hw) {
+          tile_ws_cpu(a, b, no_bias ? NULL : pre, out, I, J, K, pI, pJ, pK, stride_A, stride_B,
+                      repeating_bias ? 0 : stride_D, stride_C, transpose_A, transpose_B, full_C, low_D, k0 > 0,
+                      tile++ & 1, (int)((i0 * J0 + j0) & 1));
           continue;
         }
         gemmini_loop_ws(I, J, K, pI, pJ, pK, a, b, no_bias ? NULL : pre, out, stride_A, stride_B,

@@ -42,6 +42,10 @@ void rec_payload(const void *bytes, size_t n) {
   }
 }
 
+void rec_cpu_work(uint32_t cycles) {
+  if (cycles) rec_emit(&(rec_t){.op = R_CPU, .d = {cycles < MAX_CPU_WORK ? cycles : MAX_CPU_WORK}});
+}
+
 static uintptr_t arr_base[MAX_ARGS];
 static size_t arr_bytes[MAX_ARGS];
 static int narr;
@@ -182,6 +186,12 @@ uint64_t gemmini_sim_read_cycles(void) {
 }
 
 /* ---- hardware loops: recorded as calls, expanded by the FSM in the replayer ------------------- */
+/* ... except in the CPU-issued library (library_loops_on_cpu; see the FSM hooks below). */
+static bool loops_on_cpu, on_cpu;
+static uint32_t cpu_block_cycles;
+
+void library_loops_on_cpu(bool on, uint32_t block_cycles) { loops_on_cpu = on, cpu_block_cycles = block_cycles; }
+
 void gemmini_sim_loop_ws(size_t tiles_i, size_t tiles_j, size_t tiles_k, size_t pad_I, size_t pad_J, size_t pad_K,
                          uint64_t A, uint64_t B, uint64_t D, uint64_t c_dram, size_t A_stride, size_t B_stride,
                          size_t D_stride, size_t C_stride, bool A_transpose, bool B_transpose, bool full_C,
@@ -204,7 +214,6 @@ void gemmini_sim_loop_conv_ws(
     bool no_bias, bool no_pool, bool downsample, bool wrot180, bool input_dilated, int act, bool trans_output_1203,
     bool trans_weight_1203, bool trans_weight_0132, bool trans_input_3120, int max_pixels_per_row, int in_stride,
     int weight_stride, int out_stride, bool dw, int a_spad_id, int b_spad_id) {
-  op_begin("gemmini_loop_conv_ws", 0);
   loop_conv_args_t a = {
     batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim, pool_out_row_dim,
     pool_out_col_dim, stride, padding, kernel_dim, kernel_dilation, pool_size, pool_stride, pool_padding, batches,
@@ -212,6 +221,13 @@ void gemmini_sim_loop_conv_ws(
     no_bias, no_pool, downsample, wrot180, input_dilated, act, trans_output_1203, trans_weight_1203,
     trans_weight_0132, trans_input_3120, max_pixels_per_row, in_stride, weight_stride, out_stride, dw, a_spad_id,
     b_spad_id, 0, weights, output, bias, input};
+  if (loops_on_cpu) {
+    on_cpu = true;
+    fsm_loop_conv(&a);
+    on_cpu = false;
+    return;
+  }
+  op_begin("gemmini_loop_conv_ws", 0);
   rec_emit(&(rec_t){.op = R_LOOP, .id = 2});
   rec_payload(&a, sizeof a);
   fsm_loop_conv(&a);
@@ -241,24 +257,32 @@ void compute_accumulated(uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint3
 }
 void fence(void) { gemmini_sim_fence(); }
 
-/* The loop FSM's hooks on this side only count: the replayer issues the instructions. */
-void fsm_config_ld(int which, int id, const ldconf_t *ld) { (void)id, (void)ld; op_begin("config_ld", which); }
+/* The loop FSM's hooks on this side only count: the replayer issues the instructions. Except in the
+ * CPU-issued library (library_loops_on_cpu): then gemmini_loop_conv_ws is expanded here and the hooks
+ * issue each instruction from the CPU, as ordinary records, with `cpu_block_cycles` of scalar work
+ * before every compute; the replayer sees no loop at all. */
+
+void fsm_config_ld(int which, int id, const ldconf_t *ld) {
+  if (on_cpu) gemmini_sim_config_ld(ld->stride, ld->scale, ld->shrunk, ld->block_stride, ld->pixel_repeats, id);
+  else op_begin("config_ld", which);
+}
 void fsm_mvin(int which, int id, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows) {
-  (void)id, (void)dram, (void)local, (void)cols, (void)rows;
-  op_begin("mvin", which);
+  if (on_cpu) gemmini_sim_mvin(id, dram, local, cols, rows);
+  else op_begin("mvin", which);
 }
 void fsm_mvout(int which, uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows) {
-  (void)dram, (void)local, (void)cols, (void)rows;
-  op_begin("mvout", which);
+  if (on_cpu) gemmini_sim_mvout(dram, local, cols, rows);
+  else op_begin("mvout", which);
 }
 void fsm_preload(int which, uint32_t b, uint32_t c, uint32_t bc, uint32_t br, uint32_t cc, uint32_t cr) {
-  (void)b, (void)c, (void)bc, (void)br, (void)cc, (void)cr;
-  op_begin("preload", which);
+  if (on_cpu) gemmini_sim_preload(b, c, bc, br, cc, cr);
+  else op_begin("preload", which);
 }
 void fsm_compute(int which, bool accumulated, uint32_t a, uint32_t d, uint32_t ac, uint32_t ar, uint32_t dc,
                  uint32_t dr) {
-  (void)a, (void)d, (void)ac, (void)ar, (void)dc, (void)dr;
-  op_begin(accumulated ? "compute_accumulated" : "compute_preloaded", which);
+  if (!on_cpu) { op_begin(accumulated ? "compute_accumulated" : "compute_preloaded", which); return; }
+  rec_cpu_work(cpu_block_cycles);
+  gemmini_sim_compute(accumulated, a, d, ac, ar, dc, dr);
 }
 void fsm_sync(int queue, int after_queue) { (void)queue, (void)after_queue; }
 void op_loop_call(int which) { (void)which; }

@@ -166,6 +166,7 @@ static void check_record(const rec_t *r) {
   if (r->op == R_MVIN && r->id > 2) sim_fail("malformed trace record (mvin load state %d)", r->id);
   if (r->op == R_LOOP && r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id);
   if (r->op == R_COUNTER && r->id > 1) sim_fail("malformed trace record (counter access %d)", r->id);
+  if (r->op == R_CPU && r->d[0] > MAX_CPU_WORK) sim_fail("malformed trace record (CPU work %u)", r->d[0]);
 }
 
 /* The name an instruction gets in messages, from fields used only if they are in range. */
@@ -187,6 +188,11 @@ static const char *record_name(const rec_t *r) {
 }
 
 static void replay_instruction(const rec_t *r) {
+  if (r->op == R_CPU) {   /* not an instruction: the CPU's scalar work before the next one (it only adds time) */
+    check_record(r);
+    if (g_timing_on) timing_cpu_work(r->d[0]);
+    return;
+  }
   if (r->op == R_COUNTER && r->id == 1) diag_context("read_cycles");   /* a CPU instruction, not Gemmini's */
   else op_begin(record_name(r), 0);
   check_record(r);

@@ -17,6 +17,7 @@ typedef struct {
   int64_t cpu_issue_cycles, config_cycles, min_rows, spad_read_delay, mesh_output_delay, acc_latency,
       tile_latency, mvin_scale_latency, acc_scale_latency;
   int64_t loop_ws_commands, loop_conv_commands, concurrent_loops, fsm_start_cycles, max_instructions;
+  int64_t library_hwloop, library_block_cycles, library_conv_block_cycles;
 } simcfg_t;
 
 enum { Q_LD, Q_EX, Q_ST, NQ };
@@ -77,7 +78,8 @@ typedef struct { uint64_t stride; int act; float acc_scale; } stconf_t;
  * instruction, written to a pipe. Configuration records carry every field;
  * the replayer keeps the configuration state, as the hardware does. */
 enum { R_CONFIG = 1, R_MVIN, R_MVOUT, R_PRELOAD, R_COMPUTE, R_FENCE, R_LOOP, R_SET, R_BUF, R_END, R_DATA,
-       R_FLUSH, R_COUNTER, R_LAST = R_COUNTER };
+       R_FLUSH, R_COUNTER, R_CPU, R_LAST = R_CPU };
+#define MAX_CPU_WORK (1u << 20)   /* cycles one R_CPU record may charge (d[0]) */
 #define RF_ACCUMULATED 1   /* compute_accumulated */
 #define RF_A_T 2           /* config_ex: A transposed */
 #define RF_B_T 4           /* config_ex: B transposed */
@@ -144,6 +146,9 @@ void fsm_sync(int queue, int after_queue);   /* timing: `queue` issues nothing b
 void fsm_reset(void);
 void fsm_loop_ws(const loop_ws_args_t *a);
 void fsm_loop_conv(const loop_conv_args_t *a);
+/* kernel side: while on, gemmini_loop_conv_ws's instructions are issued by the CPU (the CPU-issued
+ * library), with `block_cycles` of scalar work before every compute */
+void library_loops_on_cpu(bool on, uint32_t block_cycles);
 void op_loop_end(int which);
 
 /* moves.c (replayer side) */
@@ -187,7 +192,8 @@ int diag_format(char *buf, size_t cap, const char *fmt, va_list ap);   /* "<inst
 void rec_emit(const rec_t *r);
 void rec_flush(void);
 void rec_set_arrays(void **bases, const size_t *bytes, int n);
-void rec_payload(const void *bytes, size_t n);   /* an R_DATA header and the bytes, after a record */
+void rec_payload(const void *bytes, size_t n);
+void rec_cpu_work(uint32_t cycles);   /* the CPU runs scalar code for `cycles` before its next instruction */   /* an R_DATA header and the bytes, after a record */
 void intrinsics_reset(void);
 
 /* functional.c, execute.c (replayer side) */
@@ -236,6 +242,7 @@ void timing_reset(void);
 void timing_issue(tinstr_t *ti);
 void timing_issue_cpu_only(tinstr_t *ti);   /* an instruction that occupies no queue (flush) */
 void timing_fence(void);
+void timing_cpu_work(int64_t cycles);      /* scalar code on the CPU between two instructions */
 void timing_loop_begin(int which);   /* the CPU hands a loop to an FSM */
 void timing_loop_end(void);          /* the FSM has issued its last instruction */
 void timing_fsm_sync(int queue, int after_queue);

@@ -272,6 +272,13 @@ void timing_issue_cpu_only(tinstr_t *t) {
   g_stats.cpu_busy += g_cfg.cpu_issue_cycles;
 }
 
+/* Scalar code the CPU runs before its next instruction (loop control and address arithmetic that a
+ * record says it spent, R_CPU): it delays the CPU's issue, never Gemmini's queues. */
+void timing_cpu_work(int64_t cycles) {
+  cpu_t += cycles;
+  g_stats.cpu_busy += cycles;
+}
+
 /* fence: the CPU waits until every instruction has completed and every DRAM write is acknowledged. */
 void timing_fence(void) {
   int64_t t = max64(max64(cpu_t, makespan), max64(dram_writes_done, loops_issued_until));

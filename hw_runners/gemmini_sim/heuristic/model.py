@@ -1,5 +1,5 @@
 """An analytical cycle estimate of the heuristic's CPU-issued schedules on gemmini-sim (isa.md sections 1,
-3, 10): per block the array time, the CPU issue time (6 cycles per instruction), the DMA time of its mvins
+3, 10): per block the array time, the CPU issue time (timing.py's cpu_issue_cycles per instruction), the DMA time of its mvins
 and mvouts, and the stalls a missing double buffer or software pipeline leaves. The planner ranks block
 sizes and options with it; it never replaces an evaluation."""
 from __future__ import annotations

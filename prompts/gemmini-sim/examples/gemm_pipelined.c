@@ -12,7 +12,7 @@
 //  - A (banks 2,3) and B (banks 0,1) sit in different banks, so every preload
 //    overlaps the previous compute; configs are issued once; one final fence.
 // Loads and stores are spread over the k loop so that no queue fills up and
-// stalls the in-order CPU. CPU issue cost (6 cycles per instruction, 12 per
+// stalls the in-order CPU. CPU issue cost (8 cycles per instruction, 16 per
 // preload+compute pair vs 16 execute cycles, plus every mvin and mvout) caps
 // this style below the loop FSMs.
 // Assumes J is a multiple of PT*16 and K <= 4096 (true for every gemm problem).
