@@ -11,6 +11,7 @@
     reference = "my_gemm_reference.py"      # numpy: reference(*inputs) -> output(s); optional make_inputs
     tolerance = {atol = 0, rtol = 0}        # optional (gemmini-sim: exact by default)
     flops = "2 * I * J * K"                 # optional, a number or a formula over dims (utilization)
+    config = "fp32-4x4"                     # optional: the target's hardware configuration (gemmini-sim)
     [[inputs]]
     name = "A"
     shape = ["I", "K"]                      # numbers or dim names
@@ -47,7 +48,7 @@ from autocomp_zmq.protocols.jobs import ProblemDefinition
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 KEYS = ("name", "target", "description", "signature", "family", "dims", "kernel", "reference", "tolerance",
-        "flops", "call", "kwargs", "tags", "inputs", "outputs")
+        "flops", "call", "kwargs", "tags", "inputs", "outputs", "config")
 TENSOR_KEYS = ("name", "shape", "dtype", "range", "sparsity", "probability")
 MAX_DIMS = 16                     # the wire Problem's limit
 OWN_PREFIX = "own:"               # the family of a problem file that declares none: no built-in family matches it
@@ -84,6 +85,7 @@ class ProblemFile:
     call: tuple[Any, ...] | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    config: str | None = None       # the target's hardware configuration, where it has several
 
     @property
     def file(self) -> str:
@@ -161,8 +163,9 @@ def draw(rng: np.random.Generator, t: TensorDecl, default: tuple[float, float] =
 
 
 # -- parsing -------------------------------------------------------------------------------------
-def parse(definition: ProblemDefinition, dtypes: tuple[str, ...]) -> ProblemFile:
-    """Check every field the targets share; `dtypes` are the target's."""
+def parse(definition: ProblemDefinition, dtypes: tuple[str, ...], configs: tuple[str, ...] = ()) -> ProblemFile:
+    """Check every field the targets share; `dtypes` are the target's, `configs` its hardware configurations
+    (a target without any rejects a file that names one)."""
     file = definition.path
     if file not in definition.files:
         raise DefinitionError(f"{file}: the definition does not hold the problem file itself")
@@ -220,6 +223,10 @@ def parse(definition: ProblemDefinition, dtypes: tuple[str, ...]) -> ProblemFile
     tags = _typed(meta, "tags", list, bad, [])
     if not all(isinstance(t, str) for t in tags):
         raise bad("tags", "must be a list of strings")
+    config = _typed(meta, "config", str, bad, None)
+    if config is not None and config not in configs:
+        raise bad("config", f"{config!r} is not one of {', '.join(configs)}" if configs else
+                            "this target has a single hardware configuration")
     kernel = relative(_typed(meta, "kernel", str, bad), file, "kernel")
     reference = relative(reference, file, "reference") if reference is not None else None
     for key, named in (("kernel", kernel), ("reference", reference)):
@@ -231,7 +238,7 @@ def parse(definition: ProblemDefinition, dtypes: tuple[str, ...]) -> ProblemFile
         dims=dict(dims), inputs=tensors["inputs"], outputs=tensors["outputs"],
         kernel=kernel, reference=reference, family=family,
         atol=tol.get("atol"), rtol=tol.get("rtol"), flops=flops, call=tuple(call) if call is not None else None,
-        kwargs=_typed(meta, "kwargs", dict, bad, {}), tags=tuple(tags))
+        kwargs=_typed(meta, "kwargs", dict, bad, {}), tags=tuple(tags), config=config)
 
 
 REFERENCE_SHOWN = 6000   # characters of the reference's source a problem's description quotes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from autocomp_zmq.hw_runners.gemmini_sim.timing import DIM, TimingConfig
 
 # (counter, sentence) for every stall the model attributes; sentences say what waited on what.
@@ -30,16 +32,21 @@ _STALLS = [
 
 
 def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg: TimingConfig,
-            warnings: list[str] = ()) -> dict[str, Any]:
+            warnings: list[str] = (), array=None) -> dict[str, Any]:
+    """`array`: the Gemmini configuration (configs.GemminiConfig) whose DIM and element sizes count; None:
+    the default 16x16 int8 array."""
+    dim = array.dim if array is not None else DIM
+    elem = np.dtype(array.elem).itemsize if array is not None else 1
+    acc = np.dtype(array.acc).itemsize if array is not None else 4
     cycles = max(1, int(stats["cycles"]))
-    compute_bound = macs / cfg.macs_per_cycle
+    compute_bound = macs / (dim * dim)
     bw = cfg.dma_bytes_per_cycle
     memory_bound = max(compulsory) / bw  # reads and writes use separate channels
     roofline = max(compute_bound, memory_bound)
     moved = stats["bytes_rd"] + stats["bytes_wr"]
     m: dict[str, Any] = {
         "cycles": cycles,
-        "utilization": macs / (cfg.macs_per_cycle * cycles),
+        "utilization": macs / (dim * dim * cycles),
         "roofline_cycles": round(roofline),
         "roofline_fraction": roofline / cycles,
         "bound": "compute" if compute_bound >= memory_bound else "memory",
@@ -51,10 +58,11 @@ def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg
         "bytes_written": int(stats["bytes_wr"]),
         "compulsory_bytes": int(sum(compulsory)),
         "traffic_ratio": moved / max(1, sum(compulsory)),
-        "spad_kib_used": stats["spad_rows_used"] * DIM / 1024,
-        "spad_kib_total": cfg.spad_rows * DIM / 1024,
-        "acc_kib_used": stats["acc_rows_used"] * DIM * 4 / 1024,
-        "acc_kib_total": cfg.acc_rows * DIM * 4 / 1024,
+        "spad_kib_used": stats["spad_rows_used"] * dim * elem / 1024,
+        "spad_kib_total": cfg.spad_rows * dim * elem / 1024,
+        "acc_kib_used": stats["acc_rows_used"] * dim * acc / 1024,
+        "acc_kib_total": cfg.acc_rows * dim * acc / 1024,
+        "dim": dim,
         "instructions": {k: int(stats[f"count_{k}"]) for k in ("mvin", "mvout", "preload", "compute", "config")},
         "dma_requests": {"read": int(stats.get("rd_requests", 0)), "write": int(stats.get("wr_requests", 0))},
         "fsm_instructions": int(stats["fsm_instrs"]),
@@ -81,7 +89,7 @@ def text(m: dict[str, Any]) -> str:
     ins = m["instructions"]
     lines = [
         f"Latency: {m['cycles']:,} cycles. Array utilization {m['utilization']:.1%} "
-        f"(MACs / (256 x cycles)); {m['roofline_fraction']:.1%} of the roofline of "
+        f"(MACs / ({m.get('dim', DIM) ** 2} x cycles)); {m['roofline_fraction']:.1%} of the roofline of "
         f"{m['roofline_cycles']:,} cycles, which is {m['bound']}-bound "
         f"(compute bound {m['compute_bound_cycles']:,}, memory bound {m['memory_bound_cycles']:,} cycles).",
         f"Busy: load unit {busy['ld']:.0%}, execute unit {busy['ex']:.0%}, store unit {busy['st']:.0%}, "
@@ -104,10 +112,10 @@ def text(m: dict[str, Any]) -> str:
         lines.append("Main stalls: " + "; ".join(top) + ".")
     if m["bank_conflicts"]:
         lines.append(f"{m['bank_conflicts']:,} preload/compute pairs read A and B (or D) from the same "
-                     "scratchpad bank and could not overlap (banks are 4096 rows each).")
+                     "scratchpad bank and could not overlap.")
     if m["unfused_preloads"]:
         lines.append(f"{m['unfused_preloads']:,} preloads of weights could not overlap the previous compute and "
-                     f"cost {DIM} cycles each.")
+                     f"cost {m.get('dim', DIM)} cycles each.")
     for w in m["warnings"]:
         lines.append(f"Warning: {w}.")
     return "\n".join(lines)

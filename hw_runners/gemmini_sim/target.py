@@ -32,7 +32,7 @@ import numpy as np
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
-from autocomp_zmq.hw_runners.gemmini_sim import feedback
+from autocomp_zmq.hw_runners.gemmini_sim import configs as gconfigs, feedback
 from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
@@ -55,25 +55,33 @@ def _headers() -> list[Path]:
     return sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("include/**/*.h"))
 
 
-def shim_library() -> Path:
-    """The kernel-side intrinsics, loop FSMs and harness as a static library, built once per machine."""
+def _suffix(cfg: gconfigs.GemminiConfig | None) -> str:
+    return "" if cfg is None or not cfg.define else "-" + cfg.name
+
+
+def shim_library(cfg: gconfigs.GemminiConfig | None = None) -> Path:
+    """The kernel-side intrinsics, loop FSMs and harness as a static library, built once per machine and
+    configuration (its C types and DIM are compile-time)."""
+    flags = CFLAGS + (cfg.cflags if cfg else [])
+
     def build(out: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             objs = []
             for src in _KERNEL_SIDE:
                 obj = Path(tmp) / (src[:-2] + ".o")
                 # the harness's seccomp filter is built from the sandbox's seccomp_filter.h
-                run_build(["gcc", *CFLAGS, "-I", str(sandbox.HEADER_DIR), "-c", str(CSRC / src), "-o", str(obj)])
+                run_build(["gcc", *flags, "-I", str(sandbox.HEADER_DIR), "-c", str(CSRC / src), "-o", str(obj)])
                 objs.append(str(obj))
             run_build(["ar", "rcs", str(out), *objs])
     sources = [CSRC / s for s in _KERNEL_SIDE] + _headers() + [sandbox.SECCOMP_HEADER]
-    return cached_build("libgemminisim.a", sources, CFLAGS, build)
+    return cached_build(f"libgemminisim{_suffix(cfg)}.a", sources, flags, build)
 
 
-def replayer() -> Path:
-    """The trusted replayer (functional + timing model), built once per machine."""
-    return cached_build("gemmini-replay", [CSRC / s for s in _REPLAYER] + _headers(), CFLAGS,
-                        lambda out: run_build(["gcc", *CFLAGS, "-o", str(out), *(str(CSRC / s) for s in _REPLAYER),
+def replayer(cfg: gconfigs.GemminiConfig | None = None) -> Path:
+    """The trusted replayer (functional + timing model), built once per machine and configuration."""
+    flags = CFLAGS + (cfg.cflags if cfg else [])
+    return cached_build(f"gemmini-replay{_suffix(cfg)}", [CSRC / s for s in _REPLAYER] + _headers(), flags,
+                        lambda out: run_build(["gcc", *flags, "-o", str(out), *(str(CSRC / s) for s in _REPLAYER),
                                                "-lm"]))
 
 
@@ -102,6 +110,7 @@ def normalize_newlines(code: str) -> str:
 @dataclass
 class Options:
     timing: TimingConfig = field(default_factory=TimingConfig)
+    config: str | None = None        # the Gemmini configuration of problems that do not name their own
     compile_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60))
     run_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=120, cpu_s=120, mem_bytes=2 << 30))
     input_sets: int = 3
@@ -112,6 +121,8 @@ class Options:
     kernel_limits: sandbox.Limits = field(init=False)   # run_limits, confined further (set below)
 
     def __post_init__(self) -> None:
+        if self.config is not None:
+            gconfigs.get(self.config)   # an unknown name fails here, with the known ones
         if not isinstance(self.input_sets, int) or self.input_sets < 2:
             # the checks that instructions and loaded constants do not depend on the data compare sets
             raise ValueError("input_sets must be an integer >= 2")
@@ -133,6 +144,15 @@ class GemminiSim(Target):
             options["timing"] = TimingConfig.from_dict(options["timing"])
         self.options = Options(**options)
 
+    def machine(self, problem: Problem) -> gconfigs.GemminiConfig:
+        """The configuration `problem` runs on, with the `timing` option's parameters applied to it (ValueError
+        when the problem and the `config` option disagree)."""
+        cfg = gconfigs.choose(getattr(semantics(problem), "config", None), self.options.config)
+        default = TimingConfig()
+        overrides = {f.name: getattr(self.options.timing, f.name) for f in dataclasses.fields(TimingConfig)
+                     if getattr(self.options.timing, f.name) != getattr(default, f.name)}
+        return cfg.with_overrides(overrides)
+
     def problems(self) -> list[Problem]:
         return list(load_problems(self.name, self.info().problems))
 
@@ -140,7 +160,7 @@ class GemminiSim(Target):
         return parametric_problem(self.name, self.info().problems, name)
 
     def name_patterns(self) -> list[str]:
-        return [f"{f.pattern} (any sizes >= 1)" for f in FAMILIES.values()]
+        return [f"{f.pattern} ({f.sizes_note})" for f in FAMILIES.values() if f.dim_names]
 
     def problem_from_definition(self, definition) -> Problem:
         from autocomp_zmq.hw_runners.gemmini_sim.userproblems import from_definition
@@ -159,12 +179,16 @@ class GemminiSim(Target):
         code = normalize_newlines(code)
         profile = self.info().isa_profile(problem.isa)
         try:
+            cfg = self.machine(problem)
+        except ValueError as exc:
+            return EvalResult.failure("gemmini", str(exc))
+        try:
             check_source(code)
         except PolicyError as exc:
             return EvalResult.failure("policy", f"kernel rejected before compiling: {exc}")
         work = Path(tempfile.mkdtemp(prefix="gemmini-sim-", dir=self.options.work_root))
         try:
-            result = self._evaluate_in(work, problem, code, seed, trace_path, profile)
+            result = self._evaluate_in(work, problem, code, seed, trace_path, profile, cfg)
         finally:
             if not self.options.keep_workdir:
                 shutil.rmtree(work, ignore_errors=True)
@@ -173,7 +197,7 @@ class GemminiSim(Target):
 
     # -- steps ----------------------------------------------------------------
     def _evaluate_in(self, work: Path, problem: Problem, code: str, seed: int, trace_path: Path | None,
-                     profile: IsaProfile) -> EvalResult:
+                     profile: IsaProfile, cfg: gconfigs.GemminiConfig) -> EvalResult:
         """work/build: what the compiler sees; work/kernel: what the kernel process sees (its binary and
         output files); work/judge: the replayer's job (every input set), outputs and stats."""
         fam = semantics(problem)
@@ -181,7 +205,7 @@ class GemminiSim(Target):
         build, kernel_dir, judge = work / "build", work / "kernel", work / "judge"
         for d in (build, kernel_dir, judge, build / "tmp"):
             d.mkdir(mode=0o700)
-        failure = self._compile(build, problem, code)
+        failure = self._compile(build, problem, code, cfg)
         if failure:
             return failure
         os.replace(build / "kernel", kernel_dir / "kernel")
@@ -192,7 +216,7 @@ class GemminiSim(Target):
         hidden, hidden_expected = _input_sets(fam, problem.dims, secret, opts.hidden_sets)   # never cached
         args = fam.args(problem.dims)
         out_spec = next(a for a in args if a.output)
-        header = ["gemmini-sim-job 1", *opts.timing.header_lines()]
+        header = ["gemmini-sim-job 1", *cfg.timing.header_lines()]
         header += [f"arg {'out' if a.output else 'in'} {a.nbytes}" for a in args]
         header += [f"out_arg {args.index(out_spec)}", f"sets {len(public)}", f"hidden {len(hidden)}",
                    f"macs {fam.macs(problem.dims)}", f"trace {int(trace_path is not None)}", "end"]
@@ -201,7 +225,7 @@ class GemminiSim(Target):
             for arrays in public + hidden:
                 for a in arrays:
                     fh.write(np.ascontiguousarray(a).tobytes())
-        shutil.copy(replayer(), judge / "gemmini-replay")
+        shutil.copy(replayer(cfg), judge / "gemmini-replay")
         sandbox.prepare_workdir(judge, opts.run_limits)
         run, replayed = self._run(kernel_dir, judge)
 
@@ -240,8 +264,8 @@ class GemminiSim(Target):
                                       "(they are the upper bound); issue mvin, preload, compute and mvout from "
                                       "the CPU", **common)
 
-        m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), opts.timing,
-                             replay_verdict.get("warnings", [])[:8])
+        m = feedback.metrics(stats, fam.macs(problem.dims), fam.compulsory_bytes(problem.dims), cfg.timing,
+                             replay_verdict.get("warnings", [])[:8], array=cfg)
         if profile.bound:
             m["upper_bound"] = feedback.upper_bound(profile.bound_name, self.bound_cycles(problem, profile.bound),
                                                     m["cycles"])
@@ -266,14 +290,15 @@ class GemminiSim(Target):
         if role not in problem.kernels:
             return None
         defined = problem.definition.digest if problem.definition else ""   # two files may share a name
-        key = (problem.name, defined, role, tuple(self.options.timing.header_lines()))
+        cfg = self.machine(problem)
+        key = (problem.name, defined, role, cfg.name, tuple(cfg.timing.header_lines()))
         if key not in _BOUNDS:
             full = dataclasses.replace(problem, isa="")
             result = self.evaluate(full, problem.kernel_source(role))
             _BOUNDS[key] = int(result.latency) if result.correct else None
         return _BOUNDS[key]
 
-    def _compile(self, build: Path, problem: Problem, code: str) -> EvalResult | None:
+    def _compile(self, build: Path, problem: Problem, code: str, cfg: gconfigs.GemminiConfig) -> EvalResult | None:
         """Compile in `build`; None on success, else the failure."""
         fam = semantics(problem)
         limits = self.options.compile_limits
@@ -281,7 +306,7 @@ class GemminiSim(Target):
         call = ", ".join(f"b[{i}]" for i in range(len(fam.args(problem.dims))))
         (build / "entry.c").write_text(f"void autocomp_entry(void **b) {{ solution({call}); }}\n")
         shutil.copytree(CSRC / "include", build / "inc")
-        shutil.copy(shim_library(), build / "libgemminisim.a")
+        shutil.copy(shim_library(cfg), build / "libgemminisim.a")
         # the entry point's declaration, where gemmini.h has none (a problem file's signature): a kernel
         # whose solution() differs fails to compile with a clear message; then the macros Autocomp's harness
         # defines for the problem (MAT_DIM_I, A_MATRIX_NAME, ...), after gemmini.h so that they cannot touch it
@@ -290,7 +315,7 @@ class GemminiSim(Target):
         if header:
             (build / "problem.h").write_text(header)
         sandbox.prepare_workdir(build, limits)
-        cc = ["gcc", *CFLAGS, "-Iinc", "-include", "gemmini.h", *(["-include", "problem.h"] if header else []),
+        cc = ["gcc", *CFLAGS, *cfg.cflags, "-Iinc", "-include", "gemmini.h", *(["-include", "problem.h"] if header else []),
               *fam.defines(problem.dims), "-o", "kernel", "kernel.c", "entry.c", "libgemminisim.a", "-static", "-lm"]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": str(build / "tmp")}
         out = sandbox.run(cc, build, limits, env=env)
@@ -378,4 +403,9 @@ def _mismatch(name: str, got: np.ndarray, want: np.ndarray, s: int, public: int,
         which = (f"hidden input set {h + 1} of {hidden} ({INPUT_SETS[h % len(INPUT_SETS)]} values, drawn for this "
                  f"evaluation; the kernel never saw it; the {public} public input sets were right)")
     return (f"wrong result on {which}: {len(bad):,} of {got.size:,} output elements differ; first at {where}: "
-            f"got {int(got[first])}, expected {int(want[first])}")
+            f"got {_show(got[first])}, expected {_show(want[first])}")
+
+
+def _show(v) -> str:
+    """An output element as the kernel's type holds it (floats with the digits that tell them apart)."""
+    return f"{float(v):.9g}" if np.asarray(v).dtype.kind == "f" else str(int(v))

@@ -183,7 +183,9 @@ class TimingConfig:
                 raise ValueError(f"timing parameter {key} must be an integer, not {value!r}")
         cfg = cls(**data)
         for f in fields(cls):
-            if getattr(cfg, f.name) < (0 if f.name == "tile_latency" or f.name.startswith("library_") else 1):
+            # zero is a real value of these (FP32DefaultConfig's mesh_output_delay, the CPU-issued library)
+            if getattr(cfg, f.name) < (0 if f.name in ("tile_latency", "mesh_output_delay") or
+                                       f.name.startswith("library_") else 1):
                 raise ValueError(f"timing parameter {f.name} must be positive")
         if cfg.library_hwloop not in (0, 1):
             raise ValueError("timing parameter library_hwloop must be 0 (the CPU-issued library) or 1 (the loop FSM)")

@@ -15,12 +15,14 @@ import numpy as np
 
 from autocomp_zmq.hw_runners import problemfile
 from autocomp_zmq.hw_runners.base import Problem
+from autocomp_zmq.hw_runners.gemmini_sim import configs as gconfigs
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, MAX_ELEMENTS, ArgSpec, Family, family_problem
 from autocomp_zmq.hw_runners.problemfile import OWN_PREFIX, DefinitionError, ProblemFile
 from autocomp_zmq.protocols.jobs import ProblemDefinition
 
-DTYPES = ("int8", "int32")
-C_TYPES = {"int8_t": "int8", "elem_t": "int8", "int32_t": "int32", "acc_t": "int32"}
+DTYPES = ("int8", "int32", "float32")
+C_TYPES = {"int8_t": "int8", "int32_t": "int32", "float": "float32"}   # and elem_t, acc_t: the configuration's
+NUMPY = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 HEADERS = Path(__file__).with_name("csrc") / "include"
 PROBLEM_MACROS = {"I", "J", "K", "P", "C"}      # names gemmini.h leaves free for problem sizes
 _PARAM = re.compile(r"(?:const\s+)?(\w+)\s+(\w+)\s*((?:\[[^\[\]]+\])+)")
@@ -29,11 +31,15 @@ _PARAM = re.compile(r"(?:const\s+)?(\w+)\s+(\w+)\s*((?:\[[^\[\]]+\])+)")
 class FileFamily(Family):
     """A problem file's semantics, shaped like a built-in family (one set of dims: the file's)."""
 
-    def __init__(self, pf: ProblemFile, base: Family | None, args: list[ArgSpec]) -> None:
+    def __init__(self, pf: ProblemFile, base: Family | None, args: list[ArgSpec], config: str) -> None:
         self.pf, self.base, self._args = pf, base, args
         self.key = base.key if base else OWN_PREFIX + pf.name
         self.dim_names = tuple(pf.dims)
         self.tolerance = (float(pf.atol or 0.0), float(pf.rtol or 0.0))
+        self.config = config
+
+    def signature(self, d):
+        return self.pf.signature
 
     def name(self, d):
         return self.pf.name
@@ -82,6 +88,8 @@ def _exact(value, arg: ArgSpec, pf: ProblemFile, what: str) -> np.ndarray:
     a = np.asarray(value)
     if a.shape != arg.shape:
         raise pf.error("reference", f"{what} {arg.name} with shape {list(a.shape)}, not {list(arg.shape)}")
+    if np.dtype(arg.dtype).kind == "f":   # float outputs are compared with the file's tolerance
+        return a.astype(arg.dtype)
     cast = a.astype(arg.dtype)
     if not np.array_equal(cast, a):
         raise pf.error("reference", f"{what} {arg.name} values that are not {np.dtype(arg.dtype).name} (round and "
@@ -96,8 +104,9 @@ def _header_names() -> frozenset[str]:
     return frozenset(re.findall(r"\b[A-Za-z_]\w*\b", text)) - PROBLEM_MACROS
 
 
-def _arguments(pf: ProblemFile, entry: str) -> list[ArgSpec]:
+def _arguments(pf: ProblemFile, entry: str, cfg: gconfigs.GemminiConfig) -> list[ArgSpec]:
     """The kernel's arguments in the signature's order, each a declared tensor of that type and shape."""
+    c_types = {**C_TYPES, "elem_t": np.dtype(cfg.elem).name, "acc_t": np.dtype(cfg.acc).name}
     m = re.fullmatch(rf"\s*void\s+{entry}\s*\((.*)\)\s*;?\s*", pf.signature, re.S)
     if not m:
         raise pf.error("signature", f"must be a C declaration `void {entry}(int8_t A[I][K], ...)`")
@@ -105,19 +114,23 @@ def _arguments(pf: ProblemFile, entry: str) -> list[ArgSpec]:
     args, seen = [], set()
     for i, part in enumerate(p.strip() for p in m.group(1).split(",")):
         pm = _PARAM.fullmatch(part)
-        if not pm or pm.group(1) not in C_TYPES:
+        if not pm or pm.group(1) not in c_types:
             raise pf.error("signature", f"parameter {i + 1} ({part!r}) is not an array of "
-                                        f"{', '.join(C_TYPES)} such as int8_t A[I][K]")
+                                        f"{', '.join(c_types)} such as int8_t A[I][K]")
         ctype, name, brackets = pm.groups()
         if name not in tensors:
             raise pf.error("signature", f"parameter {name} is neither an input nor an output of the file")
         t, output = tensors[name]
         sizes = tuple(problemfile.formula(e, pf.dims, lambda msg: pf.error("signature", f"{name}: {msg}"))
                       for e in re.findall(r"\[([^\[\]]+)\]", brackets))
-        if C_TYPES[ctype] != t.dtype or sizes != t.shape:
-            raise pf.error("signature", f"{name} is {C_TYPES[ctype]}{list(sizes)} here but "
+        if c_types[ctype] != t.dtype or sizes != t.shape:
+            raise pf.error("signature", f"{name} is {c_types[ctype]}{list(sizes)} here but "
                                         f"{t.dtype}{list(t.shape)} in {'outputs' if output else 'inputs'}")
-        args.append(ArgSpec(name, np.int8 if t.dtype == "int8" else np.int32, t.shape, output))
+        if (t.dtype == "float32") != cfg.is_float:   # Gemmini moves its own element type only
+            raise pf.error("signature", f"{name} is {t.dtype}, but the {cfg.name} configuration's data is "
+                                        f"{'float32' if cfg.is_float else 'int8/int32'} (config = "
+                                        f"\"{'int8-16x16' if cfg.is_float else 'fp32-4x4'}\" in the file?)")
+        args.append(ArgSpec(name, NUMPY[t.dtype], t.shape, output))
         seen.add(name)
     missing = [n for n in tensors if n not in seen]
     if missing:
@@ -157,7 +170,12 @@ def _smoke(pf: ProblemFile, fam: FileFamily) -> None:
 
 
 def _load(target, definition: ProblemDefinition) -> Problem:
-    pf = problemfile.parse(definition, DTYPES)
+    pf = problemfile.parse(definition, DTYPES, gconfigs.names())
+    try:
+        # a target built without options (listing problem files) has no config option
+        cfg = gconfigs.choose(pf.config, getattr(getattr(target, "options", None), "config", None))
+    except ValueError as exc:
+        raise pf.error("config", str(exc)) from None
     if pf.target != target.name:
         raise pf.error("target", f"the file is for {pf.target!r}, not {target.name}")
     reserved = sorted(set(pf.dims) & (_header_names() | {t.name for t in pf.inputs + pf.outputs}))
@@ -176,14 +194,16 @@ def _load(target, definition: ProblemDefinition) -> Problem:
             if n > MAX_ELEMENTS:
                 raise pf.error(f"{kind}[{i}].shape", f"{n:,} elements; at most {MAX_ELEMENTS:,} per array keep an "
                                                      "evaluation feasible")
-    args = _arguments(pf, target.info().entry_point)
+    args = _arguments(pf, target.info().entry_point, cfg)
     base = None
     if pf.family is not None:
         base = FAMILIES.get(pf.family)
         if base is None:
             raise pf.error("family", f"{pf.family!r} is not a gemmini-sim family ({', '.join(FAMILIES)})")
+        if base.config != cfg.name:
+            raise pf.error("family", f"family {base.key!r} runs on the {base.config} configuration, not {cfg.name}")
         _check_family(pf, base, args)
-    fam = FileFamily(pf, base, args)
+    fam = FileFamily(pf, base, args, cfg.name)
     _smoke(pf, fam)
     kernels = family_problem(target.name, target.info().problems, base, pf.dims).kernels if base else {}
     description = problemfile.describe(pf, *fam.tolerance)

@@ -18,6 +18,7 @@ import numpy as np
 from autocomp_zmq.hw_runners.base import Problem, ProblemSizeError
 
 INPUT_SETS = ("full-range", "sparse", "small-values")
+PROBLEMS = Path(__file__).with_name("problems")   # the target descriptor's problems directory
 KERNEL_ROLES = ("naive", "baseline", "tuned", "hwloop")   # every family names one kernel of each
 # Parametric sizes stay feasible: the naive kernel issues about 4 instructions per 16x16 tile product
 # (about 3 us each to record and replay), and every input set is held in memory several times.
@@ -43,7 +44,9 @@ class Family:
     dim_names: tuple[str, ...]
     pattern: str                      # the parametric name, in words (gemm-IxJxK)
     regex: str                        # and as a regular expression, one group per dim
-    tolerance: tuple[float, float] = (0.0, 0.0)   # (atol, rtol): built-in families are exact
+    tolerance: tuple[float, float] = (0.0, 0.0)   # (atol, rtol): built-in int8 families are exact
+    sizes_note = "any sizes >= 1"   # what the parametric name takes, in words
+    config: str | None = "int8-16x16"   # the Gemmini configuration it runs on (configs/; None: any, chosen by option)
 
     def name(self, dims: dict[str, int]) -> str: ...
     def tile_products(self, d: dict[str, int]) -> int: ...   # 16x16x16 products the naive kernel computes
@@ -76,6 +79,10 @@ class Family:
     def defines(self, d: dict[str, int]) -> list[str]:
         return [f"-DAUTOCOMP_{self.key.upper()}"] + [f"-D{k}={v}" for k, v in d.items()]
 
+    def signature(self, d: dict[str, int]) -> str:
+        """The entry point's C declaration (what `autocomp_body` puts a kernel's body under)."""
+        return _spec(PROBLEMS)["families"][self.key]["signature"]
+
     def prototype(self, d: dict[str, int]) -> str:
         """The entry point's declaration, if gemmini.h does not make it (it does for the built-in families)."""
         return ""
@@ -104,6 +111,9 @@ class Family:
         for a in self.args(d):
             if a.output:
                 continue
+            if np.dtype(a.dtype).kind == "f":
+                out.append(_float_inputs(rng, a.shape, kind, small))
+                continue
             if a.dtype is np.int8:
                 lo, hi = (-small, small + 1) if kind == "small-values" else (-128, 128)
             else:  # int32 bias
@@ -113,6 +123,17 @@ class Family:
                 x[rng.random(a.shape) >= 0.1] = 0
             out.append(x)
         return out
+
+
+def _float_inputs(rng: np.random.Generator, shape: tuple[int, ...], kind: str, small: int) -> np.ndarray:
+    """float32 inputs: uniform in [-1, 1] (full-range), 90% zeros (sparse), or small integers whose sums are
+    exact in float32 (small-values), so that these show accumulation errors no rounding can hide."""
+    if kind == "small-values":
+        return rng.integers(-small, small + 1, size=shape).astype(np.float32)
+    x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    if kind == "sparse":
+        x[rng.random(shape) >= 0.1] = 0
+    return x
 
 
 def _saturate(x: np.ndarray) -> np.ndarray:
@@ -213,7 +234,7 @@ def family_problem(target: str, directory: Path, fam: Family, dims: dict[str, in
     meta = _spec(directory)["families"][fam.key]
     needs = meta.get("needs", {})
     kernels = {role: directory / meta[role] for role in KERNEL_ROLES
-               if all(dims[k] % m == 0 for k, m in needs.get(role, {}).items())}
+               if role in meta and all(dims[k] % m == 0 for k, m in needs.get(role, {}).items())}
     desc = meta["description"] + " Entry point: " + meta["signature"] + ". Sizes: " + \
         ", ".join(f"{k}={v}" for k, v in dims.items()) + "."
     return Problem(name=fam.name(dims), target=target, family=fam.key, dims=dims, description=desc,

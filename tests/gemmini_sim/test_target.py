@@ -39,8 +39,9 @@ def test_from_dict_rejects_unknown_keys():
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(TimingConfig)])
 @pytest.mark.parametrize("value", [0, -1])
 def test_from_dict_rejects_non_positive_values(name, value):
-    if (name == "tile_latency" or name.startswith("library_")) and value == 0:
-        # tile_latency 0: one register per PE hop; library_hwloop 0: the CPU-issued library; 0 scalar cycles
+    if (name in ("tile_latency", "mesh_output_delay") or name.startswith(("library_", "scalar_"))) and value == 0:
+        # tile_latency 0: one register per PE hop; mesh_output_delay 0: FP32DefaultConfig's; library_hwloop 0:
+        # the CPU-issued library; 0 scalar cycles
         assert getattr(TimingConfig.from_dict({name: 0}), name) == 0
         return
     with pytest.raises(ValueError, match=f"timing parameter {name} must be positive"):

@@ -13,15 +13,30 @@
  * - Results written to the scratchpad are saturated to int8 and pass the
  *   config_ex activation; in the output-stationary dataflow results are first
  *   shifted right (rounding) by config_ex's sys_shift. C rows are c_stride
- *   rows apart, A rows a_stride rows apart. */
+ *   rows apart, A rows a_stride rows apart.
+ * - With float elements (GEMMINI_CONFIG_FP32) every PE does one fused
+ *   multiply-add (hardfloat MulAddRecFN, one rounding: PE.scala, Arithmetic.scala
+ *   FloatArithmetic.mac), modelled with fmaf in the order the hardware adds:
+ *   weight-stationary partial sums start at the top of a column with D and
+ *   pass the DIM rows in k order; output-stationary PEs add in place, k by k.
+ *   All DIM rows take part (a padded operand is zero there), so the result is
+ *   the hardware's bit for bit. Nothing saturates; the OS shift multiplies by
+ *   2^-shift (FloatArithmetic's >>). */
 #define _GNU_SOURCE
+#include <math.h>
 #include <string.h>
 #include "sim.h"
 #include "include/gemmini.h"
 
-static int32_t staged[DIM][DIM], active[DIM][DIM];   /* WS weights: preloaded / in use */
+/* What a PE holds and adds: int32 for int8 data (results saturate on the way out), else acc_t */
+#ifdef ELEM_T_IS_FLOAT
+typedef acc_t pe_t;
+#else
+typedef int32_t pe_t;
+#endif
+static pe_t staged[DIM][DIM], active[DIM][DIM];   /* WS weights: preloaded / in use */
 static struct { bool valid; laddr_t c; uint32_t cc, cr; } pend;   /* the preload a compute must follow */
-static int32_t pe[DIM][DIM];                          /* OS: the output tile in the PEs */
+static pe_t pe[DIM][DIM];                          /* OS: the output tile in the PEs */
 static struct { bool active; laddr_t c; uint32_t cc, cr; exconf_t ex; } os_tile;
 
 void execute_reset(void) {
@@ -31,14 +46,27 @@ void execute_reset(void) {
   memset(&os_tile, 0, sizeof os_tile);
 }
 
-static int64_t rounding_shift(int64_t x, uint32_t shift) {
+#ifdef ELEM_T_IS_FLOAT
+static pe_t out_shift(pe_t x, uint32_t shift) { return shift ? x * ldexpf(1.0f, -(int)shift) : x; }
+static acc_t acc_write(acc_t old, pe_t v) { return old + v; }
+static acc_t acc_set(pe_t v) { return v; }
+static elem_t to_elem(pe_t v) { return v; }
+#else
+static int64_t out_shift(int64_t x, uint32_t shift) {   /* rounding right shift (to nearest even) */
   if (!shift) return x;
   if (shift > 62) return 0;
   int64_t q = x >> shift, rem = x & ((1LL << shift) - 1), half = 1LL << (shift - 1);
   return q + (rem > half || (rem == half && (q & 1)));
 }
+static acc_t acc_write(acc_t old, int64_t v) {
+  v += old;
+  return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+static acc_t acc_set(int64_t v) { return acc_write(0, v); }
+static elem_t to_elem(int64_t v) { return sat8(v); }
+#endif
 
-static void write_result(laddr_t c, uint32_t cols, uint32_t rows, int32_t res[DIM][DIM], const exconf_t *ex,
+static void write_result(laddr_t c, uint32_t cols, uint32_t rows, pe_t res[DIM][DIM], const exconf_t *ex,
                          tinstr_t *t) {
   uint32_t shift = ex->dataflow == OUTPUT_STATIONARY ? ex->shift : 0;
   for (uint32_t i = 0; i < rows; i++) {
@@ -46,16 +74,13 @@ static void write_result(laddr_t c, uint32_t cols, uint32_t rows, int32_t res[DI
     if (ex->c_stride == 1 && i == 0) add_rows(t, c, row, rows, true);
     else if (ex->c_stride != 1) add_rows(t, c, row, 1, true);
     if (c.acc) {
-      int32_t *dst = g_acc + (size_t)row * DIM;
-      for (uint32_t j = 0; j < cols; j++) {
-        int64_t v = rounding_shift(res[i][j], shift);
-        v = c.accumulate ? (int64_t)dst[j] + v : v;
-        dst[j] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
-      }
+      acc_t *dst = g_acc + (size_t)row * DIM;
+      for (uint32_t j = 0; j < cols; j++)
+        dst[j] = c.accumulate ? acc_write(dst[j], out_shift(res[i][j], shift)) : acc_set(out_shift(res[i][j], shift));
     } else {
-      int8_t *dst = g_spad + (size_t)row * DIM;
+      elem_t *dst = g_spad + (size_t)row * DIM;
       for (uint32_t j = 0; j < cols; j++) {
-        int8_t v = sat8(rounding_shift(res[i][j], shift));
+        elem_t v = to_elem(out_shift(res[i][j], shift));
         dst[j] = ex->act == RELU && v < 0 ? 0 : v;
       }
     }
@@ -71,17 +96,17 @@ static void os_flush(tinstr_t *t) {
 /* Read a rows x cols operand (zero padded to DIM x DIM); a transposed operand is stored as cols x rows.
  * Row i is at `stride * i` rows from the start. */
 static void read_operand(laddr_t l, uint32_t rows, uint32_t cols, uint32_t stride, bool transposed,
-                         const exconf_t *ex, int32_t m[DIM][DIM], tinstr_t *t, const char *what) {
+                         const exconf_t *ex, pe_t m[DIM][DIM], tinstr_t *t, const char *what) {
   uint32_t nrows = transposed ? cols : rows, ncols = transposed ? rows : cols;
   check_address(l, (int64_t)(nrows - 1) * stride + 1, false, false, what);
-  memset(m, 0, sizeof(int32_t) * DIM * DIM);
+  memset(m, 0, sizeof(pe_t) * DIM * DIM);
   for (uint32_t i = 0; i < nrows; i++) {
     uint32_t row = row_at(l, (int64_t)i * stride);
     if (stride == 1 && i == 0) add_rows(t, l, row, nrows, false);
     else if (stride != 1) add_rows(t, l, row, 1, false);
     for (uint32_t j = 0; j < ncols; j++) {
-      int32_t v = l.acc ? acc_to_elem(g_acc[(size_t)row * DIM + j], ex->acc_scale, ex->act)
-                        : g_spad[(size_t)row * DIM + j];
+      pe_t v = l.acc ? acc_to_elem(g_acc[(size_t)row * DIM + j], ex->acc_scale, ex->act)
+                     : g_spad[(size_t)row * DIM + j];
       if (transposed) m[j][i] = v; else m[i][j] = v;
     }
   }
@@ -104,7 +129,7 @@ void op_preload(const exconf_t *ex, uint32_t b, uint32_t c, uint32_t bc, uint32_
     check_address(lc, (int64_t)(cr - 1) * ex->c_stride + 1, true, false, "C");
   }
   bool ws = ex->dataflow == WEIGHT_STATIONARY;
-  int32_t m[DIM][DIM];
+  pe_t m[DIM][DIM];
   if (lb.garbage) memset(m, 0, sizeof m);
   else read_operand(lb, br, bc, 1, ws && ex->b_t, ex, m, &t, ws ? "B" : "D");
   if (ws) {
@@ -131,7 +156,7 @@ void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, ui
   if (la.garbage) sim_fail("A is GARBAGE_ADDR; a compute needs an A operand");
   check_dims("A_cols", ac, DIM);
   check_dims("A_rows", ar, DIM);
-  int32_t A[DIM][DIM], X[DIM][DIM];
+  pe_t A[DIM][DIM], X[DIM][DIM];
   read_operand(la, ar, ac, ex->a_stride, ex->a_t, ex, A, &t, "A");
   bool ws = ex->dataflow == WEIGHT_STATIONARY, has_x = !ld.garbage;
   if (has_x) {
@@ -142,9 +167,18 @@ void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, ui
     t.bank_d = bank_of(ld);
   }
   if (ws) {
-    int32_t res[DIM][DIM];
+    pe_t res[DIM][DIM];
     if (!accumulated) memcpy(active, staged, sizeof active);
     memset(res, 0, sizeof res);
+#ifdef ELEM_T_IS_FLOAT
+    /* a column's partial sum enters at the top with D and meets the DIM weight rows in k order */
+    for (uint32_t i = 0; i < ar; i++)
+      for (int j = 0; j < DIM; j++) {
+        pe_t sum = has_x ? X[i][j] : 0;
+        for (int k = 0; k < DIM; k++) sum = fmaf(A[i][k], active[k][j], sum);
+        res[i][j] = sum;
+      }
+#else
     for (uint32_t i = 0; i < ar; i++)
       for (uint32_t k = 0; k < ac; k++) {
         int32_t av = A[i][k];
@@ -152,17 +186,24 @@ void op_compute(const exconf_t *ex, bool accumulated, uint32_t a, uint32_t d, ui
         for (int j = 0; j < DIM; j++) res[i][j] += av * active[k][j];
       }
     if (has_x) for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++) res[i][j] += X[i][j];
+#endif
     if (!pend.c.garbage) write_result(pend.c, pend.cc, pend.cr, res, ex, &t);
     g_stats.macs += (int64_t)ar * ac * (pend.c.garbage ? DIM : pend.cc);
   } else {
     if (!os_tile.active) sim_fail("output-stationary compute with no output tile: preload a C address first");
     if (!has_x) sim_fail("output-stationary compute needs a B operand (second address)");
+#ifdef ELEM_T_IS_FLOAT
+    for (uint32_t i = 0; i < ar; i++)   /* each PE adds in place, k by k */
+      for (int k = 0; k < DIM; k++)
+        for (int j = 0; j < DIM; j++) pe[i][j] = fmaf(A[i][k], X[k][j], pe[i][j]);
+#else
     for (uint32_t i = 0; i < ar; i++)
       for (uint32_t k = 0; k < ac; k++) {
         int32_t av = A[i][k];
         if (!av) continue;
         for (int j = 0; j < DIM; j++) pe[i][j] += av * X[k][j];
       }
+#endif
     g_stats.macs += (int64_t)ar * ac * dc;
     if (!os_tile.c.garbage) add_rows(&t, os_tile.c, os_tile.c.row, os_tile.cr, true);
   }

@@ -17,7 +17,12 @@
  * - mvout from the accumulator applies config_st's scale and activation
  *   (unless it reads full int32), and an mvout to GARBAGE_ADDR writes nothing.
  * Where a kernel relies on something the hardware ignores (an address bit, a
- * wrap-around, a scale that does not apply) the result carries a warning. */
+ * wrap-around, a scale that does not apply) the result carries a warning.
+ *
+ * Built with -DGEMMINI_CONFIG_FP32 (FP32DefaultConfig), elem_t and acc_t are
+ * float: the scale units are one fp32 multiply (mvin_scale_args,
+ * mvin_scale_acc_args, acc_scale_args in ConfigsFP.scala), nothing saturates,
+ * accumulation is one fp32 add, and an mvin into the accumulator is scaled. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -28,8 +33,8 @@
 #include "include/gemmini.h"
 
 simstats_t g_stats;
-int8_t *g_spad;
-int32_t *g_acc;
+elem_t *g_spad;
+acc_t *g_acc;
 bool g_timing_on;
 
 static uint8_t *out_base, *out_mask;
@@ -116,8 +121,8 @@ void add_rows(tinstr_t *t, laddr_t l, uint32_t start, uint32_t count, bool write
 
 /* ---- state ------------------------------------------------------------------------------------- */
 void sim_alloc(void) {
-  g_spad = malloc((size_t)g_cfg.spad_rows * DIM);
-  g_acc = malloc((size_t)g_cfg.acc_rows * DIM * sizeof(int32_t));
+  g_spad = malloc((size_t)g_cfg.spad_rows * DIM * sizeof(elem_t));
+  g_acc = malloc((size_t)g_cfg.acc_rows * DIM * sizeof(acc_t));
   if (!g_spad || !g_acc) harness_fail("cannot allocate scratchpad/accumulator model");
 }
 
@@ -126,11 +131,11 @@ void sim_reset(uint64_t seed, bool with_timing) {
    * kernel that reads rows it never wrote produces a wrong result. */
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   uint64_t *sp = (uint64_t *)g_spad;
-  for (size_t i = 0; i < (size_t)g_cfg.spad_rows * DIM / 8; i++) {
+  for (size_t i = 0; i < (size_t)g_cfg.spad_rows * DIM * sizeof(elem_t) / 8; i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17; sp[i] = x;
   }
   for (size_t i = 0; i < (size_t)g_cfg.acc_rows * DIM; i++) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17; g_acc[i] = (int32_t)(x >> 40) - (1 << 23);
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17; g_acc[i] = (acc_t)((int32_t)(x >> 40) - (1 << 23));
   }
   execute_reset();
   memset(&g_stats, 0, sizeof g_stats);
@@ -176,8 +181,18 @@ void issue(tinstr_t *t) {
 }
 
 /* ---- scale units ------------------------------------------------------------------------------ */
-static inline int32_t sat32(int64_t v) { return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v; }
 int8_t sat8(int64_t v) { return v > 127 ? 127 : v < -128 ? -128 : (int8_t)v; }
+#ifdef ELEM_T_IS_FLOAT
+/* One fp32 multiply, as the Float scale units compute it (identity 1.0 included: x * 1.0f is x) */
+static inline elem_t mvin_scaled(elem_t x, float scale) { return x * scale; }
+static inline acc_t acc_sum(acc_t a, acc_t b) { return a + b; }   /* the accumulator's fp32 adder */
+
+elem_t acc_to_elem(acc_t v, float scale, int act) {   /* accumulator -> elem_t: ACC_SCALE, then ReLU */
+  elem_t e = v * scale;
+  return act == RELU && e < 0 ? 0 : e;
+}
+#else
+static inline int32_t sat32(int64_t v) { return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v; }
 
 /* round(v * scale) to nearest even in float arithmetic, as Gemmini's scale units compute it */
 static int64_t scaled(int64_t v, float scale) {
@@ -185,11 +200,14 @@ static int64_t scaled(int64_t v, float scale) {
   float y = nearbyintf((float)v * scale);
   return y >= 9.2e18f ? INT64_MAX : y <= -9.2e18f ? INT64_MIN : (int64_t)y;
 }
+static inline elem_t mvin_scaled(elem_t x, float scale) { return sat8(scaled(x, scale)); }
+static inline acc_t acc_sum(acc_t a, acc_t b) { return sat32((int64_t)a + b); }
 
-int8_t acc_to_elem(int32_t v, float scale, int act) {   /* accumulator -> int8: ACC_SCALE, then ReLU */
+elem_t acc_to_elem(acc_t v, float scale, int act) {   /* accumulator -> int8: ACC_SCALE, then ReLU */
   int8_t e = sat8(scaled(v, scale));
   return act == RELU && e < 0 ? 0 : e;
 }
+#endif
 
 /* ---- mvin ------------------------------------------------------------------------------------- */
 void op_mvin(const uint8_t *dram, uint64_t stride, uint32_t local, uint32_t cols, uint32_t rows, const ldconf_t *ld,
@@ -204,9 +222,11 @@ void op_mvin(const uint8_t *dram, uint64_t stride, uint32_t local, uint32_t cols
     sim_fail("block stride %u is smaller than rows=%u: the %u blocks of this mvin would overlap",
              ld->block_stride, rows, nblocks);
   check_address(l, (int64_t)(nblocks - 1) * ld->block_stride + rows, true, false, "mvin destination");
+#ifndef HAS_MVIN_ACC_SCALE
   if (acc_data && ld->scale != 1.0f && dram)
     sim_warn("mvin of int32 data into the accumulator: this configuration has no scale unit for it, the "
              "config_ld scale is ignored (use a shrunk load of int8 data to scale)");
+#endif
   tinstr_t t = {.queue = Q_LD, .kind = K_MVIN, .fsm = fsm, .zero = dram == NULL};
   for (uint32_t b = 0; b < nblocks; b++) {
     uint32_t n = cols - b * DIM < DIM ? cols - b * DIM : DIM;
@@ -216,21 +236,33 @@ void op_mvin(const uint8_t *dram, uint64_t stride, uint32_t local, uint32_t cols
       uint32_t row = row_at(l, (int64_t)b * ld->block_stride + r);
       const uint8_t *src = dram ? dram + r * stride : NULL;
       if (!l.acc) {
-        int8_t *dst = g_spad + (size_t)row * DIM;
-        if (!src) memset(dst, 0, n);
-        else for (uint32_t c = 0; c < n; c++) dst[c] = sat8(scaled(((const int8_t *)src)[b * DIM + c], ld->scale));
+        elem_t *dst = g_spad + (size_t)row * DIM;
+        if (!src) memset(dst, 0, n * sizeof(elem_t));
+        else for (uint32_t c = 0; c < n; c++) {
+          elem_t x;
+          memcpy(&x, src + sizeof(elem_t) * (b * DIM + c), sizeof x);   /* DRAM rows need not be aligned */
+          dst[c] = mvin_scaled(x, ld->scale);
+        }
         continue;
       }
-      int32_t *dst = g_acc + (size_t)row * DIM;
+      acc_t *dst = g_acc + (size_t)row * DIM;
       for (uint32_t c = 0; c < n; c++) {
-        int32_t v = 0;
-        if (src && acc_data) memcpy(&v, src + 4 * (b * DIM + c), 4);
-        else if (src) v = sat8(scaled(((const int8_t *)src)[b * DIM + c], ld->scale));
-        dst[c] = l.accumulate ? sat32((int64_t)dst[c] + v) : v;
+        acc_t v = 0;
+        if (src && acc_data) {
+          memcpy(&v, src + sizeof(acc_t) * (b * DIM + c), sizeof v);
+#ifdef HAS_MVIN_ACC_SCALE
+          v = v * ld->scale;   /* mvin_scale_acc_args: the same fp32 multiply */
+#endif
+        } else if (src) {
+          elem_t x;
+          memcpy(&x, src + sizeof(elem_t) * (b * DIM + c), sizeof x);
+          v = mvin_scaled(x, ld->scale);
+        }
+        dst[c] = l.accumulate ? acc_sum(dst[c], v) : v;
       }
     }
   }
-  uint64_t row_bytes = (uint64_t)cols * (acc_data ? 4 : 1);
+  uint64_t row_bytes = (uint64_t)cols * (acc_data ? sizeof(acc_t) : sizeof(elem_t));
   t.requests = dram ? (stride == 0 ? 1 : rows) : 0;   /* stride 0 reads one row and repeats it */
   t.bytes = dram ? (int64_t)(t.requests * row_bytes) : 0;
   t.req_bytes = (int64_t)row_bytes;
@@ -254,16 +286,19 @@ void op_mvout(uint8_t *dram, uint64_t stride, uint32_t local, uint32_t cols, uin
   check_dims("cols", cols, full ? DIM * MAX_BLOCK_LEN_ACC : DIM * MAX_BLOCK_LEN);
   uint32_t nblocks = (cols + DIM - 1) / DIM;   /* blocks of 16 columns come from rows DIM apart */
   check_address(l, (int64_t)(nblocks - 1) * DIM + rows, false, true, "mvout source");
-  uint32_t esize = full ? 4 : 1;
+  uint32_t esize = full ? sizeof(acc_t) : sizeof(elem_t);
   for (uint32_t b = 0; b < nblocks; b++) {
     uint32_t n = cols - b * DIM < DIM ? cols - b * DIM : DIM;
     add_rows(&t, l, row_at(l, (int64_t)b * DIM), rows, false);
     for (uint32_t r = 0; r < rows; r++) {
       uint32_t row = row_at(l, (int64_t)b * DIM + r);
       uint8_t *dst = dram + r * stride + (size_t)b * DIM * esize;
-      if (!l.acc) memcpy(dst, g_spad + (size_t)row * DIM, n);
-      else if (full) memcpy(dst, g_acc + (size_t)row * DIM, 4 * n);
-      else for (uint32_t c = 0; c < n; c++) dst[c] = (uint8_t)acc_to_elem(g_acc[(size_t)row * DIM + c], st->acc_scale, st->act);
+      if (!l.acc) memcpy(dst, g_spad + (size_t)row * DIM, n * sizeof(elem_t));
+      else if (full) memcpy(dst, g_acc + (size_t)row * DIM, sizeof(acc_t) * n);
+      else for (uint32_t c = 0; c < n; c++) {
+        elem_t e = acc_to_elem(g_acc[(size_t)row * DIM + c], st->acc_scale, st->act);
+        memcpy(dst + c * sizeof(elem_t), &e, sizeof e);
+      }
       shadow_note(dst, n * esize);
     }
   }

@@ -28,7 +28,7 @@ static void tile_os(const elem_t *A, const elem_t *B, const void *D, void *C, si
                     size_t pad_I, size_t pad_J, size_t pad_K, size_t sA, size_t sB, size_t sD, size_t sC, bool full_C,
                     bool low_D, bool no_bias) {
   const uint32_t b_base = BANK_NUM * BANK_ROWS - (uint32_t)(K * J * DIM), acc_base = ACC_ADDR_BIT;
-  const size_t szD = low_D ? 1 : 4, szC = full_C ? 4 : 1;
+  const size_t szD = low_D ? sizeof(elem_t) : sizeof(acc_t), szC = full_C ? sizeof(acc_t) : sizeof(elem_t);
   for (size_t i = 0; i < I; i++)
     for (size_t j = 0; j < J; j++) {
       size_t rows = DIM - (i == I - 1 ? pad_I : 0), cols = DIM - (j == J - 1 ? pad_J : 0);
@@ -80,7 +80,7 @@ static void tile_ws_cpu(const elem_t *A, const elem_t *B, const void *D, void *C
   const uint32_t a_base = half * spad_half, b_base = a_base + spad_half - (uint32_t)(K * J * DIM);
   const uint32_t c_base = ACC_ADDR_BIT | ACCUMULATE_BIT | (full_C ? FULL_READ_BIT : 0) | (acc_half * acc_half_rows);
   const size_t a_blocks = min_sz(a_t ? I : K, MAX_BLOCK_LEN), b_blocks = min_sz(b_t ? K : J, MAX_BLOCK_LEN);
-  const size_t c_blocks = full_C ? 1 : min_sz(J, MAX_BLOCK_LEN), szD = low_D ? 1 : 4, szC = full_C ? 4 : 1;
+  const size_t c_blocks = full_C ? 1 : min_sz(J, MAX_BLOCK_LEN), szD = low_D ? sizeof(elem_t) : sizeof(acc_t), szC = full_C ? sizeof(acc_t) : sizeof(elem_t);
   const size_t d_blocks = min_sz(J, low_D ? MAX_BLOCK_LEN : MAX_BLOCK_LEN_ACC);
   for (size_t i = 0; D && i < I; i++)
     for (size_t j = 0; j < J; j += d_blocks) {
@@ -147,7 +147,7 @@ void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K, const elem_t *A, con
   size_t padding_I = Ip - dim_I, padding_J = Jp - dim_J, padding_K = Kp - dim_K;
   bool no_bias = D == NULL;
   if (no_bias) D = (const void *)1;   /* as Gemmini's library: a non-NULL dummy, never loaded */
-  size_t szD = low_D ? 1 : 4, szC = full_C ? 4 : 1;
+  size_t szD = low_D ? sizeof(elem_t) : sizeof(acc_t), szC = full_C ? sizeof(acc_t) : sizeof(elem_t);
   gemmini_extended_config_ex(type == OS ? OUTPUT_STATIONARY : WEIGHT_STATIONARY, act & 3, 0, 1, transpose_A, transpose_B);
   gemmini_extended_config_st(stride_C * szC, act & 3, scale);
   gemmini_extended3_config_ld(stride_A, A_scale_factor, false, 0);

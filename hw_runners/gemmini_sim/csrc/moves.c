@@ -13,7 +13,7 @@
 /* Bytes one row of the move touches in DRAM, 0 when the sizes are invalid (the model reports them). */
 static uint64_t row_bytes(laddr_t l, uint32_t cols, uint32_t rows, bool int32_elems) {
   if (l.garbage || cols == 0 || cols > DIM * MAX_BLOCK_LEN || rows == 0 || rows > DIM) return 0;
-  return (uint64_t)cols * (int32_elems ? 4 : 1);
+  return (uint64_t)cols * (int32_elems ? sizeof(acc_t) : sizeof(elem_t));
 }
 
 /* An mvin of the replayer's view of DRAM: a problem array, zeros (address 0), or memory outside the
@@ -63,7 +63,7 @@ void replay_mvout(uint64_t dram, uint32_t local, uint32_t cols, uint32_t rows, c
   if (p) {
     op_mvout(p, stride, local, cols, rows, st, fsm);
   } else {
-    uint8_t tmp[DIM * DIM * MAX_BLOCK_LEN];
+    uint8_t tmp[MAX_MVIN_BYTES];
     op_mvout(tmp, rb, local, cols, rows, st, fsm);
     for (uint32_t i = 0; i < rows; i++) dram_write(dram + i * stride, tmp + i * rb, rb);
   }

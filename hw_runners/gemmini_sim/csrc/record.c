@@ -74,7 +74,7 @@ void intrinsics_reset(void) {
 static void emit_mvin(rec_t r) {
   uint32_t cols = r.d[0], rows = r.d[1];
   int acc = r.x0 != GARBAGE_ADDR && (r.x0 >> 31);
-  uint64_t rb = (uint64_t)cols * (acc && !ld_state[r.id].shrunk ? 4 : 1);
+  uint64_t rb = (uint64_t)cols * (acc && !ld_state[r.id].shrunk ? sizeof(acc_t) : sizeof(elem_t));
   uint64_t stride = ld_state[r.id].stride;
   int foreign = r.dram && cols && rb <= MAX_BYTES * 4 && rows >= 1 && rows <= DIM && stride <= (1ull << 40) &&
                 !in_arrays((uintptr_t)r.dram, (rows - 1) * stride + rb);

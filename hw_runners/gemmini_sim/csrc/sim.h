@@ -53,8 +53,8 @@ typedef struct {
 
 extern simcfg_t g_cfg;
 extern simstats_t g_stats;
-extern int8_t *g_spad;   /* spad_rows x DIM */
-extern int32_t *g_acc;   /* acc_rows x DIM */
+extern elem_t *g_spad;   /* spad_rows x DIM */
+extern acc_t *g_acc;     /* acc_rows x DIM */
 extern bool g_timing_on;  /* the timing model runs for the first input set only */
 
 /* A decoded local address (functional.c). */
@@ -88,7 +88,7 @@ enum { R_CONFIG = 1, R_MVIN, R_MVOUT, R_PRELOAD, R_COMPUTE, R_FENCE, R_LOOP, R_S
 #define RF_DATA 32         /* mvin from kernel memory: R_DATA records with the bytes follow */
 #define RF_SHRUNK 64       /* config_ld: accumulator mvins read int8 data */
 #define Q_NORM 3           /* config record id of gemmini_config_norm */
-#define MAX_MVIN_BYTES (DIM * DIM * MAX_BLOCK_LEN * 4)
+#define MAX_MVIN_BYTES (DIM * DIM * MAX_BLOCK_LEN * 4)   /* also bounds one mvout (rows x row bytes) */
 
 typedef struct __attribute__((packed)) {
   uint8_t op, fsm, flags, id;   /* id: queue (config), load state (mvin), set index (set), buffer index (buf) */
@@ -215,7 +215,7 @@ void add_rows(tinstr_t *t, laddr_t l, uint32_t start, uint32_t count, bool write
 int spad_bank(uint32_t row);
 int acc_bank(uint32_t row);
 int8_t sat8(int64_t v);
-int8_t acc_to_elem(int32_t v, float scale, int act);
+elem_t acc_to_elem(acc_t v, float scale, int act);
 void issue(tinstr_t *t);
 void execute_reset(void);
 void execute_finish(void);

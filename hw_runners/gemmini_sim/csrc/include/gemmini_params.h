@@ -2,9 +2,14 @@
  * generator (16x16 int8 systolic array, int32 accumulators, 256 KiB
  * scratchpad, 64 KiB accumulator, float scale factors), with the names and
  * types Gemmini's generated gemmini_params.h gives them, so kernels written
- * for Gemmini compile unchanged. */
+ * for Gemmini compile unchanged. A build with -DGEMMINI_CONFIG_FP32 gets
+ * FP32DefaultConfig's parameters instead (gemmini_params_fp32.h): the shim and
+ * the replayer are built once per configuration (hw_runners/gemmini_sim/configs.py). */
 #ifndef GEMMINI_PARAMS_H
 #define GEMMINI_PARAMS_H
+#ifdef GEMMINI_CONFIG_FP32
+#include "gemmini_params_fp32.h"
+#else
 #include <stdint.h>
 #include <limits.h>
 #include <math.h>
@@ -66,4 +71,5 @@ typedef uint32_t acc_scale_t_bits;
            ROUND_NEAR_EVEN((float)(x) * (scale)) < elem_t_min ? elem_t_min : ROUND_NEAR_EVEN((float)(x) * (scale))))
 
 #define GARBAGE_ADDR ((uint32_t)0xFFFFFFFF)
+#endif /* GEMMINI_CONFIG_FP32 */
 #endif

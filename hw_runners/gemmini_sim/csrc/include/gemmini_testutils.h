@@ -17,7 +17,11 @@ static inline int gemmini_testutils_rand(void) {   /* Gemmini's LCG */
 
 static inline void printMatrix(elem_t m[DIM][DIM]) {
   for (size_t i = 0; i < DIM; ++i) {
+#ifdef ELEM_T_IS_FLOAT
+    for (size_t j = 0; j < DIM; ++j) printf("%g ", (double)m[i][j]);
+#else
     for (size_t j = 0; j < DIM; ++j) printf("%d ", m[i][j]);
+#endif
     printf("\n");
   }
 }
