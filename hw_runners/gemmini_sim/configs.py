@@ -20,7 +20,7 @@ DEFAULT = "int8-16x16"
 # not Gemmini's parameters but the SoC's (memory system, Rocket core) or the simulator's: the same in every
 # configuration, TimingConfig's defaults
 PLATFORM = ("dma_latency", "cpu_issue_cycles", "library_hwloop", "library_block_cycles", "library_conv_block_cycles",
-            "max_instructions")
+            "scalar_call_cycles", "scalar_add_cycles", "scalar_negate_cycles", "max_instructions")
 _TYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.gemmini_sim import configs as gconfigs, feedback
+from autocomp_zmq.hw_runners.gemmini_sim.autocompbody import AutocompBodyError, with_problem_signature
 from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
@@ -44,7 +45,7 @@ CSRC = Path(__file__).with_name("csrc")
 _KERNEL_SIDE = ("record.c", "fsm.c", "gemmini_lib.c", "gemmini_conv_lib.c", "harness.c", "job.c", "diag.c")
 # the trusted replayer: trace, DRAM view, loop FSMs, functional and timing models
 _REPLAYER = ("replay.c", "stream.c", "moves.c", "dram.c", "fsm.c", "functional.c", "execute.c", "counters.c",
-             "timing.c", "memtiming.c", "job.c", "diag.c")
+             "timing.c", "memtiming.c", "job.c", "diag.c", "cpuops.c")
 CFLAGS = ["-std=gnu11", "-O2", "-Werror=implicit-function-declaration"]
 KERNEL_OUTPUT_BYTES = 4 << 20   # what a kernel may write to stdout/stderr/diagnostics, in all
 _FSM_CALLS = {"gemmini_loop_ws", "gemmini_loop_conv_ws"}   # a profile that forbids these may issue no FSM work
@@ -111,6 +112,7 @@ def normalize_newlines(code: str) -> str:
 class Options:
     timing: TimingConfig = field(default_factory=TimingConfig)
     config: str | None = None        # the Gemmini configuration of problems that do not name their own
+    autocomp_body: bool = False      # run only solution()'s body, under the problem's signature (as Autocomp does)
     compile_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=60, cpu_s=60))
     run_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=120, cpu_s=120, mem_bytes=2 << 30))
     input_sets: int = 3
@@ -142,6 +144,8 @@ class GemminiSim(Target):
     def __init__(self, **options) -> None:
         if isinstance(options.get("timing"), dict):
             options["timing"] = TimingConfig.from_dict(options["timing"])
+        if isinstance(options.get("autocomp_body"), str):   # --target-option autocomp_body=1
+            options["autocomp_body"] = options["autocomp_body"].lower() in ("1", "true", "yes")
         self.options = Options(**options)
 
     def machine(self, problem: Problem) -> gconfigs.GemminiConfig:
@@ -183,9 +187,12 @@ class GemminiSim(Target):
         except ValueError as exc:
             return EvalResult.failure("gemmini", str(exc))
         try:
+            if self.options.autocomp_body:
+                code = with_problem_signature(code, semantics(problem).signature(problem.dims))
             check_source(code)
-        except PolicyError as exc:
-            return EvalResult.failure("policy", f"kernel rejected before compiling: {exc}")
+        except (PolicyError, AutocompBodyError) as exc:
+            kind = "policy" if isinstance(exc, PolicyError) else "compile"
+            return EvalResult.failure(kind, f"kernel rejected before compiling: {exc}")
         work = Path(tempfile.mkdtemp(prefix="gemmini-sim-", dir=self.options.work_root))
         try:
             result = self._evaluate_in(work, problem, code, seed, trace_path, profile, cfg)

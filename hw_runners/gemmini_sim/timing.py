@@ -138,6 +138,22 @@ class TimingConfig:
     Exo's optimized convolutions at the paper's 2.45x (geomean) over the library (2.7x for Autocomp over
     the library, 1.1x for Autocomp over Exo-opt: the v2 abstract)."""
 
+    # -- the Rocket core's scalar code: the harness helpers of Autocomp's ADMM harness (csrc/cpuops.c) -----
+    scalar_call_cycles: int = 12
+    """Rocket cycles of one add_matrix/negate_matrix call besides its elements: call and return, argument
+    moves, the two loop set-ups and the row loop's test (about 12 RV64 instructions; Rocket is single-issue and
+    in order, RocketCore.scala, so an instruction is a cycle when nothing stalls). The replayer charges it
+    (the kernel process only records the call), so the count cannot be forged."""
+    scalar_add_cycles: int = 11
+    """Rocket cycles per element of add_matrix: two flw, fadd.s, fsw and four loop instructions (three
+    pointer increments and the branch), 8 issue slots, plus 3 stall cycles: the fsw waits for fadd.s, whose
+    pipeline is sfmaLatency = 3 (rocket-chip tile/FPU.scala FPUParams), and fadd.s waits a cycle for its
+    second load. Assumes L1 hits (the operands are a few 64-byte lines)."""
+    scalar_negate_cycles: int = 8
+    """Rocket cycles per element of negate_matrix: flw, fsgnjn.s, fsw and three loop instructions (6 issue
+    slots), plus 2 stall cycles: fsgnjn.s waits a cycle for the load and the fsw a cycle for the
+    sign-injection unit (fpmuLatency = 2, rocket-chip tile/FPU.scala FPUParams)."""
+
     # -- safety -----------------------------------------------------------------
     max_instructions: int = 50_000_000
     """Stop kernels that issue more instructions than any sensible schedule needs (not hardware)."""
@@ -183,9 +199,9 @@ class TimingConfig:
                 raise ValueError(f"timing parameter {key} must be an integer, not {value!r}")
         cfg = cls(**data)
         for f in fields(cls):
-            # zero is a real value of these (FP32DefaultConfig's mesh_output_delay, the CPU-issued library)
+            # zero is a real value of these (FP32DefaultConfig's mesh_output_delay; a CPU cost left out)
             if getattr(cfg, f.name) < (0 if f.name in ("tile_latency", "mesh_output_delay") or
-                                       f.name.startswith("library_") else 1):
+                                       f.name.startswith(("library_", "scalar_")) else 1):
                 raise ValueError(f"timing parameter {f.name} must be positive")
         if cfg.library_hwloop not in (0, 1):
             raise ValueError("timing parameter library_hwloop must be 0 (the CPU-issued library) or 1 (the loop FSM)")

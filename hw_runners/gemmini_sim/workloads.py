@@ -221,6 +221,8 @@ class Conv3x3(Family):
 
 
 FAMILIES: dict[str, Family] = {f.key: f for f in (Gemm(), Conv3x3())}
+# TinyMPC's ADMM families (fp32-4x4) add themselves to FAMILIES
+import autocomp_zmq.hw_runners.gemmini_sim.admm  # noqa: E402,F401
 
 
 @functools.cache

@@ -20,9 +20,11 @@ PROBLEMS = load_problems("gemmini-sim", PROBLEM_DIR)
 def test_every_toml_entry_is_a_problem(sim):
     expected = [f"gemm-{i}x{j}x{k}" for i, j, k in (e["dims"] for e in SPEC["gemm"])]
     expected += [f"conv3x3-{p}-{c}" for p, c in (e["dims"] for e in SPEC["conv3x3"])]
+    expected += ["tinympc-u"] + [f"tinympc-{kind}-{n}" for kind in ("forward", "backward")
+                                 for (n,) in (e["dims"] for e in SPEC[f"tinympc_{kind}"])]
     names = [p.name for p in sim.problems()]
     assert names == expected
-    assert len(set(names)) == len(names) == 19
+    assert len(set(names)) == len(names) == 22   # 15 GEMMs, 4 convolutions, TinyMPC's 3 ADMM workloads (fp32)
     for name in expected:
         p = sim.problem(name)
         assert p.name == name and p.target == "gemmini-sim"
@@ -30,6 +32,9 @@ def test_every_toml_entry_is_a_problem(sim):
 
 def test_problem_names_dims_and_descriptions():
     for p in PROBLEMS:
+        if p.family.startswith("tinympc_"):   # test_tinympc.py
+            assert set(p.kernels) == {"naive", "baseline"}
+            continue
         if p.family == "gemm":
             m = re.fullmatch(r"gemm-(\d+)x(\d+)x(\d+)", p.name)
             assert m and p.dims == {"I": int(m[1]), "J": int(m[2]), "K": int(m[3])}
@@ -46,6 +51,9 @@ def test_problem_names_dims_and_descriptions():
 
 def test_gemm_kernel_files_exist():
     for p in PROBLEMS:
+        if p.family.startswith("tinympc_"):   # test_tinympc.py
+            assert set(p.kernels) == {"naive", "baseline"}
+            continue
         if p.family == "gemm":
             for role in p.kernels:
                 assert "void solution" in p.kernel_source(role)

@@ -112,7 +112,8 @@ GEMMINI_ERRORS = [
     (edited(GEMM, dims={"I": 32, "J": 48, "K": 0}), "my.toml: dims.K: must be an integer >= 1, not 0"),
     (edited(GEMM, colour="red"), "my.toml: colour: unknown key"),
     (edited(GEMM, target="trainium-sim"), "my.toml: target: the file is for 'trainium-sim', not gemmini-sim"),
-    (edited(GEMM, family="fft"), "my.toml: family: 'fft' is not a gemmini-sim family (gemm, conv3x3)"),
+    (edited(GEMM, family="fft"), "my.toml: family: 'fft' is not a gemmini-sim family (gemm, conv3x3, tinympc_u, "
+                                  "tinympc_forward, tinympc_backward)"),
     (edited(GEMM, family="conv3x3"), "my.toml: dims: family 'conv3x3' has the dims P, C; this file declares I, J, K"),
     (edited(GEMM, signature="void solution(int8_t A[I][K], int32_t B[K][J], int8_t C[I][J])"),
      "my.toml: signature: B is int32[64, 48] here but int8[64, 48] in inputs"),

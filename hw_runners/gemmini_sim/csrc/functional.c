@@ -167,6 +167,8 @@ static void shadow_note(const void *dst, size_t n) {
   memset(out_mask + off, 1, len);
 }
 
+void sim_note_written(const void *dst, size_t n) { shadow_note(dst, n); }
+
 int64_t sim_output_unwritten(size_t *first) {
   int64_t n = 0;
   for (size_t i = 0; i < out_bytes; i++) if (!out_mask[i]) { if (!n) *first = i; n++; }

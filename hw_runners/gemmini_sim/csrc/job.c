@@ -54,6 +54,7 @@ static const struct { const char *name; int64_t *field; } cfg_fields[] = {
   FIELD(acc_latency), FIELD(tile_latency), FIELD(mvin_scale_latency), FIELD(acc_scale_latency),
   FIELD(loop_ws_commands), FIELD(loop_conv_commands), FIELD(concurrent_loops), FIELD(fsm_start_cycles),
   FIELD(max_instructions), FIELD(library_hwloop), FIELD(library_block_cycles), FIELD(library_conv_block_cycles),
+  FIELD(scalar_call_cycles), FIELD(scalar_add_cycles), FIELD(scalar_negate_cycles),
 };
 
 void job_read_header(int fd, job_t *job) {
@@ -69,7 +70,8 @@ void job_read_header(int fd, job_t *job) {
       for (i = 0; i < sizeof cfg_fields / sizeof *cfg_fields; i++)
         if (!strcmp(cfg_fields[i].name, key)) { *cfg_fields[i].field = v; break; }
       if (i == sizeof cfg_fields / sizeof *cfg_fields) harness_fail("unknown timing parameter in job");
-      if (v < 0 || (v == 0 && strcmp(key, "tile_latency") && strcmp(key, "mesh_output_delay") && strncmp(key, "library_", 8))) harness_fail("timing parameters must be positive");
+      if (v < 0 || (v == 0 && strcmp(key, "tile_latency") && strcmp(key, "mesh_output_delay") && strncmp(key, "library_", 8) &&
+                           strncmp(key, "scalar_", 7))) harness_fail("timing parameters must be positive");
     } else if (sscanf(line, "arg %7s %lld", mode, &v) == 2 && job->nargs < MAX_ARGS && v > 0) {
       job->is_input[job->nargs] = !strcmp(mode, "in");
       job->bytes[job->nargs++] = (size_t)v;

@@ -233,6 +233,25 @@ void gemmini_sim_loop_conv_ws(
   fsm_loop_conv(&a);
 }
 
+/* ---- the harness's CPU helpers: recorded for the replayer, which executes and prices them; done here
+ * too, so the kernel's own copy of its arrays reads as it would on the hardware where it can ---------- */
+static void cpuop(int op, const void *a, const void *b, void *out, int rows, int cols) {
+  diag_context(op == CPUOP_ADD ? "add_matrix" : "negate_matrix");   /* CPU code, not a Gemmini instruction */
+  cpuop_args_t args = {(uintptr_t)a, (uintptr_t)b, (uintptr_t)out, rows, cols};
+  rec_emit(&(rec_t){.op = R_CPUOP, .id = (uint8_t)op});
+  rec_payload(&args, sizeof args);
+  for (int i = 0; i < rows * cols; i++) {
+    elem_t x = ((const elem_t *)a)[i];
+    ((elem_t *)out)[i] = op == CPUOP_ADD ? (elem_t)(x + ((const elem_t *)b)[i]) : (elem_t)-x;
+  }
+}
+void gemmini_sim_add_matrix(const void *a, const void *b, void *out, int rows, int cols) {
+  cpuop(CPUOP_ADD, a, b, out, rows, cols);
+}
+void gemmini_sim_negate_matrix(const void *in, void *out, int rows, int cols) {
+  cpuop(CPUOP_NEGATE, in, NULL, out, rows, cols);
+}
+
 /* ---- the short forms (include/gemmini.h) -------------------------------------------------------- */
 void config_ex(int dataflow, int act, uint32_t A_stride, bool A_transpose, bool B_transpose) {
   gemmini_sim_config_ex(dataflow, act, 0, 1.0f, 1, A_stride, A_transpose, B_transpose, false);

@@ -167,6 +167,7 @@ static void check_record(const rec_t *r) {
   if (r->op == R_LOOP && r->id != 1 && r->id != 2) sim_fail("malformed trace (loop kind %d)", r->id);
   if (r->op == R_COUNTER && r->id > 1) sim_fail("malformed trace record (counter access %d)", r->id);
   if (r->op == R_CPU && r->d[0] > MAX_CPU_WORK) sim_fail("malformed trace record (CPU work %u)", r->d[0]);
+  if (r->op == R_CPUOP && r->id > CPUOP_NEGATE) sim_fail("malformed trace record (CPU helper %d)", r->id);
 }
 
 /* The name an instruction gets in messages, from fields used only if they are in range. */
@@ -191,6 +192,14 @@ static void replay_instruction(const rec_t *r) {
   if (r->op == R_CPU) {   /* not an instruction: the CPU's scalar work before the next one (it only adds time) */
     check_record(r);
     if (g_timing_on) timing_cpu_work(r->d[0]);
+    return;
+  }
+  if (r->op == R_CPUOP) {   /* a harness helper on the CPU (cpuops.c): not a Gemmini instruction */
+    check_record(r);
+    diag_context(r->id == CPUOP_ADD ? "add_matrix" : "negate_matrix");
+    cpuop_args_t a;
+    read_payload(&a, sizeof a);
+    replay_cpuop(r->id, &a);
     return;
   }
   if (r->op == R_COUNTER && r->id == 1) diag_context("read_cycles");   /* a CPU instruction, not Gemmini's */

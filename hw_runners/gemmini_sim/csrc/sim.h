@@ -18,6 +18,7 @@ typedef struct {
       tile_latency, mvin_scale_latency, acc_scale_latency;
   int64_t loop_ws_commands, loop_conv_commands, concurrent_loops, fsm_start_cycles, max_instructions;
   int64_t library_hwloop, library_block_cycles, library_conv_block_cycles;
+  int64_t scalar_call_cycles, scalar_add_cycles, scalar_negate_cycles;
 } simcfg_t;
 
 enum { Q_LD, Q_EX, Q_ST, NQ };
@@ -78,7 +79,7 @@ typedef struct { uint64_t stride; int act; float acc_scale; } stconf_t;
  * instruction, written to a pipe. Configuration records carry every field;
  * the replayer keeps the configuration state, as the hardware does. */
 enum { R_CONFIG = 1, R_MVIN, R_MVOUT, R_PRELOAD, R_COMPUTE, R_FENCE, R_LOOP, R_SET, R_BUF, R_END, R_DATA,
-       R_FLUSH, R_COUNTER, R_CPU, R_LAST = R_CPU };
+       R_FLUSH, R_COUNTER, R_CPU, R_CPUOP, R_LAST = R_CPUOP };
 #define MAX_CPU_WORK (1u << 20)   /* cycles one R_CPU record may charge (d[0]) */
 #define RF_ACCUMULATED 1   /* compute_accumulated */
 #define RF_A_T 2           /* config_ex: A transposed */
@@ -133,6 +134,13 @@ typedef struct {   /* gemmini_loop_conv_ws's arguments in their order, the four 
       b_spad_id, pad;
   uint64_t weights, output, bias, input;
 } loop_conv_args_t;
+
+/* A harness helper the CPU runs on DRAM (cpuops.c): recorded with its arguments, executed and priced by
+ * the replayer, so neither its results nor its cycles come from the kernel process. */
+enum { CPUOP_ADD, CPUOP_NEGATE };
+typedef struct { uint64_t a, b, out; int32_t rows, cols; } cpuop_args_t;
+void replay_cpuop(int op, const cpuop_args_t *a);
+void sim_note_written(const void *dst, size_t n);   /* CPU stores into the output count as written */
 
 /* What the loop FSMs (fsm.c) issue. In the replayer these execute (with the configuration state, as on
  * the hardware); in the kernel process they only number instructions. `which`: 1 gemmini_loop_ws,

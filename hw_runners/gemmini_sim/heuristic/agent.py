@@ -53,6 +53,9 @@ class GemminiHeuristic:
         """None if the heuristic can optimize the problem, else why not (a family it does not know, sizes its
         schedules do not fit)."""
         cls = SCHEDULES.get(problem.family)
+        if problem.family.startswith("tinympc_"):
+            return (f"{problem.name} is one of TinyMPC's ADMM workloads (fp32-4x4); the heuristic has schedules "
+                    f"only for the int8 {' and '.join(SCHEDULES)} families")
         if cls is None:
             return (f"the heuristic knows the gemmini-sim {' and '.join(SCHEDULES)} families; {problem.name} "
                     f"declares {'no family' if problem.family.startswith('own:') else repr(problem.family)}")

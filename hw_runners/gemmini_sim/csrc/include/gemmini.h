@@ -107,6 +107,12 @@ void gemmini_sim_loop_conv_ws(
     bool trans_weight_1203, bool trans_weight_0132, bool trans_input_3120, int max_pixels_per_row, int in_stride,
     int weight_stride, int out_stride, bool dw, int a_spad_id, int b_spad_id);
 
+/* Autocomp's ADMM harness helpers (harnesses/admm-multifunction): out = a + b and out = -in on rows x cols
+ * contiguous elem_t, run by the CPU. A problem whose harness has them names them add_matrix and
+ * negate_matrix (its harness macros); the replayer executes them and charges the Rocket core's cycles. */
+void gemmini_sim_add_matrix(const void *a, const void *b, void *out, int rows, int cols);
+void gemmini_sim_negate_matrix(const void *in, void *out, int rows, int cols);
+
 #define GEMMINI_SIM_DRAM(p) ((uint64_t)(uintptr_t)(p))
 
 /* ---- Gemmini's configuration macros --------------------------------------------------------- */
