@@ -38,6 +38,7 @@ from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
 from autocomp_zmq.hw_runners.gemmini_sim.workloads import FAMILIES, INPUT_SETS, Family, load_problems, parametric_problem
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from autocomp_zmq.hw_runners.gemmini_sim.tracefile import write_trace
+from autocomp_zmq.hw_runners.gemmini_sim.verdict import close as _close, mismatch as _mismatch, parse_stats as _parse_stats
 from autocomp_zmq.sandbox.buildcache import cached_build, run_build
 
 CSRC = Path(__file__).with_name("csrc")
@@ -356,63 +357,3 @@ class GemminiSim(Target):
         finally:
             for fd in pipes:
                 os.close(fd)
-
-
-
-def _parse_stats(path: Path, limit: int = 32 * 1024) -> tuple[dict[str, float], dict]:
-    """Key-value lines of a stats/diagnostics file; a file a kernel flooded is read only at its head
-    and tail (where the harness writes)."""
-    stats: dict[str, float] = {}
-    verdict: dict = {"notes": []}
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(limit)
-            fh.seek(max(fh.tell(), os.fstat(fh.fileno()).st_size - limit))
-            text = (head + b"\n" + fh.read(limit)).decode(errors="replace")
-    except OSError:
-        text = ""
-    for line in filter(None, text.splitlines()):
-        key, _, value = line.partition(" ")
-        if key in ("error", "crash"):
-            verdict[key] = value
-        elif key == "warning":
-            verdict.setdefault("warnings", []).append(value[:240])
-        elif key == "ok":
-            verdict["ok"] = True
-        elif key == "seccomp":
-            verdict["notes"].append(f"seccomp {value}")
-        else:
-            try:
-                stats[key] = float(value)
-            except ValueError:
-                verdict["notes"].append(line[:200])
-    return stats, verdict
-
-
-def _close(got: np.ndarray, want: np.ndarray, tolerance: tuple[float, float]) -> np.ndarray:
-    """Elementwise: exact, or within atol + rtol * |expected| when the problem declares a tolerance."""
-    atol, rtol = tolerance
-    if not atol and not rtol:
-        return got == want
-    want = want.astype(np.float64)
-    return np.abs(got.astype(np.float64) - want) <= atol + rtol * np.abs(want)
-
-
-def _mismatch(name: str, got: np.ndarray, want: np.ndarray, s: int, public: int, hidden: int,
-              tolerance: tuple[float, float] = (0.0, 0.0)) -> str:
-    bad = np.argwhere(~_close(got, want, tolerance))
-    first = tuple(int(i) for i in bad[0])
-    where = name + "".join(f"[{i}]" for i in first)
-    if s < public:
-        which = f"input set {s + 1} of {public} ({INPUT_SETS[s % len(INPUT_SETS)]} values)"
-    else:
-        h = s - public
-        which = (f"hidden input set {h + 1} of {hidden} ({INPUT_SETS[h % len(INPUT_SETS)]} values, drawn for this "
-                 f"evaluation; the kernel never saw it; the {public} public input sets were right)")
-    return (f"wrong result on {which}: {len(bad):,} of {got.size:,} output elements differ; first at {where}: "
-            f"got {_show(got[first])}, expected {_show(want[first])}")
-
-
-def _show(v) -> str:
-    """An output element as the kernel's type holds it (floats with the digits that tell them apart)."""
-    return f"{float(v):.9g}" if np.asarray(v).dtype.kind == "f" else str(int(v))
