@@ -237,8 +237,8 @@ def family_problem(target: str, directory: Path, fam: Family, dims: dict[str, in
     needs = meta.get("needs", {})
     kernels = {role: directory / meta[role] for role in KERNEL_ROLES
                if role in meta and all(dims[k] % m == 0 for k, m in needs.get(role, {}).items())}
-    desc = meta["description"] + " Entry point: " + meta["signature"] + ". Sizes: " + \
-        ", ".join(f"{k}={v}" for k, v in dims.items()) + "."
+    desc = meta["description"] + " Entry point: " + meta["signature"] + "." + \
+        (" Sizes: " + ", ".join(f"{k}={v}" for k, v in dims.items()) + "." if dims else "")
     return Problem(name=fam.name(dims), target=target, family=fam.key, dims=dims, description=desc,
                    kernels=kernels, tags=tuple(tags))
 

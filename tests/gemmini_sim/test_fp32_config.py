@@ -20,7 +20,7 @@ from autocomp_zmq.hw_runners.gemmini_sim import configs
 from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
 from autocomp_zmq.hw_runners.problemfile import DefinitionError, read
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "problems" / "examples" / "gemmini-sim"
+EXAMPLES = Path(__file__).resolve().parents[2] / "problems" / "examples" / "gemmini-sim-fp32"
 
 # The PE model as numpy-free Python, used as a problem file's reference below: a float32 fused multiply-add
 # (exact product and sum, one rounding to nearest even) and the order gemm_fp32.c makes the array add in.

@@ -84,7 +84,7 @@ def test_bad_problem_files_and_sizes_are_one_line_and_create_nothing(tmp_path):
                                              'name = "A"\nshape = ["I", "K"]\ndtype = "int7"'})
     (tmp_path / "my_gemm.toml").rename(tmp_path / "bad.toml")
     bad = str(tmp_path / "bad.toml")
-    dtype = "error: bad.toml: inputs[0].dtype: 'int7' is not one of int8, int32"
+    dtype = "error: bad.toml: inputs[0].dtype: 'int7' is not one of int8, int32, float32"
     cases = [
         (["run", "--problem-file", bad, "--out", str(tmp_path / "r1")], dtype),
         (["eval", "--problem-file", bad, "builtin:start"], dtype),
