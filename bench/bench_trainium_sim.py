@@ -14,7 +14,8 @@ of that problem (TrainiumSim.prepare); that is shown apart ("prep s") and not co
 Wall time is the whole evaluation; the best of --repeat runs is shown, and the reference time is the best of
 as many runs too. "checked" is the share of output
 elements whose values the evaluation compared (slicing.py: the last writes at every corner, on every face and
-at random points, drawn after tracing; every element's coverage is checked exactly).
+at random points, drawn after tracing; every element's coverage is checked exactly). The last line is the
+fixed cost of an evaluation: the best of max(3, --repeat) evaluations of a one-tile rmsnorm's naive kernel.
 
 --calibration prints the calibration table instead: AWS's published trn1 latencies and ratios (matmul
 tutorial, fused mamba, layernorm, performance-guide micro-benchmarks, DMA guides) against the simulator,
@@ -78,6 +79,23 @@ def _checked(r) -> str:
         return "-"
     a, b = text.split("values checked on ")[1].split(" output")[0].split(" of ")
     return f"{int(a.replace(',', '')) / int(b.replace(',', '')):.1%}"
+
+
+def fixed_cost(tgt, isa: str, repeat: int) -> str:
+    """What every evaluation pays whatever its kernel does: the best of `repeat` evaluations of the naive
+    kernel of the smallest rmsnorm (one 128 x 128 tile: a few instructions on 16 K elements)."""
+    p = tgt.parametric("rmsnorm-128x128")
+    p = tgt.problem(p.name, isa) if any(q.name == p.name for q in tgt.problems()) else p
+    role = "naive" if isa == "nki1" or "naive_nki2" not in p.kernels else "naive_nki2"
+    tgt.evaluate(p, p.kernel_source(role))
+    best = min(_timed(lambda: tgt.evaluate(p, p.kernel_source(role))) for _ in range(repeat))
+    return f"fixed cost per evaluation: {best * 1000:.1f} ms (best of {repeat}: {p.name}, its {role} kernel)"
+
+
+def _timed(fn) -> float:
+    t0 = time.monotonic()
+    fn()
+    return time.monotonic() - t0
 
 
 def main() -> int:
@@ -152,6 +170,7 @@ def main() -> int:
         table.add_row(*row)
     Console(width=max(120, Console().width)).print(table)   # full names in logs and pipes too
     print(f"evaluations over {args.goal:g}x the reference time: " + ("; ".join(over) if over else "none"))
+    print(fixed_cost(tgt, args.isa, max(3, args.repeat)))
     return 1 if failures else 0
 
 

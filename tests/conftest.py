@@ -41,6 +41,29 @@ def pytest_configure(config):
                                        "agents); deselect with -m 'not system' for the fast tier")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A timeout that fires while the test is inside a finalizer (a weakref callback, __del__) is swallowed
+    there: Python prints it as 'Exception ignored' and the test went on to pass. Such a test fails here."""
+    swallowed = []
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, pytest.fail.Exception) and "pytest-timeout" in str(unraisable.exc_value):
+            swallowed.append(str(unraisable.exc_value))
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        result = yield
+    finally:
+        sys.unraisablehook = previous
+    if swallowed:
+        pytest.fail(f"{swallowed[0]} It fired inside a finalizer, which swallowed it; the test ran past its limit.",
+                    pytrace=False)
+    return result
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ.get("AUTOCOMP_SCHEDULE_LIBRARY", ""), ignore_errors=True)
 

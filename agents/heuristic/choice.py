@@ -28,6 +28,15 @@ def choose_option(menu, seed: int, mutation_of: Callable, candidates_for: Callab
     return opt, mutation, cands
 
 
+def variants_text(descriptions: list[str]) -> str:
+    """The sentence a plan ends with when its coders may take alternatives (variant_of): the plan names every
+    schedule its code can be, so a kernel never carries a plan that describes another one."""
+    if len(descriptions) < 2:
+        return ""
+    return (" Coders with odd seeds take one of its variants instead: "
+            + "; ".join(descriptions[1:]) + ".")
+
+
 def variant_of(params: dict, seed: int) -> dict | None:
     """The schedule (as a dict) a coder takes from a heuristic plan: the plan's choice on even seeds, one of
     its alternatives on odd ones, so that coders of one plan try different variants. None for a plan

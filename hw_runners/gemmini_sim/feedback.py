@@ -54,6 +54,7 @@ def metrics(stats: dict[str, float], macs: int, compulsory: tuple[int, int], cfg
         "memory_bound_cycles": round(memory_bound),
         "busy": {q: stats[f"busy_{q}"] / cycles for q in ("ld", "ex", "st")},
         "cpu_issue_busy": stats["cpu_busy"] / cycles,
+        "cpu_scalar_cycles": int(stats.get("cpu_work", 0)),
         "bytes_read": int(stats["bytes_rd"]),
         "bytes_written": int(stats["bytes_wr"]),
         "compulsory_bytes": int(sum(compulsory)),
@@ -102,6 +103,11 @@ def text(m: dict[str, Any]) -> str:
         f"{ins['compute']:,} compute, {ins['config']:,} config"
         + (f"; {m['fsm_instructions']:,} issued by the hardware loop FSM." if m["fsm_instructions"] else "."),
     ]
+    if m.get("cpu_scalar_cycles"):
+        lines.append(f"Gemmini's software library kept the CPU busy {m['cpu_scalar_cycles']:,} cycles with its own "
+                     f"scalar code ({m['cpu_scalar_cycles'] / max(1, m['cycles']):.0%} of the latency: loop control "
+                     "and address arithmetic per block, before issuing each block's instructions); the hardware loop "
+                     "FSMs and straight-line kernels do not pay it.")
     if m.get("upper_bound"):
         b = m["upper_bound"]
         lines.append(f"Upper bound: {b['name']} takes {b['cycles']:,} cycles on this problem; this kernel is at "

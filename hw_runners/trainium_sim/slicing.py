@@ -33,7 +33,7 @@ import numpy as np
 
 from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.program import TensorDecl
-from autocomp_zmq.hw_runners.trainium_sim.replay import Step, store
+from autocomp_zmq.hw_runners.trainium_sim.replay import Step, store, strided_view
 
 MAX_CORNERS = 64
 MAX_BOXES = 64          # per tensor; beyond it the needed boxes merge into their hull (still conservative)
@@ -115,13 +115,21 @@ def plan(steps: list[Step], decoded: list, tensors: list[TensorDecl], outs: list
             for w in accesses:
                 b = _base(w.tensor)
                 shape = (1, *w.tensor.shape)
-                mine = last[b].reshape(shape)[w.index] == k
-                view = checked[b].reshape(shape)
-                view[w.index] = view[w.index] | mine
+                mark = checked[b].reshape(shape)
+                view = strided_view(mark, w, writeable=True) if _gathers(w) else None
+                if view is not None:     # index arrays of an affine access: through strided views, no gathers
+                    view |= strided_view(last[b].reshape(shape), w) == k
+                else:
+                    mark[w.index] = mark[w.index] | (last[b].reshape(shape)[w.index] == k)
     masks = {o: checked[_base(tensors[o])][0].reshape(tensors[o].shape) for o in outs}
     count = sum(int(m.sum()) for m in checked.values())
     needed = backward(steps, decoded, tensors, seeds, deadline)
     return Check(needed, masks, count, elements, len(seeds), len(writers)), None
+
+
+def _gathers(a) -> bool:
+    """Whether the access indexes by arrays (basic slices make views already)."""
+    return any(isinstance(x, np.ndarray) for x in a.index[1:])
 
 
 def _points(shape: tuple[int, ...], regions: int, rng: np.random.Generator):

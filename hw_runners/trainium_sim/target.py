@@ -11,6 +11,7 @@ the problem under its tolerance. The kernel never sees a value, so its stream ca
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import secrets
 import sys
@@ -21,11 +22,12 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, fp8, heap, ops, slicing, tracer
+from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, mismatch
 from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
@@ -37,7 +39,6 @@ from autocomp_zmq.hw_runners.trainium_sim.tracer import CHILD_ENV, child_argv, g
 
 HERE = Path(__file__).resolve().parent
 MAX_SOURCE = 256 * 1024
-COMPARE_CHUNK = 1 << 18
 TRACE_LIMIT = 512 << 20
 
 
@@ -152,7 +153,12 @@ class TrainiumSim(Target):
         profile = self.info().isa_profile(problem.isa)
         # the problem as defined for the kernel's dialect (a v2 kernel may take other inputs: workloads.py)
         spec = self.spec(problem).for_dialect(tracer.dialect_of(code))
-        result = self._evaluate_in(spec, code, seed, limits, deadline, profile, full)
+        # the trace and the decoded stream are heaps of small objects kept to the end and freed by reference
+        # counting (none form cycles): the cyclic collector would rescan them again and again while they grow
+        # (decoding gemm's 99k tiles: 0.2 s paused, 0.8 s not), and once more after they are gone if it were
+        # enabled again before the evaluation returns (a 2,000-instruction kernel: 10 ms of its 150)
+        with gc_paused():
+            result = self._evaluate_in(spec, code, seed, limits, deadline, profile, full)
         result.wall_s = time.monotonic() - started
         return bounded(result)
 
@@ -178,7 +184,7 @@ class TrainiumSim(Target):
     def _prepared(self, spec: ProblemSpec, seed: int) -> tuple[dict[str, np.ndarray], list]:
         """The public and hidden input sets stacked (set axis first) and rounded to their dtypes, read-only,
         with the expected outputs per set; kept for the last two (problem, seed) pairs."""
-        cache = self.__dict__.setdefault("_stacked", {})
+        cache, finite = self.__dict__.setdefault("_stacked", {}), self.__dict__.setdefault("_finite", {})
         key = (spec, seed)
         if key not in cache:
             public_in = spec.make_inputs([seed, 0])     # kept only stacked below
@@ -194,8 +200,12 @@ class TrainiumSim(Target):
                               for x, t in zip(outs, spec.outputs))
                         for outs in [public_out] + hidden_out]     # row-major: compared piece by piece
             cache[key] = (stacked, expected)
+            # per set and output: whether every expected value and its tolerance are finite (then the
+            # comparison need not look at the computed values' finiteness apart: compare.mismatch)
+            finite[key] = [tuple(finite_tolerance(x, spec.atol, spec.rtol) for x in outs) for outs in expected]
             while len(cache) > 2:
-                cache.pop(next(iter(cache)))
+                oldest = next(iter(cache))
+                del cache[oldest], finite[oldest]
         return cache[key]
 
     def _tracing_server(self) -> ForkServer | None:
@@ -251,11 +261,9 @@ class TrainiumSim(Target):
             return failure
         trace, common = traced
         p = costmodel.params(platform)
-        # the decoded stream is a heap of small objects kept to the end and freed by reference counting: the
-        # cyclic collector would rescan it again and again (decoding gemm's 99k tiles: 0.2 s paused, 0.8 s not);
         # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
         try:
-            with threadpool_limits(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes), gc_paused():
+            with _blas().limit(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes):
                 hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
                 tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles,
                                          int(p["sbuf_partition_bytes"]))
@@ -315,7 +323,8 @@ class TrainiumSim(Target):
         for o, (tid, out_spec) in enumerate(zip(out_tids, spec.outputs)):
             got_all = replay._array(tid)
             for s, want in enumerate(expected):
-                bad = _mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0, mask=check.masks[tid])
+                bad = mismatch(got_all[s], want[o], spec.atol, spec.rtol, reveal=s == 0, mask=check.masks[tid],
+                               finite=self._finite[(spec, seed)][s][o])
                 if bad:
                     which = "the public input set" if s == 0 else \
                         f"hidden input set {s} (drawn from a secret seed; the public set was right)"
@@ -323,6 +332,13 @@ class TrainiumSim(Target):
                     result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
                     return result
         return result
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The BLAS libraries numpy loaded, found once (threadpool_limits() looks for them again each time: ~0.5 ms
+    an evaluation)."""
+    return ThreadpoolController()
 
 
 def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], list[int]]:
@@ -350,49 +366,3 @@ def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], lis
     if len(set(bases)) != len(bases):
         raise StreamError("solution() returned the same storage for two outputs")
     return ins, outs
-
-
-def _mismatch(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, reveal: bool = True,
-              mask: np.ndarray | None = None) -> str:
-    """What is wrong, in words, over the elements `mask` selects (None: all); a hidden set's values are never
-    quoted (they are kept per evaluator). Compared in want's dtype (float32 for floating outputs: the
-    tolerance dwarfs float32's rounding of the difference)."""
-    flat_got, flat_want = got.reshape(-1), want.reshape(-1)
-    flat_mask = None if mask is None else mask.reshape(-1)
-    bad, first = 0, None
-    for lo in range(0, flat_got.size, COMPARE_CHUNK):       # in cache-sized pieces: one pass over memory
-        g, w = flat_got[lo:lo + COMPARE_CHUNK], flat_want[lo:lo + COMPARE_CHUNK]
-        at = None                                            # positions within the piece, when gathered
-        if flat_mask is not None:
-            chosen = flat_mask[lo:lo + COMPARE_CHUNK]
-            count = int(np.count_nonzero(chosen))
-            if not count:
-                continue
-            if count < chosen.size:
-                at = np.flatnonzero(chosen)
-                g, w = g[at], w[at]
-        with np.errstate(invalid="ignore", over="ignore"):
-            err = np.subtract(g, w, dtype=want.dtype)
-            np.abs(err, out=err)
-            tol = np.abs(w)
-            tol *= rtol
-            tol += atol
-            ok = err <= tol            # NaN (a value computed from unwritten memory) is never within it
-        ok &= np.isfinite(g)
-        n = ok.size - int(np.count_nonzero(ok))
-        if n:
-            bad += n
-            if first is None:
-                i = int(np.argmin(ok))
-                first = lo + (i if at is None else int(at[i]))
-    if not bad:
-        return ""
-    at = [int(i) for i in np.unravel_index(first, got.shape)]
-    selected = got if mask is None else got[mask]
-    unwritten = int(np.isnan(selected).sum())
-    note = f"; {unwritten:,} elements hold no value (computed from memory never written)" if unwritten else ""
-    values = f": got {float(got.flat[first]):.6g}, expected {float(want.flat[first]):.6g}" if reveal else ""
-    scope = f"of {got.size:,} elements" if mask is None else f"of {selected.size:,} checked elements"
-    return f"{bad:,} {scope} outside atol {atol:g} + rtol {rtol:g}; first at {at}{values}{note}"
-
-

@@ -201,3 +201,27 @@ def test_every_flag_combination_has_a_consistent_fit():
     for values in product([False, True], repeat=len(GEMM_FLAGS)):
         s = GemmSchedule(ti=2, tj=2, tk=2, **dict(zip(GEMM_FLAGS, values)))
         assert s.fits(dims) == ((not s.prefetch or s.double_buffer) and (not s.spread_stores or s.double_acc))
+
+
+def test_the_plan_text_describes_every_kernel_its_coders_write():
+    """A plan carries its best schedule and variants, and coders with odd seeds take a variant: the text named
+    only the best, so a kernel with TI 2 / TJ 4 / TK 32 was stored under 'to 4x8x32 tiles'. Every kernel a
+    plan's coders write must be described in the plan's text."""
+    from autocomp_zmq.hw_runners.gemmini_sim.heuristic.agent import _describe
+    agent = GemminiHeuristic()
+    problem = Problem(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
+                      dims={"I": 512, "J": 512, "K": 512})
+    code = (target_info("gemmini-sim").problems / "gemm_naive.c").read_text()
+    menu = _menu(fine=True)
+    checked = 0
+    for seed in range(6):
+        plan = agent.plan(PlanRequest(problem=problem, parent=Parent(id="p", code=code), menu=menu,
+                                      model="heuristic", iteration=1, iterations=4, seed=seed))
+        for coder_seed in range(4):
+            kernel = agent.code(CodeRequest(problem=problem, parent=Parent(id="p", code=code), plan=plan,
+                                            model="heuristic", seed=coder_seed))
+            assert _describe(parse_schedule(kernel, "gemm")) in plan.text, (plan.text, coder_seed)
+            checked += 1
+        if len(plan.params["variants"]) > 1:
+            assert "Coders with odd seeds take one of its variants instead: " in plan.text
+    assert checked == 24

@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
+from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
 from autocomp_zmq.hw_runners.cuda.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.hw_runners.cuda.heuristic.workload import Workload, recognize
@@ -157,7 +157,8 @@ class CudaHeuristic:
         chosen = cands[0]
         origin = "" if own else " (the parent was not written by this agent: taken as the starting schedule)"
         text = (f"Apply '{opt.title}'{further}. Change the schedule from {fam.describe(current, w)}{origin} to "
-                f"{fam.describe(chosen, w)}. " + _feedback_words(m))
+                f"{fam.describe(chosen, w)}. " + _feedback_words(m)
+                + variants_text([fam.describe(c, w) for c in cands]))
         return Plan(text=text, option_id=opt.id,
                     params={"mutation": mutation, "schedule": asdict(chosen), "variants": [asdict(c) for c in cands]})
 

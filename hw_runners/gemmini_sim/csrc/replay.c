@@ -259,7 +259,7 @@ static void write_stats(void) {
   static const char *wn[NWAIT] = {"ld", "ex", "st", "dma", "port"};
   static const char *kn[NKIND] = {"config", "mvin", "mvout", "preload", "compute", "flush"};
   const struct { const char *name; int64_t value; } scalars[] = {
-    {"cycles", s->cycles}, {"cpu_busy", s->cpu_busy}, {"fence_wait", s->fence_wait}, {"loop_wait", s->loop_wait},
+    {"cycles", s->cycles}, {"cpu_busy", s->cpu_busy}, {"cpu_work", s->cpu_work}, {"fence_wait", s->fence_wait}, {"loop_wait", s->loop_wait},
     {"fsm_instrs", s->fsm_instrs}, {"instrs", s->instrs}, {"bytes_rd", s->bytes_rd}, {"bytes_wr", s->bytes_wr},
     {"macs", s->macs}, {"bank_conflicts", s->bank_conflicts}, {"bank_wait_cycles", s->bank_wait_cycles},
     {"port_wait_cycles", s->port_wait_cycles}, {"unfused_preloads", s->unfused_preloads},

@@ -44,7 +44,7 @@ typedef struct {
 } tinstr_t;
 
 typedef struct {
-  int64_t cycles, cpu_busy, busy[NQ], cpu_stall_full[NQ], fence_wait, loop_wait;
+  int64_t cycles, cpu_busy, cpu_work, busy[NQ], cpu_stall_full[NQ], fence_wait, loop_wait;
   int64_t wait[NQ][NWAIT];
   int64_t count[NKIND], fsm_instrs, instrs;
   int64_t bytes_rd, bytes_wr, macs, bank_conflicts, bank_wait_cycles, port_wait_cycles, unfused_preloads;

@@ -277,6 +277,7 @@ void timing_issue_cpu_only(tinstr_t *t) {
 void timing_cpu_work(int64_t cycles) {
   cpu_t += cycles;
   g_stats.cpu_busy += cycles;
+  g_stats.cpu_work += cycles;
 }
 
 /* fence: the CPU waits until every instruction has completed and every DRAM write is acknowledged. */

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
+from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
                                               reference_schedule, render)
@@ -105,7 +105,8 @@ class GemminiHeuristic:
         text = (f"{note}Apply '{title}'. Change the schedule from {_describe(current)} to {_describe(chosen)}"
                 f"{origin}. Feedback: {metrics.get('utilization', 0):.1%} utilization, "
                 f"{metrics.get('roofline_fraction', 0):.1%} of roofline, CPU issuing "
-                f"{metrics.get('cpu_issue_busy', 0):.0%} of the time{binding}; the cost model expects {gain:.2f}x.")
+                f"{metrics.get('cpu_issue_busy', 0):.0%} of the time{binding}; the cost model expects {gain:.2f}x."
+                + variants_text([_describe(c) for c in cands]))
         return Plan(text=text, option_id=option_id,
                     params={"mutation": mutation, "schedule": asdict(chosen), "variants": [asdict(c) for c in cands]})
 

@@ -281,6 +281,7 @@ def _running(pid: int) -> bool:
 
 def serve() -> int:
     """Fork one child per request until the evaluator closes the request pipe."""
+    seccomp.prepare()                         # the filter every child installs, built once
     gc.freeze()                               # the imported modules' objects stay shared with every child
     while True:
         try:

@@ -54,15 +54,30 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
     return prog
 
 
-def install() -> str:
-    """Apply the filter to this process (irreversible); returns a note for the sandbox log."""
+_built: tuple | None = None
+
+
+def prepare() -> None:
+    """Build the filter and look up prctl now, so that install() only applies it: the fork server prepares
+    once before it forks (~1 ms a job less), and its children inherit the same filter, never modified."""
+    global _built
+    if _built is not None:
+        return
     machine = platform.machine()
     if machine not in _NR:
-        return f"seccomp unavailable on {machine}"
+        _built = (machine, None, None, None)
+        return
     statements = program(machine)
     insns = (_Insn * len(statements))(*[_Insn(*s) for s in statements])
-    prog = _Prog(len(statements), insns)
-    libc = ctypes.CDLL(None, use_errno=True)
+    _built = (machine, insns, _Prog(len(statements), insns), ctypes.CDLL(None, use_errno=True))
+
+
+def install() -> str:
+    """Apply the filter to this process (irreversible); returns a note for the sandbox log."""
+    prepare()
+    machine, _insns, prog, libc = _built
+    if prog is None:
+        return f"seccomp unavailable on {machine}"
     if libc.prctl(38, 1, 0, 0, 0) != 0:                                   # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:                 # PR_SET_SECCOMP, SECCOMP_MODE_FILTER

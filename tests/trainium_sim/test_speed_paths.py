@@ -1,0 +1,116 @@
+"""The evaluation's faster paths give exactly what the plain ones gave (issue 39, item 4): the comparison of
+mostly-selected pieces in place, the comparison without a separate finiteness pass, the value check's marking
+through strided views, the compacted transpose, and an evaluation that leaves no cyclic garbage behind."""
+from __future__ import annotations
+
+import gc
+import pickle
+
+import numpy as np
+import pytest
+
+from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.trainium_sim import replay, slicing
+from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, mismatch
+from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
+from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer, _transposed
+from autocomp_zmq.hw_runners.trainium_sim.target import _io_tensors
+
+
+@pytest.mark.parametrize("density", [0.0, 0.1, 0.3, 0.9, 1.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_in_place_comparison_of_a_mostly_selected_piece_says_what_gathering_says(density, seed):
+    rng = np.random.default_rng(seed)
+    want = rng.standard_normal((300, 1000)).astype(np.float32)
+    got = want + rng.standard_normal(want.shape).astype(np.float32) * 1e-6
+    bad = rng.random(want.shape) < 0.001
+    got[bad] += 1.0
+    got[rng.random(want.shape) < 0.0005] = np.nan
+    got[rng.random(want.shape) < 0.0005] = np.inf
+    mask = rng.random(want.shape) < density
+    # reference verdict: the selected elements gathered and compared whole (no mask at all)
+    sel_got, sel_want = got[mask].reshape(1, -1), want[mask].reshape(1, -1)
+    expect = mismatch(sel_got, sel_want, 1e-4, 1e-2) if sel_got.size else ""
+    said = mismatch(got, want, 1e-4, 1e-2, mask=mask)
+    for finite in (False, True):
+        assert mismatch(got, want, 1e-4, 1e-2, mask=mask, finite=finite) == said
+    assert bool(said) == bool(expect)
+    if said:      # the same count of bad elements, and the first one is the first selected bad element
+        assert said.split(" ")[0] == expect.split(" ")[0]
+        flat = np.flatnonzero(mask.reshape(-1))
+        first_sel = int(expect.split("first at [0, ")[1].split("]")[0])
+        assert f"first at {[int(i) for i in np.unravel_index(flat[first_sel], want.shape)]}" in said
+
+
+def test_the_finiteness_pass_is_skipped_only_where_it_cannot_matter():
+    want = np.ones((4, 4), np.float32)
+    assert finite_tolerance(want, 1e-4, 1e-2) and finite_tolerance(np.arange(4), 0, 0)
+    assert not finite_tolerance(np.array([1.0, np.inf], np.float32), 1e-4, 1e-2)
+    assert not finite_tolerance(np.array([3e38], np.float32), 0.0, 10.0)      # its tolerance overflows
+    got = want.copy()
+    got[1, 1], got[2, 2] = np.inf, -np.inf
+    assert mismatch(got, want, 1e-4, 1e-2, finite=True) == mismatch(got, want, 1e-4, 1e-2)
+    assert mismatch(got, want, 1e-4, 1e-2).startswith("2 of 16")
+
+
+def test_a_transposed_strided_tile_is_the_plain_transpose():
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((2, 128, 2048)).astype(np.float32)
+    tile = big[:, :, 3::4][:, :, :128]
+    np.testing.assert_array_equal(_transposed(tile), tile.swapaxes(1, 2))
+    np.testing.assert_array_equal(_transposed(np.empty((0, 4, 5))), np.empty((0, 5, 4)))
+
+
+KERNELS = [("maxpool", "tuned"), ("conv1d", "tuned"), ("transpose-small", "tuned"), ("gemm-1024", "naive")]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("name,role", KERNELS)
+def test_the_check_marked_through_strided_views_is_the_one_marked_by_index(name, role, monkeypatch):
+    tgt = get_target("trainium-sim")
+    p = tgt.problem(name)
+    spec = tgt.spec(p)
+    (trace, _), failure = tgt._trace(spec, p.kernel_source(role), tgt.options.limits)
+    assert failure is None
+    tensors = decode_tensors(trace["tensors"], 1 << 40)
+    _, outs = _io_tensors(trace, tensors, spec)
+    _, last = uses(trace["instrs"], tensors)
+    rp = Replayer(tensors, {}, 0, last_use(last), compute=False)
+    steps = rp.decode(pickle.loads(pickle.dumps(trace["instrs"])))
+
+    def plan(seed):
+        check, unwritten = slicing.plan(steps, rp.decoded, tensors, outs, 4, np.random.default_rng(seed))
+        assert unwritten is None
+        return check
+
+    fast = [plan(seed) for seed in range(2)]
+    monkeypatch.setattr(slicing, "strided_view", lambda *a, **k: None)
+    for seed, f in enumerate(fast):
+        plain = plan(seed)
+        assert (f.needed, f.checked, f.elements, f.writes) == (plain.needed, plain.checked, plain.elements,
+                                                                plain.writes)
+        for o in outs:
+            np.testing.assert_array_equal(f.masks[o], plain.masks[o])
+
+
+@pytest.mark.system
+def test_an_evaluation_leaves_no_cyclic_garbage():
+    """Everything an evaluation builds is freed by reference counting as it returns (the collector, paused
+    during the evaluation, then has nothing to scan)."""
+    tgt = get_target("trainium-sim")
+    p = tgt.problem("rope")
+    tgt.evaluate(p, p.kernel_source("tuned"))
+    gc.collect()
+    gc.disable()
+    try:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        r = tgt.evaluate(p, p.kernel_source("tuned"))
+        assert r.correct, r.error
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (Replayer, replay.Step))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left
