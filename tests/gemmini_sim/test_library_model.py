@@ -54,8 +54,7 @@ def test_the_library_is_as_slow_against_the_hardware_loop_as_the_paper_measured(
     # the feedback names the cost, so a model reading it knows where the time went
     scalar = lib.feedback["cpu_scalar_cycles"]
     assert scalar == TimingConfig().library_block_cycles * (512 // 16) ** 3 and hw.feedback["cpu_scalar_cycles"] == 0
-    assert f"Gemmini's software library kept the CPU busy {scalar:,} cycles with its own scalar code" \
-        in lib.feedback_text
+    assert f"Scalar code on the CPU kept it busy {scalar:,} cycles" in lib.feedback_text
     # mainline Gemmini's library (every tile on LOOP_WS) is one timing parameter away, and as fast as the loop
     mainline = get_target("gemmini-sim", timing={"library_hwloop": 1})
     fsm_lib = mainline.evaluate(p, (PROBLEM_DIR / "gemm_library.c").read_text())

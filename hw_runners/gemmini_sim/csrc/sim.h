@@ -200,8 +200,8 @@ int diag_format(char *buf, size_t cap, const char *fmt, va_list ap);   /* "<inst
 void rec_emit(const rec_t *r);
 void rec_flush(void);
 void rec_set_arrays(void **bases, const size_t *bytes, int n);
-void rec_payload(const void *bytes, size_t n);
-void rec_cpu_work(uint32_t cycles);   /* the CPU runs scalar code for `cycles` before its next instruction */   /* an R_DATA header and the bytes, after a record */
+void rec_payload(const void *bytes, size_t n);   /* an R_DATA header and the bytes, after a record */
+void rec_cpu_work(uint32_t cycles);   /* the CPU runs scalar code for `cycles` before its next instruction */
 void intrinsics_reset(void);
 
 /* functional.c, execute.c (replayer side) */
