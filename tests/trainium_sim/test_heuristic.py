@@ -329,6 +329,7 @@ def test_plan_picks_an_applicable_option_and_the_coder_follows_it(family):
                                       seed=code_seed))
             got = parse_schedule(code, family)
             assert got is not None and got.__dict__ in plan.params["variants"]
+            assert fam.describe(got) in plan.text     # the plan names every schedule its coders may write
         first = h.code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=plan, model="heuristic",
                                    seed=0))
         assert parse_schedule(first, family) == fam.Schedule(**chosen)

@@ -15,7 +15,7 @@ import math
 import random
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of
+from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, from_dict, parse_schedule, render
@@ -192,7 +192,7 @@ class TrainiumHeuristic:
         text = (f"Apply '{opt.title}'{further}. Change the schedule from {fam.describe(current)}{origin} to "
                 f"{fam.describe(chosen)}. Feedback: binding engine {m.get('binding_engine', '?')}, "
                 f"{float(m.get('roofline_fraction') or 0):.1%} of roofline, DMA traffic "
-                f"{2 ** feats['traffic']:.2f}x compulsory.")
+                f"{2 ** feats['traffic']:.2f}x compulsory." + variants_text([fam.describe(c) for c in cands]))
         return Plan(text=text, option_id=opt.id,
                     params={"mutation": mutation, "schedule": asdict(chosen), "variants": [asdict(c) for c in cands]})
 
