@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig
+from autocomp_zmq.hw_runners.gemmini_sim.timing import TimingConfig, array_latency
 
 DIRECTORY = Path(__file__).with_name("configs")
 DEFAULT = "int8-16x16"
@@ -51,9 +51,7 @@ class GemminiConfig:
     @property
     def array_latency(self) -> int:
         """csrc/timing.c array_latency at this DIM (TimingConfig.array_latency is the 16x16 array's)."""
-        t = self.timing
-        return (1 + t.spad_read_delay + 1 + (self.dim - 1) + self.dim * (t.tile_latency + 1) + t.mesh_output_delay
-                + t.acc_latency)
+        return array_latency(self.timing, self.dim)
 
     def with_overrides(self, overrides: dict[str, int]) -> "GemminiConfig":
         """This configuration with some timing parameters replaced (the target's `timing` option)."""

@@ -22,10 +22,11 @@ from dataclasses import asdict, dataclass, fields
 DIM = 16  # systolic array rows = columns: meshRows * tileRows = 16 * 1 (GemminiConfigs.scala)
 
 
-def array_latency(cfg: "TimingConfig") -> int:
-    """Cycles from a compute's issue until its results are in the accumulator (csrc/timing.c array_latency):
-    scratchpad read, the operands' skew across the array and the mesh's output and accumulator delays."""
-    return (1 + cfg.spad_read_delay + 1 + (DIM - 1) + DIM * (cfg.tile_latency + 1) + cfg.mesh_output_delay
+def array_latency(cfg: "TimingConfig", dim: int = DIM) -> int:
+    """Cycles from a compute's issue until its results are in the accumulator (csrc/timing.c array_latency) on
+    a dim x dim array: scratchpad read, the operands' skew across the array and the mesh's output and
+    accumulator delays."""
+    return (1 + cfg.spad_read_delay + 1 + (dim - 1) + dim * (cfg.tile_latency + 1) + cfg.mesh_output_delay
             + cfg.acc_latency)
 
 
@@ -163,8 +164,7 @@ class TimingConfig:
         """Cycles from an operand row's scratchpad read to its result in the accumulator: SRAM read,
         spad_read_delay, the mesh input register, the input skew (DIM-1), DIM PE hops, the output
         delay and the accumulator write (MeshWithDelays.scala, Mesh.scala, AccumulatorMem.scala)."""
-        return 1 + self.spad_read_delay + 1 + (DIM - 1) + DIM * (self.tile_latency + 1) + \
-            self.mesh_output_delay + self.acc_latency
+        return array_latency(self)
 
     @property
     def dma_bytes_per_cycle(self) -> float:
