@@ -297,7 +297,7 @@ class TrainiumSim(Target):
                     read = {a.tensor.alias if a.tensor.alias != -1 else a.tensor.tid for st in steps for a in st.reads}
                     replay.unfilled = {o for o in out_tids if tensors[o].alias == -1 and o not in read}
                     replay.execute(check.needed, deadline)
-                tl = costmodel.simulate(steps, lay, p, deadline)
+                tl = costmodel.simulate(steps, lay, p, deadline, trace.get("loops"))
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
         except TimeoutError as exc:

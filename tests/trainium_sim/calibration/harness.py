@@ -91,7 +91,7 @@ def run(r: Run) -> Timed:
     first, last = uses(trace["instrs"], tensors)
     lay = costmodel.layout(tensors, first, last, p)
     steps = Replayer(tensors, {}, 1, last_use(last), compute=False).run(trace["instrs"])      # timing only
-    tl = costmodel.simulate(steps, lay, p)
+    tl = costmodel.simulate(steps, lay, p, loops=trace.get("loops"))
     flops = 0
     m = feedback.metrics(tl, lay, p, flops, (0, 0))
     return Timed(tl.total_ns / 1000.0, m, len(steps))

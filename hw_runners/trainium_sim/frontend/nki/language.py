@@ -133,7 +133,11 @@ def affine_range(start, stop=None, step=1):
     return _v1.affine_range(*((start,) if stop is None else (start, stop, step)))
 
 
-sequential_range = static_range = affine_range
+def sequential_range(start, stop=None, step=1):
+    return _v1.sequential_range(*((start,) if stop is None else (start, stop, step)))
+
+
+static_range = sequential_range
 fori_loop, while_loop, dynamic_range = _loops.fori_loop, _loops.while_loop, _loops.dynamic_range
 program_id, program_ndim = _v1.program_id, _v1.program_ndim
 

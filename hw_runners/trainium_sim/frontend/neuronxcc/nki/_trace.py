@@ -81,6 +81,10 @@ class Recorder:
         self.program: tuple = ()         # the instance being traced: its index along each grid dimension
         self.shared: list = []           # nl.shared_hbm tensors of the grid's first instance, in order
         self.shared_next = 0
+        # affine_range iterations, for the trusted side to find loops the compiler may vectorize or overlap:
+        # [first instruction, loop id, iteration, trip count] as each starts; iteration -1 as the loop ends
+        self.loops: list[list] = []
+        self.loop_ids = 0
 
     def shared_tensor(self, shape, dtype) -> "Tensor":
         """nl.shared_hbm under a launch grid: every instance allocates the same tensors in the same order; the
@@ -140,6 +144,39 @@ class Recorder:
 
 
 RECORDER = Recorder()
+
+
+class AffineRange:
+    """nl.affine_range's iterations: a range (len, indexing, `in` work as on a range) whose iteration records
+    where each iteration's instructions begin. Only a claim: the replayer verifies the iterations independent
+    and affine before the cost model treats them as the compiler would (loops.py)."""
+    __slots__ = ("r",)
+
+    def __init__(self, r: range) -> None:
+        self.r = r
+
+    def __len__(self) -> int:
+        return len(self.r)
+
+    def __getitem__(self, i):
+        return self.r[i]
+
+    def __contains__(self, v) -> bool:
+        return v in self.r
+
+    def __reversed__(self):
+        return reversed(self.r)      # reversed iterations are not an affine_range the compiler sees: unmarked
+
+    def __iter__(self):
+        rec, trip = RECORDER, len(self.r)
+        rec.loop_ids += 1
+        lid = rec.loop_ids
+        try:
+            for k, v in enumerate(self.r):
+                rec.loops.append([len(rec.instrs), lid, k, trip])
+                yield v
+        finally:      # also on break (the generator is closed when the loop drops it)
+            rec.loops.append([len(rec.instrs), lid, -1, trip])
 
 
 def _encode_src(s):

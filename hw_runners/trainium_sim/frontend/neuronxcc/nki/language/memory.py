@@ -5,7 +5,7 @@ Loads and stores are DMA transfers; nl.matmul and nl.transpose run on the Tensor
 from __future__ import annotations
 
 from neuronxcc.nki._index import NKIError, _broadcast, _int
-from neuronxcc.nki._trace import RECORDER, View, _core, dtype_name
+from neuronxcc.nki._trace import RECORDER, AffineRange, View, _core, dtype_name
 from neuronxcc.nki.language._base import _attrs, _compute, _ew, _new, _view
 from neuronxcc.nki.language.constants import psum, sbuf  # noqa: F401
 
@@ -16,11 +16,17 @@ def ds(start, size) -> slice:
 
 
 def affine_range(*args, **_):
-    """Independent iterations (the compiler may overlap them); traced by unrolling."""
+    """Independent iterations (the compiler may overlap or vectorize them); traced by unrolling, each
+    iteration's start recorded (AffineRange)."""
+    return AffineRange(range(*(_int(a) for a in args)))
+
+
+def sequential_range(*args, **_):
+    """Iterations in order (a loop-carried dependence): traced by unrolling, nothing overlapped."""
     return range(*(_int(a) for a in args))
 
 
-sequential_range = static_range = affine_range
+static_range = sequential_range      # fully unrolled by the compiler: instructions in program order
 
 
 def program_id(axis=0) -> int:
