@@ -45,7 +45,7 @@ from autocomp_zmq import sandbox
 
 HERE = Path(__file__).resolve().parent
 CFLAGS = ["-O2", "-march=native", "-std=gnu11"]   # the flag set every kernel is compiled with
-WARMUP, MIN_REPS, MAX_REPS = 2, 5, 40
+WARMUP, MIN_REPS, MAX_REPS = 2, 10, 40
 TARGET_REL_CI = 0.02         # stop once the median's 95 % interval is within 2 % of it
 BUDGET_S = 20.0              # of timed runs per evaluation
 RUN_TIMEOUT_S = 10.0         # one run of the kernel
