@@ -155,7 +155,10 @@ def measure(build: Path, spec: dict) -> dict:
             cpu0 = cpu_ns(pid)
             t0 = time.perf_counter_ns()
             os.kill(pid, signal.SIGCONT)
-            os.write(go_w, b"g")
+            try:
+                os.write(go_w, b"g")
+            except BrokenPipeError:
+                pass                                     # the child is gone: its done pipe says so below
             ready = select.select([done_r], [], [], RUN_TIMEOUT_S)[0]
             signal_byte = os.read(done_r, 1) if ready else b""
             t1 = time.perf_counter_ns()

@@ -122,6 +122,12 @@ def test_a_kernel_that_signals_done_before_it_has_computed_is_wrong(hostcpu):
     assert not result.correct and result.error_kind == "wrong_result", result.error
 
 
+def test_a_kernel_that_crashes_is_named_so(hostcpu):
+    target, problem = hostcpu
+    result = target.evaluate(problem, SUM.format(body="  *(volatile int *)0 = 1;\n  return 0;"))
+    assert not result.correct and result.error_kind == "crash" and "SIGSEGV" in result.error, result.error
+
+
 def test_a_kernel_with_another_signature_does_not_compile(hostcpu):
     target, problem = hostcpu
     result = target.evaluate(problem, "double solution(long n, const double *x) { return 0; }\n")
