@@ -6,15 +6,16 @@ spread of the N reported latencies (the CPU-time medians) beside that of the wal
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
-import typer
-from rich.console import Console
-from rich.table import Table
+if __package__:
+    from . import _checkout  # noqa: F401  (bench.<script>: imported as such, or run with python -m)
+else:
+    import _checkout  # noqa: F401  (python bench/<script>.py: bench/ is sys.path[0]; binds autocomp_zmq)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import launch  # noqa: E402,F401  (binds the checkout to autocomp_zmq when it is not installed)
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
 from autocomp_zmq.hw_runners import get_target  # noqa: E402
 
 KERNELS = [("gemm-256x256x256", "naive.c"), ("gemm-256x256x256", "variants/ikj_avx2.c"),
