@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded
 from autocomp_zmq.hw_runners.command.spec import CommandSpec, ProblemSpec, expand, load_command, load_problem
@@ -84,7 +86,7 @@ class CommandTarget(Target):
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)      # the command and every child it started
+            _kill_tree(proc.pid)
             out, err = proc.communicate()
             return command_fault(f"ran past its timeout of {timeout:g} s and was killed (a kernel that runs "
                                  "forever, or a command that does not bound its runs)", _text(out), _text(err),
@@ -101,6 +103,21 @@ class CommandTarget(Target):
         except MalformedVerdict as exc:
             return command_fault(f"printed no usable verdict: {exc}", stdout, stderr, unit)
         return to_report(verdict, unit, stderr)
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the command, its process group and every descendant: the children it sandboxed run in sessions
+    of their own, which killing its group would miss."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
+    sandbox.kill_group(pid)
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _text(data: bytes) -> str:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autocomp_zmq.hw_runners import get_target
@@ -126,6 +127,17 @@ def test_a_kernel_that_crashes_is_named_so(hostcpu):
     target, problem = hostcpu
     result = target.evaluate(problem, SUM.format(body="  *(volatile int *)0 = 1;\n  return 0;"))
     assert not result.correct and result.error_kind == "crash" and "SIGSEGV" in result.error, result.error
+
+
+def test_a_kernel_that_never_ends_is_a_timeout_and_leaves_no_process(hostcpu):
+    target, problem = hostcpu
+    before = {p.pid for p in psutil.process_iter()}
+    result = target.evaluate(problem, SUM.format(body="  for (volatile int i = 0;; i++) {}\n  return 0;"),
+                             time_limit_s=4)
+    assert not result.correct and result.error_kind == "timeout" and "timeout of 4 s" in result.error, result.error
+    left = [p for p in psutil.process_iter(["pid", "name", "status"]) if p.pid not in before
+            and p.info["name"] == "kernel" and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not left, left
 
 
 def test_a_kernel_with_another_signature_does_not_compile(hostcpu):
