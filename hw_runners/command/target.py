@@ -91,8 +91,6 @@ class CommandTarget(Target):
             return command_fault(f"ran past its timeout of {timeout:g} s and was killed (a kernel that runs "
                                  "forever, or a command that does not bound its runs)", _text(out), _text(err),
                                  unit, kind="timeout")
-        finally:
-            sandbox.kill_group(proc.pid)             # stragglers of a command that exited before its children
         stdout, stderr = _text(out), _text(err)
         if proc.returncode != 0:
             how = (f"was killed by signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
