@@ -22,7 +22,10 @@ def target_folders() -> list[Path]:
     roots = [p for p in sorted(_BUILTIN.iterdir()) if p.is_dir() and not (p / "__init__.py").exists()]
     for entry in filter(None, os.environ.get("AUTOCOMP_TARGET_PATH", "").split(os.pathsep)):
         path = Path(entry).resolve()
-        roots += [path] if (path / "target.toml").exists() else sorted(p for p in path.iterdir() if p.is_dir())
+        if (path / "target.toml").exists():
+            roots.append(path)
+        elif path.is_dir():
+            roots += sorted(p for p in path.iterdir() if p.is_dir())
     found = []
     for folder in roots:
         try:
