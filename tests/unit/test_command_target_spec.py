@@ -98,3 +98,14 @@ def test_hostcpu_is_a_command_target_declared_by_its_folder_alone():
         assert "void solution" in problem.kernel_source() or "float solution" in problem.kernel_source()
         assert len(spec.variant) >= 2 and (folder / "entry.c").exists()
         assert spec.harness["reference"] in ("gemm", "softmax", "sum")
+
+
+def test_the_target_path_names_target_folders_or_folders_of_them(monkeypatch, tmp_path):
+    from autocomp_zmq.hw_runners.command import target_folders
+    from tests.conftest import ROOT
+    fake = ROOT / "tests" / "command_target"
+    monkeypatch.setenv("AUTOCOMP_TARGET_PATH", f"{tmp_path / 'missing'}:{fake.parent}")
+    found = target_folders()
+    assert found[0].name == "hostcpu" and fake in found       # built-in first; tests/ holds one target folder
+    monkeypatch.setenv("AUTOCOMP_TARGET_PATH", str(fake))
+    assert target_folders()[1:] == [fake]
