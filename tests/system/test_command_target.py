@@ -123,6 +123,31 @@ def test_a_kernel_that_signals_done_before_it_has_computed_is_wrong(hostcpu):
     assert not result.correct and result.error_kind == "wrong_result", result.error
 
 
+def test_a_kernel_that_works_ahead_of_the_go_signal_is_measured_honestly(hostcpu):
+    target, problem = hostcpu
+    # it answers a run, says done itself and, without returning, watches the inputs so as to answer the next run
+    # the moment they appear, before the go signal: but it is stopped while they are written, so its work falls
+    # inside the next window anyway
+    ahead = """#include <unistd.h>
+static float total(long n, const float *x) { float s = 0.0f; for (long i = 0; i < n; i++) s += x[i]; return s; }
+float solution(long n, const float *x) {
+  float *out = (float *)((char *)x + ((n * 4 + 4095) & ~4095L));   /* the output follows the input */
+  out[0] = total(n, x);
+  const volatile unsigned *first = (const volatile unsigned *)x;
+  for (;;) {
+    const unsigned seen = *first;
+    if (write(5, "d", 1) != 1) return 0;
+    while (*first == seen) {}
+    out[0] = total(n, x);
+  }
+}
+"""
+    result = target.evaluate(problem, ahead)
+    honest = target.evaluate(problem, SUM.format(body="  " + HONEST_SUM))
+    assert result.correct and honest.correct, (result.error, honest.error)
+    assert result.latency > 0.5 * honest.latency, (result.latency, honest.latency)
+
+
 def test_a_kernel_that_crashes_is_named_so(hostcpu):
     target, problem = hostcpu
     result = target.evaluate(problem, SUM.format(body="  *(volatile int *)0 = 1;\n  return 0;"))
