@@ -14,7 +14,7 @@ from autocomp_zmq.hw_runners.base import get_target
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 
-def _variants(problem: Problem):
+def _folder_and_spec(problem: Problem):
     target = get_target(problem.target)
     folder, spec = target.problem_spec(target.problem(problem.name))
     return folder, spec
@@ -22,12 +22,12 @@ def _variants(problem: Problem):
 
 class VariantHeuristic:
     def supports(self, problem: Problem) -> str | None:
-        _, spec = _variants(problem)
+        _, spec = _folder_and_spec(problem)
         return None if spec.variant else (f"{problem.name} lists no schedule variants in its problem.toml "
                                           "(the offline heuristic of command targets only replays those)")
 
     def plan(self, req: PlanRequest) -> Plan:
-        folder, spec = _variants(req.problem)
+        folder, spec = _folder_and_spec(req.problem)
         offered = {o.id: o for o in req.menu}
         current = req.parent.code.strip()
         moves = [(o, v) for v in spec.variant for o in v.options
@@ -42,7 +42,7 @@ class VariantHeuristic:
 
     def code(self, req: CodeRequest) -> str:
         name = req.plan.params.get("variant")
-        folder, spec = _variants(req.problem)
+        folder, spec = _folder_and_spec(req.problem)
         if name not in {v.file for v in spec.variant}:
             raise HeuristicError("the plan names no schedule variant of this problem (it was written by another "
                                  "model); use an LLM coder")
@@ -50,5 +50,5 @@ class VariantHeuristic:
 
     def repair(self, req: RepairRequest) -> str:
         # the variants are verified kernels: a failing one failed for the host's reasons, so fall back to the start
-        folder, spec = _variants(req.problem)
+        folder, spec = _folder_and_spec(req.problem)
         return (folder / spec.start).read_text()

@@ -150,6 +150,7 @@ def measure(build: Path, spec: dict) -> dict:
     reference, tol = REFERENCES[spec["reference"]], spec.get("tolerance", {})
     times: list[int] = []       # what each run is measured by: the child's CPU time, else the wall window
     windows: list[int] = []     # the wall-clock windows (go to done) of the same runs
+    clock = "cpu"
     started = time.monotonic()
     try:
         stop(pid)
@@ -183,7 +184,9 @@ def measure(build: Path, spec: dict) -> dict:
             if rep >= WARMUP:
                 cpu1 = cpu_ns(pid)
                 windows.append(t1 - t0)
-                times.append(t1 - t0 if cpu0 is None or cpu1 is None else min(cpu1 - cpu0, t1 - t0))
+                if cpu0 is None or cpu1 is None:
+                    clock = "wall"
+                times.append(t1 - t0 if clock == "wall" else min(cpu1 - cpu0, t1 - t0))
                 if len(times) >= MIN_REPS and (_rel_ci(times) <= TARGET_REL_CI
                                                or time.monotonic() - started > BUDGET_S):
                     break
@@ -192,7 +195,7 @@ def measure(build: Path, spec: dict) -> dict:
     finally:
         sandbox.kill_group(pid)
     median = statistics.median(times)
-    return {"clock": "cpu" if cpu_ns(os.getpid()) is not None else "wall",
+    return {"clock": clock,
             "median_ns": median, "mad_ns": statistics.median(abs(t - median) for t in times), "reps": len(times),
             "warmup": WARMUP, "rel_ci": _rel_ci(times), "min_ns": min(times), "max_ns": max(times),
             "wall_median_ns": statistics.median(windows),
