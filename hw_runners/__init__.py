@@ -1,5 +1,7 @@
 """Hardware targets. Each subpackage registers itself on import; third-party
-targets can register through the `autocomp_zmq.targets` entry-point group."""
+targets can register through the `autocomp_zmq.targets` entry-point group. A
+folder without Python whose target.toml has a [command] table (hostcpu/, or
+one named in $AUTOCOMP_TARGET_PATH) is registered by the command/ subpackage."""
 from __future__ import annotations
 
 import functools

@@ -43,6 +43,11 @@ def test_installed_wheel_runs_a_search_outside_the_checkout(tmp_path):
     trn = subprocess.run([str(target / "bin" / "autocomp"), "eval", "--target", "trainium-sim", "--problem",
                           "rmsnorm", "builtin:naive"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert trn.returncode == 0 and "correct" in trn.stdout.lower(), trn.stdout + trn.stderr
+    # a command target (a folder with no __init__.py) and its harness, from the wheel
+    cpu = subprocess.run([str(target / "bin" / "autocomp"), "eval", "--target", "hostcpu", "--problem",
+                          "softmax-1024x1024", "builtin:naive"], cwd=work, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert cpu.returncode == 0 and cpu.stdout.startswith("correct softmax-1024x1024"), cpu.stdout + cpu.stderr
 
 
 def test_offline_workers_do_not_load_the_llm_sdks():
