@@ -147,8 +147,11 @@ AUTOCOMP += [
     Case("ac-opt/2_gemm", _EX + "2_gemm_opt.py", "gemm", entry="test", harness=_ac("2_gemm")["harness"],
          reduced=_GEMM_QUICK),
     Case("ac-opt/3_mamba", _EX + "3_mamba_opt.py", "mamba", entry="test", harness=_ac("3_mamba")["harness"]),
-    Case("ac-opt/4_attention", _EX + "4_attention_opt.py", "attention", entry="test",
-         harness=_ac("4_attention")["harness"]),
+    Case("ac-opt/4_attention", _EX + "4_attention_opt.py", "attention-harness-inputs", entry="test",
+         harness=_ac("4_attention")["harness"], call=["q", "k", "v"], kwargs={},
+         inputs={n: ((128, 4096), BF16) for n in "qkv"}, outputs={"out": ((4096, 128), BF16)}, tol=(1e-2, 1e-5),
+         note="judged as its harness judges it: inputs in [-1, 1) and np.allclose(atol=1e-2), numpy's rtol 1e-5 "
+         "(our attention problem draws v with std 3, where a published step's bf16 rounding exceeds 1e-2)"),
     Case("ac-opt/5_sd_attention", _EX + "5_sd_attention_opt.py", "sd-attention-harness-inputs", entry="test",
          harness=_ac("5_sdattention")["harness"], call=["q_ref", "k_ref", "v_ref"], kwargs={},
          inputs={n: ((4096, 64), F32) for n in ("q_ref", "k_ref", "v_ref")}, outputs={"out": ((4096, 64), F32)},

@@ -67,6 +67,26 @@ DAMAGED = {
 }
 
 
+# What the misses are, with the evidence found (printed under the table). A miss stays counted.
+KNOWN = {
+    "gemm": "its starting kernel is AWS's matmul tutorial kernel `tiled` at the tutorial's shapes, which AWS "
+            "published at 51.80 ms (the calibration table's row; simulated 56.0 ms) and Autocomp measured at 20.99 "
+            "ms: the same source 2.47x faster, at AWS's `block_free` latency (22.07 ms), so Autocomp's compiler "
+            "rewrote the loops it was given, and its step 1 (two N tiles per LHS load, by hand) measured slower "
+            "(28.68 ms). The simulator follows the source as written; steps 0-3 compare two compilers.",
+    "mamba": "its starting kernel is AWS's fused-mamba v1 at a quarter of the tutorial's size (channels 2048, "
+             "seq 256): AWS's 2.34 ms at full size (simulated 2.06) scales to 0.59 ms, Autocomp measured 0.636, "
+             "the simulator gives 0.39: its time falls faster with size than the hardware's (a fixed cost of "
+             "~50 us the simulator lacks would explain both).",
+    "conv1d": "steps 3 -> 5 measured below the ISA's per-instruction minimum (step 4: three [128, <=3] Vector "
+              "instructions per output in 96 cycles; step 5: two in 85), which no published cost formula gives "
+              "(max(MIN_II = 64, N)); the simulator charges the minimum.",
+    "attention": "step 8 is judged against the exact result with its harness's inputs and np.allclose(atol=1e-2): "
+                 "1,573 of 524,288 elements miss by up to 0.011; the harness compared it with the NKI reference "
+                 "kernel's own bf16 result on the device, which the exact result is not.",
+}
+
+
 def steps_of(trace: str) -> list[tuple[str, float]]:
     """(kernel code, published ms) of each step, from the starting kernel to the best. A trace is the repr of
     the best candidate, whose parent chain nests inside it, so the starting kernel's text comes first."""
@@ -146,6 +166,9 @@ def main() -> int:
         ends.add_row(name, f"{pub:.2f}x", f"{sim_total:.2f}x" if sim_total else "-",
                      ("yes" if within(sim_total, pub) else "[red]no[/red]") if sim_total else "[red]no[/red]")
     Console(width=max(160, Console().width)).print(ends)
+    for name, why in KNOWN.items():
+        if not args.only or any(x in name for x in args.only):
+            print(f"note: {name}: {why}")
     chains_met = sum(bool(s and within(s, p)) for _, p, s in summary)
     print(f"{met} of {counted} steps and {chains_met} of {len(summary)} chains within {GOAL:.0%} of the published ratio")
     return 0

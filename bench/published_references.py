@@ -126,12 +126,25 @@ def _harness_uniform(*names):
     return make
 
 
+def _harness_signed(*names):
+    """Inputs as Autocomp's attention harness draws them: (np.random.random_sample - 0.5) * 2, in [-1, 1)."""
+    def make(rng, shapes):
+        return {n: rng.random(shapes[n], dtype=np.float32) * 2 - 1 for n in names}
+    return make
+
+
+def _attention_reference(q, k, v):
+    return load_specs(PROBLEMS)["attention"].module.reference(q, k, v)
+
+
 def _sd_attention_reference(q_ref, k_ref, v_ref, use_causal_mask=False, mixed_precision=True):
     return load_specs(PROBLEMS)["sd-attention"].module.reference(q_ref, k_ref, v_ref, use_causal_mask,
                                                                  mixed_precision)
 
 
 OWN = {
+    "attention-harness-inputs": SimpleNamespace(make_inputs=_harness_signed("q", "k", "v"),
+                                                reference=_attention_reference),
     "sd-attention-harness-inputs": SimpleNamespace(make_inputs=_harness_uniform("q_ref", "k_ref", "v_ref"),
                                                    reference=_sd_attention_reference),
     "rotary": SimpleNamespace(make_inputs=_rotary_inputs, reference=_rotary_reference),
