@@ -22,7 +22,7 @@ import re
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, attention_v2, conv, conv2d, conv2d_v2, conv_v2,
                                                              cumsum, flash, flash_v2, gemm, gemm_v2, mamba, mamba_v2,
-                                                             move, move_v2, norm, norm_v2, rope, rope_v2)
+                                                             move, move_v2, norm, norm_v2, rope, rope_v2, rowwise)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -53,6 +53,8 @@ FAMILIES: dict[str, object] = {
     "mha": flash.MHA,
     "attention": attention.ATTENTION,
     "sd-attention": attention.SD_ATTENTION,
+    # the row-wise computations of problem files that declare no family (rowwise_kind.py recognises them)
+    "rowwise": rowwise.ROWWISE,
 }
 
 
