@@ -157,8 +157,9 @@ def describe(s: RowSchedule) -> str:
                    f", normalised by {dict(divide='a Vector divide', vector='a Vector tensor_scalar', scalar='a Scalar activation')[s.norm]}")
     else:
         engines = f"multiply on {s.mul}, activation on {s.act_on}"
-    return (f"{what} over 128-partition tiles of {s.batch} row(s) per partition ({s.batch * s.cols} contiguous "
-            f"elements per transfer), {engines}{', next tile prefetched' if s.prefetch else ''}")
+    width = f"{s.chunk}-column tiles" if s.chunk else f"{s.batch * s.cols} contiguous elements per transfer"
+    return (f"{what} over 128-partition tiles of {s.batch} row(s) per partition ({width}), {engines}"
+            f"{', next tile prefetched' if s.prefetch else ''}")
 
 
 def candidates(mutation: str, s: RowSchedule, d: dict) -> list:
