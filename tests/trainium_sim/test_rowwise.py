@@ -51,6 +51,16 @@ def test_roles_come_from_the_reference_not_from_names_or_order(tmp_path):
     assert (s.kind, s.params, s.x, s.scale, s.bias, s.act) == ("affine", "a, x, b", "x", "b", "a", "copy")
 
 
+@pytest.mark.parametrize("reference, out, reduce", [
+    ("def reference(x):\n    return x.sum(axis=1)\n", ["R"], "sum"),
+    ("def reference(x):\n    return np.max(x, axis=1, keepdims=True)\n", ["R", 1], "max"),
+    ("def reference(x):\n    return x.mean(axis=-1)\n", ["R"], "mean"),
+])
+def test_row_reductions_are_recognised(tmp_path, reference, out, reduce):
+    s = recognise(read(problem_file(tmp_path, "solution(x)", {"x": ["R", "C"]}, reference, out)))
+    assert (s.kind, s.reduce, s.keepdims) == ("reduce", reduce, len(out) == 2)
+
+
 @pytest.mark.parametrize("reference", [
     "def reference(x):\n    return np.tanh(x)\n",                                         # no form of ours
     "def reference(x):\n    return x / np.sqrt(np.mean(x * x, axis=1, keepdims=True))\n",  # a norm, not a softmax
@@ -76,14 +86,18 @@ CASES = {   # signature, inputs, reference: 200 rows (a tile of 72 after the fir
                         "def reference(x, s, b):\n    return np.maximum(x * s + b, 0)\n"),
     "bias-only": ("solution(b, x)", {"b": ["C"], "x": ["R", "C"]},
                   "def reference(b, x):\n    return x + b\n"),
+    "row-mean": ("solution(x)", {"x": ["R", "C"]}, "def reference(x):\n    return x.mean(axis=1)\n", ("R",)),
+    "row-max": ("solution(x)", {"x": ["R", "C"]},
+                "def reference(x):\n    return x.max(axis=1, keepdims=True)\n", ("R", 1)),
 }
 
 
 @pytest.mark.system
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_schedule_one_move_away_renders_a_correct_kernel(tmp_path, case):
-    signature, inputs, reference = CASES[case]
-    definition = read(problem_file(tmp_path, signature, inputs, reference, dims={"R": 256, "C": 1280}))
+    signature, inputs, reference, *out = CASES[case]
+    out = out[0] if out else ("R", "C")
+    definition = read(problem_file(tmp_path, signature, inputs, reference, out, dims={"R": 256, "C": 1280}))
     t = get_target("trainium-sim")
     problem = t.problem_from_definition(definition)
     start = recognise(definition)
@@ -92,7 +106,7 @@ def test_every_schedule_one_move_away_renders_a_correct_kernel(tmp_path, case):
     schedules.append(rowwise.RowSchedule(**{**vars(start), "rows": 200}))   # a ragged last tile of 72 rows
     for s in schedules:
         if s.rows == 200:
-            problem = t.problem_from_definition(read(problem_file(tmp_path, signature, inputs, reference,
+            problem = t.problem_from_definition(read(problem_file(tmp_path, signature, inputs, reference, out,
                                                                   dims={"R": 200, "C": 1280})))
         code = render(s, problem.dims)
         assert parse_schedule(code, "rowwise") == s

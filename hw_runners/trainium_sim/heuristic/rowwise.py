@@ -1,5 +1,5 @@
 """Row-wise schedules (a float32 [R, C] tensor, rows on the partitions) and their NKI kernels: a row softmax,
-and an element-wise scale + bias + activation with per-column vectors. They serve the problems a user brings
+an element-wise scale + bias + activation with per-column vectors, and a row reduction. They serve the problems a user brings
 in a problem file that declares no family: rowwise_kind.py recognises the computation from the file's
 reference and binds it (the kernel's parameter names and roles, R and C) into the schedule, so that a
 schedule alone determines its kernel.
@@ -10,7 +10,8 @@ transfers), prefetching the next tile's load ahead of this tile's work (loads an
 queues, so they overlap), and the engines: for softmax, statistics fused into a negated max reduce plus one
 Scalar exp whose free-axis sum comes with it (activation_reduce), and the normalisation as a Vector divide,
 a Vector tensor_scalar by the reciprocal, or a Scalar copy scaled by it; for the element-wise kind, the
-multiply on Vector or GpSimd and the activation on Vector or Scalar, so consecutive passes use two engines.
+multiply on Vector or GpSimd and the activation on Vector or Scalar, so consecutive passes use two engines;
+for a reduction, a Vector tensor_reduce or (sum, mean) the free-axis sum of a Scalar copy.
 """
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ from autocomp_zmq.hw_runners.trainium_sim.heuristic.kit import SBUF_LIMIT
 BATCHES = (1, 2, 4, 8, 16)
 NORMS = ("divide", "vector", "scalar")
 CHUNKS = (0, 512, 1024, 2048)
+REDUCTIONS = ("sum", "max", "mean")
 
 
 @dataclass(frozen=True)
 class RowSchedule:
-    kind: str = "softmax"      # softmax | affine: act(x * scale + bias), scale and bias per column
+    kind: str = "softmax"      # softmax | affine: act(x * scale + bias), scale and bias per column | reduce
     params: str = ""           # the kernel's parameters, comma-separated, in the signature's order
     x: str = ""                # the [R, C] input; scale, bias: the [C] inputs ("" when absent)
     scale: str = ""
@@ -41,6 +43,9 @@ class RowSchedule:
     mul: str = "vector"        # affine: the engine of the multiply (vector or gpsimd)
     act_on: str = "vector"     # affine: the engine of the activation (vector or scalar)
     chunk: int = 0             # affine, one row per partition: columns per tile (0: whole rows)
+    reduce: str = "sum"        # reduce: the row reduction (sum, max or mean), into an [R] or [R, 1] output
+    keepdims: bool = False     # reduce: the output is [R, 1]
+    reduce_on: str = "vector"  # reduce: tensor_reduce on Vector, or (sum, mean) a copy activation's sum on Scalar
     family: str = "rowwise"
 
 
@@ -52,7 +57,7 @@ def _sbuf(s: RowSchedule) -> int:
 
 
 def fits(s: RowSchedule, d: dict) -> bool:
-    if s.kind not in ("softmax", "affine") or not s.x or s.rows < 1 or s.cols < 1:
+    if s.kind not in ("softmax", "affine", "reduce") or not s.x or s.rows < 1 or s.cols < 1:
         return False
     if s.batch not in BATCHES or s.rows % s.batch or s.norm not in NORMS:
         return False
@@ -61,6 +66,8 @@ def fits(s: RowSchedule, d: dict) -> bool:
     if s.batch > 1 and s.rows // s.batch < 128:   # a transfer on P partitions uses only ceil(P / 8) DMA queues
         return False
     if s.mul not in ("vector", "gpsimd") or s.act_on not in ("vector", "scalar") or s.act not in ("relu", "copy"):
+        return False
+    if s.reduce not in REDUCTIONS or s.reduce_on not in ("vector", "scalar") or (s.reduce, s.reduce_on) == ("max", "scalar"):
         return False
     return _sbuf(s) <= SBUF_LIMIT
 
@@ -101,6 +108,19 @@ def _affine_step(s: RowSchedule, seg: str, cols: str) -> str:
     return out
 
 
+def _reduce_step(s: RowSchedule, seg: str) -> str:
+    """Lines computing the [p, 1] reduction y of the rows `seg`."""
+    scale = f", scale={1.0 / s.cols!r}" if s.reduce == "mean" else ""
+    if s.reduce_on == "scalar":
+        return (f"            y = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+                f"            nisa.activation_reduce(op=nl.copy, data={seg}, reduce_op=nl.add, reduce_res=y{scale})\n")
+    op = "nl.max" if s.reduce == "max" else "nl.add"
+    out = f"            y = nisa.tensor_reduce({op}, {seg}, axis=1, keepdims=True)\n"
+    if s.reduce == "mean":
+        out += f"            y = nisa.tensor_scalar(y, nl.multiply, {1.0 / s.cols!r})\n"
+    return out
+
+
 def body(s: RowSchedule) -> str:
     b, chunked = s.batch, s.chunk > 0
     view = (lambda t: t) if b == 1 else (lambda t: f"{t}.reshape((R // {b}, {b} * C))")
@@ -119,17 +139,23 @@ def body(s: RowSchedule) -> str:
     else:
         head = (f"    for k in nl.static_range(T * NC):\n"
                 f"        x = {load.format(t='k // NC', c='k % NC')}\n")
+    shape, ow, put_at = "(R, C)", "w", "0:p, j * C:(j + 1) * C"
+    if s.kind == "reduce":   # one output column per row: the [R] (or [R, 1]) output seen as [R / b, b]
+        shape, ow, put_at = ("(R, 1)" if s.keepdims else "(R,)"), str(b), "0:p, j:j + 1"
+        view = lambda t: f"{t}.reshape((R // {b}, {b}))" if t == "out" else (t if b == 1 else  # noqa: E731
+                                                                             f"{t}.reshape((R // {b}, {b} * C))")
     if chunked:   # one segment: this tile's columns, and the vectors' same columns
         step = _affine_step(s, "x[0:p, 0:w]", "c * W:c * W + w")
         segments, put = "        for j in nl.static_range(1):\n", "            o[0:p, 0:w] = y\n"
     else:         # `b` segments of C columns: one row each
-        step = (_softmax_step(s, "x[0:p, j * C:(j + 1) * C]") if s.kind == "softmax" else
-                _affine_step(s, "x[0:p, j * C:(j + 1) * C]", "0:C"))
-        segments, put = f"        for j in nl.static_range({b}):\n", "            o[0:p, j * C:(j + 1) * C] = y\n"
+        seg = "x[0:p, j * C:(j + 1) * C]"
+        step = {"softmax": lambda: _softmax_step(s, seg), "reduce": lambda: _reduce_step(s, seg),
+                "affine": lambda: _affine_step(s, seg, "0:C")}[s.kind]()
+        segments, put = f"        for j in nl.static_range({b}):\n", f"            o[{put_at}] = y\n"
     return f"""@nki.jit
 def solution({s.params}):
     R, C = {s.rows}, {s.cols}
-    out = nl.ndarray((R, C), dtype={s.x}.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray({shape}, dtype={s.x}.dtype, buffer=nl.shared_hbm)
     xv, ov = {view(s.x)}, {view('out')}   # {b} row(s) per partition per transfer
     W = {s.chunk or f"{b} * C"}                                  # columns per tile
     T, NC = (R // {b} + 127) // 128, ({b} * C + W - 1) // W      # tiles down and across (the last may be smaller)
@@ -142,17 +168,19 @@ def solution({s.params}):
 {vectors}{head}\
         t, c = k // NC, k % NC
         p, w = parts(t), width(c)
-        o = nl.ndarray((p, w), dtype=nl.float32, buffer=nl.sbuf)
+        o = nl.ndarray((p, {ow}), dtype=nl.float32, buffer=nl.sbuf)
 {segments}{step}{put}\
-        nl.store(ov[t * 128:t * 128 + p, c * W:c * W + w], value=o)
+        nl.store(ov[t * 128:t * 128 + p, {"0:" + ow if s.kind == "reduce" else "c * W:c * W + w"}], value=o)
     return out
 """
 
 
 def describe(s: RowSchedule) -> str:
-    what = ("row softmax" if s.kind == "softmax" else
-            f"{s.act}({s.x}{' * ' + s.scale if s.scale else ''}{' + ' + s.bias if s.bias else ''})")
-    if s.kind == "softmax":
+    what = {"softmax": "row softmax", "reduce": f"row {s.reduce}",
+            "affine": f"{s.act}({s.x}{' * ' + s.scale if s.scale else ''}{' + ' + s.bias if s.bias else ''})"}[s.kind]
+    if s.kind == "reduce":
+        engines = f"reduced on {s.reduce_on}"
+    elif s.kind == "softmax":
         engines = (f"{'fused statistics (negated max reduce, exp with its sum on Scalar)' if s.fuse else 'separate max, exp and sum'}"
                    f", normalised by {dict(divide='a Vector divide', vector='a Vector tensor_scalar', scalar='a Scalar activation')[s.norm]}")
     else:
@@ -174,6 +202,8 @@ def candidates(mutation: str, s: RowSchedule, d: dict) -> list:
         return [replace(s, fuse=True), replace(s, fuse=True, norm="vector")] if s.kind == "softmax" and not s.fuse \
             else []
     if mutation == "engine":
+        if s.kind == "reduce":
+            return [replace(s, reduce_on="scalar" if s.reduce_on == "vector" else "vector")]
         if s.kind == "softmax":
             return [replace(s, norm=n) for n in NORMS if n != s.norm]
         out = [replace(s, mul="gpsimd" if s.mul == "vector" else "vector")] if s.scale else []
@@ -189,7 +219,7 @@ ROWWISE = SimpleNamespace(
              "fuse-activation": "fuse", "combine-vector-ops": "fuse", "online-softmax": "fuse",
              "engine-balance": "engine", "evict-efficiently": "engine"},
     SAFER=({"chunk": 0}, {"prefetch": False}, {"batch": 1}, {"norm": "divide"}, {"fuse": False}, {"mul": "vector"},
-           {"act_on": "vector"}))
+           {"act_on": "vector"}, {"reduce_on": "vector"}))
 
 
 def bound(start: RowSchedule) -> SimpleNamespace:

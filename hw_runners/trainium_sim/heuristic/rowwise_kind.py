@@ -1,8 +1,9 @@
 """Which row-wise computation a user's problem file defines, told from what its reference computes (not from
 its name): the problem's tensors must have the shape of one (a float32 [R, C] input, [C] vectors, a float32
-[R, C] output, every parameter an input), and its reference, run on the problem's own inputs, must agree
-within the problem's tolerance with one of the forms rowwise.py can write: a row softmax, or
-act(x * scale + bias) with per-column scale and bias (either may be absent) and act ReLU or none. The answer
+[R, C] output, or an [R] or [R, 1] one for a reduction; every parameter an input), and its reference, run on
+the problem's own inputs, must agree within the problem's tolerance with one of the forms rowwise.py can
+write: a row softmax, act(x * scale + bias) with per-column scale and bias (either may be absent) and act ReLU
+or none, or a row sum, max or mean. The answer
 is the starting schedule with the kernel's parameter names bound in it; None when no form matches.
 
 The reference is trusted code (README: it already runs in the coordinator and the evaluators); it runs here
@@ -28,8 +29,15 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _forms(x: str, vectors: list[str]):
+REDUCTIONS = {"sum": np.sum, "max": np.max, "mean": np.mean}
+
+
+def _forms(x: str, vectors: list[str], reduces: bool):
     """(schedule fields, numpy of the inputs) for every form the tensors could compute."""
+    if reduces:
+        for name, f in REDUCTIONS.items():
+            yield {"kind": "reduce", "reduce": name}, lambda a, f=f: f(a[x].astype(np.float64), axis=1)
+        return
     if not vectors:
         yield {"kind": "softmax"}, lambda a: _softmax(a[x].astype(np.float64))
     picks = [(s, b) for s, b in permutations(vectors + ["", ""], 2) if {s, b} - {""} == set(vectors)]
@@ -70,14 +78,16 @@ def _recognise(definition: ProblemDefinition) -> RowSchedule | None:
     (x,), (out,) = mats, outs
     rows, cols = x.shape
     vectors = [t.name for t in ins if t is not x]
-    if out.shape != (rows, cols) or any(t.shape != (cols,) for t in ins if t is not x):
+    reduces = out.shape in ((rows,), (rows, 1)) and not vectors
+    if (out.shape != (rows, cols) and not reduces) or any(t.shape != (cols,) for t in ins if t is not x):
         return None
     params = list(spec.call)
     if sorted(map(str, params)) != sorted(t.name for t in ins):   # every parameter is an input, passed as itself
         return None
     draws = [spec.make_inputs(seed) for seed in (0, 1)]
     wants = [spec.reference(a)[0] for a in draws]
-    for fields, form in _forms(x.name, vectors):
-        if all(_agrees(form(a), w, spec.atol, spec.rtol) for a, w in zip(draws, wants)):
-            return RowSchedule(params=", ".join(params), x=x.name, rows=rows, cols=cols, **fields)
+    for fields, form in _forms(x.name, vectors, reduces):
+        if all(_agrees(form(a).reshape(w.shape), w, spec.atol, spec.rtol) for a, w in zip(draws, wants)):
+            return RowSchedule(params=", ".join(params), x=x.name, rows=rows, cols=cols,
+                               keepdims=out.shape == (rows, 1), **fields)
     return None
