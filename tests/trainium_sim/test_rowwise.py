@@ -79,7 +79,8 @@ def test_the_heuristic_takes_a_recognised_problem_and_refuses_others(tmp_path):
     assert unsupported(other).startswith("the heuristic cannot optimize mine (family 'own:mine'")
 
 
-SOFTMAX = "def reference(x):\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n    return e / e.sum(axis=1, keepdims=True)\n"
+SOFTMAX = ("def reference(x):\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n"
+           "    return e / e.sum(axis=1, keepdims=True)\n")
 CASES = {   # signature, inputs, reference: 200 rows (a tile of 72 after the first 128), 300 columns
     "softmax": ("solution(x)", {"x": ["R", "C"]}, SOFTMAX),
     "scale-bias-relu": ("solution(x, s, b)", {"x": ["R", "C"], "s": ["C"], "b": ["C"]},

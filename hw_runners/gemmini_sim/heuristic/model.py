@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.conv import ConvSchedule
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.gemm import GemmSchedule
-from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE, LATENCY, tiles
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import (ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE,
+                                                                  LATENCY, tiles)
 
 
 def _cdiv(a: int, b: int) -> int:

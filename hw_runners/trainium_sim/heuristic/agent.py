@@ -6,7 +6,8 @@ the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls)
 that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
 differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
 kernel; the repairer falls back to a safer schedule. Families: every paper problem of trainium-sim
-(codegen.FAMILIES); anything else needs an LLM. Kernels are written in the NKI dialect of the problem's ISA
+(codegen.FAMILIES), and a problem file of no family whose reference is a row-wise form (rowwise_kind.py);
+anything else needs an LLM. Kernels are written in the NKI dialect of the problem's ISA
 profile (its `dialect` setting in target.toml): NKI v2 for the families of codegen.BODIES_V2 only.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Schedules of the trainium-sim heuristic and the NKI kernels they render to.
 
 Each supported problem family has a module (trainium_gemm, trainium_norm, trainium_move, trainium_conv,
-trainium_conv2d, trainium_cumsum, trainium_rope, trainium_mamba, trainium_flash, trainium_attention; a module
-may hold several families as namespaces) that defines its schedule dataclass and:
+trainium_conv2d, trainium_cumsum, trainium_rope, trainium_mamba, trainium_flash, trainium_attention, rowwise; a
+module may hold several families as namespaces) that defines its schedule dataclass and:
     DIMS                          the problem.toml dims the schedules read
     default(dims)                 the starting schedule (what a first-time NKI user writes)
     guess(code, dims)             optional: the schedule closest to a kernel another author wrote

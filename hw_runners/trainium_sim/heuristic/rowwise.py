@@ -1,12 +1,13 @@
 """Row-wise schedules (a float32 [R, C] tensor, rows on the partitions) and their NKI kernels: a row softmax,
-an element-wise scale + bias + activation with per-column vectors, and a row reduction. They serve the problems a user brings
-in a problem file that declares no family: rowwise_kind.py recognises the computation from the file's
-reference and binds it (the kernel's parameter names and roles, R and C) into the schedule, so that a
-schedule alone determines its kernel.
+an element-wise scale + bias + activation with per-column vectors, and a row reduction. They serve the
+problems a user brings in a problem file that declares no family: rowwise_kind.py recognises the computation
+from the file's reference and binds it (the kernel's parameter names and roles, R and C) into the schedule,
+so that a schedule alone determines its kernel.
 
 The knobs: rows per partition in one DMA (`batch`: the [R, C] tensor seen as [R / batch, batch * C], so a
 128-partition transfer moves 128 * batch rows with batch * C contiguous elements per partition: fewer, larger
-transfers), prefetching the next tile's load ahead of this tile's work (loads and stores sit in separate DMA
+transfers), free-axis tiles of the element-wise kind (`chunk` columns: more tiles, a shorter pipeline fill and
+drain), prefetching the next tile's load ahead of this tile's work (loads and stores sit in separate DMA
 queues, so they overlap), and the engines: for softmax, statistics fused into a negated max reduce plus one
 Scalar exp whose free-axis sum comes with it (activation_reduce), and the normalisation as a Vector divide,
 a Vector tensor_scalar by the reciprocal, or a Scalar copy scaled by it; for the element-wise kind, the
@@ -67,7 +68,9 @@ def fits(s: RowSchedule, d: dict) -> bool:
         return False
     if s.mul not in ("vector", "gpsimd") or s.act_on not in ("vector", "scalar") or s.act not in ("relu", "copy"):
         return False
-    if s.reduce not in REDUCTIONS or s.reduce_on not in ("vector", "scalar") or (s.reduce, s.reduce_on) == ("max", "scalar"):
+    if s.reduce not in REDUCTIONS or s.reduce_on not in ("vector", "scalar"):
+        return False
+    if s.reduce == "max" and s.reduce_on == "scalar":   # an activation's free-axis reduction only adds
         return False
     return _sbuf(s) <= SBUF_LIMIT
 
@@ -175,14 +178,18 @@ def solution({s.params}):
 """
 
 
+_NORM_WORDS = {"divide": "a Vector divide", "vector": "a Vector tensor_scalar", "scalar": "a Scalar activation"}
+
+
 def describe(s: RowSchedule) -> str:
     what = {"softmax": "row softmax", "reduce": f"row {s.reduce}",
             "affine": f"{s.act}({s.x}{' * ' + s.scale if s.scale else ''}{' + ' + s.bias if s.bias else ''})"}[s.kind]
     if s.kind == "reduce":
         engines = f"reduced on {s.reduce_on}"
     elif s.kind == "softmax":
-        engines = (f"{'fused statistics (negated max reduce, exp with its sum on Scalar)' if s.fuse else 'separate max, exp and sum'}"
-                   f", normalised by {dict(divide='a Vector divide', vector='a Vector tensor_scalar', scalar='a Scalar activation')[s.norm]}")
+        stats = ("fused statistics (negated max reduce, exp with its sum on Scalar)" if s.fuse else
+                 "separate max, exp and sum")
+        engines = f"{stats}, normalised by {_NORM_WORDS[s.norm]}"
     else:
         engines = f"multiply on {s.mul}, activation on {s.act_on}"
     width = f"{s.chunk}-column tiles" if s.chunk else f"{s.batch * s.cols} contiguous elements per transfer"
