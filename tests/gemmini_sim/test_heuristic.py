@@ -46,10 +46,12 @@ def _sample(cls, flags, dims, grid, n, seed):
 
 
 @pytest.mark.system
-@pytest.mark.parametrize("dims", [(64, 64, 64), (128, 256, 64)], ids=lambda d: "x".join(map(str, d)))
+@pytest.mark.parametrize("dims", [(64, 64, 64), (128, 256, 64), (200, 72, 136), (40, 100, 24)],
+                         ids=lambda d: "x".join(map(str, d)))
 def test_gemm_schedules_render_correct_kernels(sim, dims):
+    """Aligned shapes, and shapes whose last tile along I, J or K is partial (edge tiles)."""
     p = simkit.gemm(*dims)
-    n = {k: v // 16 for k, v in p.dims.items()}
+    n = {k: -(-v // 16) for k, v in p.dims.items()}
     grid = {"ti": simkit_divisors(n["I"]), "tj": simkit_divisors(n["J"]), "tk": simkit_divisors(n["K"]),
             "order": ["ij", "ji"]}
     for s in _sample(GemmSchedule, GEMM_FLAGS, p.dims, grid, 14, seed=sum(dims)):

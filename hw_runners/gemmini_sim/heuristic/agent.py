@@ -41,8 +41,9 @@ def _describe(s: Schedule) -> str:
 
 
 _NEEDS_DIMS = {"gemm": ("I", "J", "K"), "conv3x3": ("P", "C")}
-_NEEDS = {"gemm": "its GEMM schedules need I, J and K to be multiples of 16",
-          "conv3x3": "its conv schedules need C to be a multiple of 16"}
+_NEEDS = {"gemm": "none of its GEMM schedules fits",
+          "conv3x3": "its CPU-issued conv schedules need C to be a multiple of 16 (under --isa full it calls "
+                     "tiled_conv_auto for any C)"}
 
 
 class GemminiHeuristic:
@@ -61,7 +62,8 @@ class GemminiHeuristic:
                     f"declares {'no family' if problem.family.startswith('own:') else repr(problem.family)}")
         if not set(_NEEDS_DIMS[problem.family]) <= set(problem.dims):
             return f"{problem.name} does not give the {problem.family} family's sizes"
-        if not cls().fits(problem.dims):
+        library = problem.isa != "fine" and cls(mode="fsm").fits(problem.dims)   # the loop FSMs, the library
+        if not cls().fits(problem.dims) and not library:
             return _NEEDS[problem.family] + f"; {problem.name} has " + \
                 ", ".join(f"{k}={v}" for k, v in problem.dims.items())
         return None

@@ -55,10 +55,12 @@ class ConvSchedule:
 
     def fits(self, d: dict[str, int]) -> bool:
         p, ct = d["P"], d["C"] // DIM
-        if d["C"] % DIM or d.get("K", d["C"]) != d["C"]:   # the family: C = K channels, in 16-channel tiles
+        if d.get("K", d["C"]) != d["C"]:   # the family: C = K channels
             return False
-        if self.mode == "fsm":
+        if self.mode == "fsm":   # Gemmini's library tiles any C itself
             return self.kt == 1 and self.rows == 1
+        if d["C"] % DIM:         # CPU schedules move whole 16-channel tiles
+            return False
         if self.mode != "cpu" or self.kt < 1 or self.rows < 1 or ct % self.kt or p % self.rows:
             return False
         acc = self.rows * _cdiv(p, DIM) * self.kt * DIM

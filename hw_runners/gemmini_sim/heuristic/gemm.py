@@ -6,12 +6,14 @@ block's A (or B) when the key is the same (a resident panel). Everything else is
 double buffers in the scratchpad and the accumulator, software pipelining (the next block's mvins and
 the previous block's mvouts are spread over this block's preload/compute pairs), 64-column mvins and
 mvouts, banks per operand and weight reuse (compute_accumulated over the rows of a block).
-The "fsm" mode runs every block on gemmini_loop_ws (only offered when the menu has the FSM options)."""
+The "fsm" mode runs every block on gemmini_loop_ws (only offered when the menu has the FSM options).
+Any I, J, K: blocks divide the tile counts, and the last tile along a dimension DIM does not divide is
+partial (fewer rows or columns in its mvins, preloads, computes and mvouts; pad_I/J/K on the loop FSM)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ACC_ROWS, BANK_ROWS, DIM, SPAD_ROWS, tiles
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class GemmSchedule:
 
     def fits(self, d: dict[str, int]) -> bool:
         ti, tj, tk = self.ti, self.tj, self.tk
-        if min(ti, tj, tk) < 1 or d["I"] % (ti * DIM) or d["J"] % (tj * DIM) or d["K"] % (tk * DIM):
+        if min(ti, tj, tk) < 1 or tiles(d["I"]) % ti or tiles(d["J"]) % tj or tiles(d["K"]) % tk:
             return False
         if self.mode == "fsm":
             return (ti * tk + tk * tj) * DIM <= SPAD_ROWS // 2 and ti * tj * DIM <= ACC_ROWS // 2
@@ -50,23 +52,33 @@ class GemmSchedule:
                 and (not self.spread_stores or self.double_acc))
 
 
+# tile counts (the last tile may be partial) and the sizes of an access at `at` that is `w` wide
+_EDGES = """#define TILES_I ((I + DIM - 1) / DIM)
+#define TILES_J ((J + DIM - 1) / DIM)
+#define TILES_K ((K + DIM - 1) / DIM)
+#define SPAN(n, at, w) ((n) - (at) < (w) ? (n) - (at) : (w))   // elements of a w-wide access at `at`
+#define PAD(n, tiles, t, T) ((t) + (T) == (tiles) ? (tiles) * DIM - (n) : 0)   // a block's padding past n
+"""
+
+
 def render_fsm(s: GemmSchedule) -> str:
     outer, inner = ("i", "j") if s.order == "ij" else ("j", "i")
     return f"""#define TI {s.ti}
 #define TJ {s.tj}
 #define TK {s.tk}
-
+{_EDGES}
 void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{
   // the loop FSM loads A and B with load states 0 and 1 and stores with config_st
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
   gemmini_extended3_config_ld(K, MVIN_SCALE_IDENTITY, false, 0);
   gemmini_extended3_config_ld(J, MVIN_SCALE_IDENTITY, false, 1);
   gemmini_extended_config_st(J, NO_ACTIVATION, ACC_SCALE_IDENTITY);
-  for (size_t {outer} = 0; {outer} < {outer.upper()} / DIM; {outer} += T{outer.upper()})
-    for (size_t {inner} = 0; {inner} < {inner.upper()} / DIM; {inner} += T{inner.upper()})
-      for (size_t k = 0; k < K / DIM; k += TK) {{
-        int last = k + TK == K / DIM;
-        gemmini_loop_ws(TI, TJ, TK, 0, 0, 0, &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
+  for (size_t {outer} = 0; {outer} < TILES_{outer.upper()}; {outer} += T{outer.upper()})
+    for (size_t {inner} = 0; {inner} < TILES_{inner.upper()}; {inner} += T{inner.upper()})
+      for (size_t k = 0; k < TILES_K; k += TK) {{
+        int last = k + TK == TILES_K;
+        gemmini_loop_ws(TI, TJ, TK, PAD(I, TILES_I, i, TI), PAD(J, TILES_J, j, TJ), PAD(K, TILES_K, k, TK),
+                        &A[i * DIM][k * DIM], &B[k * DIM][j * DIM], NULL,
                         last ? &C[i * DIM][j * DIM] : NULL, K, J, 0, J, false, false, false, false,
                         k > 0, NO_ACTIVATION, 0, 0, false);
       }}
@@ -90,12 +102,13 @@ def render_cpu(s: GemmSchedule) -> str:
         for (int t = 0; t < TI; t++, p++) {
           SIDE_OPS(p);
           uint32_t acc = ACC_ADDR_BIT | (C_SLOT(sc) + (t * TJ + u) * DIM) | (k || v ? ACCUMULATE_BIT : 0);
+          EDGE_SIZES(t, u, v);
           if (t == 0) {
-            preload(B_SLOT(sb) + (v * TJ + u) * DIM, acc, DIM, DIM, DIM, DIM);
-            compute_preloaded(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+            preload(B_SLOT(sb) + (v * TJ + u) * DIM, acc, cols, depth, cols, rows);
+            compute_preloaded(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, depth, rows, DIM, DIM);
           } else {
-            preload(GARBAGE_ADDR, acc, DIM, DIM, DIM, DIM);
-            compute_accumulated(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+            preload(GARBAGE_ADDR, acc, DIM, DIM, cols, rows);
+            compute_accumulated(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, depth, rows, DIM, DIM);
           }
         }"""
     else:
@@ -104,16 +117,20 @@ def render_cpu(s: GemmSchedule) -> str:
         for (int v = 0; v < TK; v++, p++) {
           SIDE_OPS(p);
           uint32_t acc = ACC_ADDR_BIT | (C_SLOT(sc) + (t * TJ + u) * DIM) | (k || v ? ACCUMULATE_BIT : 0);
-          preload(B_SLOT(sb) + (v * TJ + u) * DIM, acc, DIM, DIM, DIM, DIM);
-          compute_preloaded(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+          EDGE_SIZES(t, u, v);
+          preload(B_SLOT(sb) + (v * TJ + u) * DIM, acc, cols, depth, cols, rows);
+          compute_preloaded(A_SLOT(sa) + (t * TK + v) * DIM, GARBAGE_ADDR, depth, rows, DIM, DIM);
         }"""
     decode = ("i = r / NJ, x.j = r % NJ" if s.order == "ij" else "i = r % NI, x.j = r / NI")
     return f"""#define TI {s.ti}
 #define TJ {s.tj}
 #define TK {s.tk}
-#define NI (I / (TI * DIM))
-#define NJ (J / (TJ * DIM))
-#define NK (K / (TK * DIM))
+{_EDGES}#define NI (TILES_I / TI)
+#define NJ (TILES_J / TJ)
+#define NK (TILES_K / TK)
+// the sizes of pair (t, u, v) of the current block: DIM except in a partial last tile
+#define EDGE_SIZES(t, u, v) const int rows = SPAN(I, (cur.i * TI + (t)) * DIM, DIM), \\
+    cols = SPAN(J, (cur.j * TJ + (u)) * DIM, DIM), depth = SPAN(K, (cur.k * TK + (v)) * DIM, DIM)
 #define NB (NI * NJ * NK)
 #define SLOTS {2 if s.double_buffer else 1}      // scratchpad slots per operand
 #define CSLOTS {2 if s.double_acc else 1}     // accumulator slots
@@ -151,21 +168,23 @@ static void load(int8_t A[I][K], int8_t B[K][J], const blk_t *x, int n) {{   // 
     if (n < A_LOADS) {{
       int t = n / ((TK + LSTEP - 1) / LSTEP), v = n % ((TK + LSTEP - 1) / LSTEP) * LSTEP;
       int w = TK - v < LSTEP ? TK - v : LSTEP;
-      mvin(&A[(x->i * TI + t) * DIM][(x->k * TK + v) * DIM], A_SLOT(x->sa) + (t * TK + v) * DIM, w * DIM, DIM);
+      int r = (x->i * TI + t) * DIM, c = (x->k * TK + v) * DIM;
+      mvin(&A[r][c], A_SLOT(x->sa) + (t * TK + v) * DIM, SPAN(K, c, w * DIM), SPAN(I, r, DIM));
       return;
     }}
     n -= A_LOADS;
   }}
   int v = n / ((TJ + LSTEP - 1) / LSTEP), u = n % ((TJ + LSTEP - 1) / LSTEP) * LSTEP;
   int w = TJ - u < LSTEP ? TJ - u : LSTEP;
-  mvin2(&B[(x->k * TK + v) * DIM][(x->j * TJ + u) * DIM], B_SLOT(x->sb) + (v * TJ + u) * DIM, w * DIM, DIM);
+  int r = (x->k * TK + v) * DIM, c = (x->j * TJ + u) * DIM;
+  mvin2(&B[r][c], B_SLOT(x->sb) + (v * TJ + u) * DIM, SPAN(J, c, w * DIM), SPAN(K, r, DIM));
 }}
 
 static void store(int8_t C[I][J], const blk_t *x, int n) {{   // the block's n-th mvout
   int t = n / ((TJ + SSTEP - 1) / SSTEP), u = n % ((TJ + SSTEP - 1) / SSTEP) * SSTEP;
   int w = TJ - u < SSTEP ? TJ - u : SSTEP;
-  mvout(&C[(x->i * TI + t) * DIM][(x->j * TJ + u) * DIM], ACC_ADDR_BIT | (C_SLOT(x->sc) + (t * TJ + u) * DIM),
-        w * DIM, DIM);
+  int r = (x->i * TI + t) * DIM, c = (x->j * TJ + u) * DIM;
+  mvout(&C[r][c], ACC_ADDR_BIT | (C_SLOT(x->sc) + (t * TJ + u) * DIM), SPAN(J, c, w * DIM), SPAN(I, r, DIM));
 }}
 
 void solution(int8_t A[I][K], int8_t B[K][J], int8_t C[I][J]) {{

@@ -13,4 +13,9 @@ LATENCY = _MACHINE.dma_latency                            # cycles from a DMA re
 INFLIGHT = _MACHINE.dma_inflight_reqs                     # DMA requests in flight per direction
 ARRAY_LATENCY = array_latency(_MACHINE)                   # a compute's issue to its results in the accumulator
 
-__all__ = ["ACC_ROWS", "ARRAY_LATENCY", "BANK_ROWS", "DIM", "INFLIGHT", "ISSUE", "LATENCY", "SPAD_ROWS"]
+__all__ = ["ACC_ROWS", "ARRAY_LATENCY", "BANK_ROWS", "DIM", "INFLIGHT", "ISSUE", "LATENCY", "SPAD_ROWS", "tiles"]
+
+
+def tiles(n: int) -> int:
+    """DIM-wide tiles covering n rows or columns: the last one is partial when DIM does not divide n."""
+    return -(-n // DIM)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.conv import ConvSchedule
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.gemm import GemmSchedule
-from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE, LATENCY
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import (ARRAY_LATENCY, BANK_ROWS, DIM, INFLIGHT, ISSUE,
+                                                                  LATENCY, tiles)
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _dma(rows: int, tiles: int) -> float:
-    """Cycles one mvin/mvout of `rows` rows of `tiles` 16-byte columns keeps its DMA direction busy in a
+def _dma(rows: int, width: int) -> float:
+    """Cycles one mvin/mvout of `rows` rows of `width` 16-byte columns keeps its DMA direction busy in a
     stream of them: 16 requests in flight, 64 cycles each, one 16-byte beat per cycle."""
-    return rows * max(tiles, (LATENCY + tiles) / INFLIGHT)
+    return rows * max(width, (LATENCY + width) / INFLIGHT)
 
 
 def _bank_overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
@@ -58,7 +59,7 @@ def _block(s, npairs: int, ex: float, cpu: float, nl: int, lt: float, first: flo
 
 # -- GEMM ------------------------------------------------------------------------------------------------
 def gemm_cycles(s: GemmSchedule, d: dict[str, int]) -> float:
-    ni, nj, nk = d["I"] // DIM, d["J"] // DIM, d["K"] // DIM
+    ni, nj, nk = tiles(d["I"]), tiles(d["J"]), tiles(d["K"])
     ti, tj, tk = s.ti, s.tj, s.tk
     NI, NJ, NK = ni // ti, nj // tj, nk // tk
     nb = NI * NJ * NK

@@ -9,7 +9,7 @@ from itertools import product
 
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.conv import ConvSchedule
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.gemm import GemmSchedule
-from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import DIM
+from autocomp_zmq.hw_runners.gemmini_sim.heuristic.machine import DIM, tiles
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.model import conv_cycles, gemm_cycles
 
 Schedule = GemmSchedule | ConvSchedule
@@ -67,14 +67,14 @@ def predict(s: Schedule, d: dict) -> float:
 
 def fsm_gemm_cycles(s: GemmSchedule, d: dict) -> float:
     """Cycles of gemmini_loop_ws blocks: each call computes and loads in parallel, plus pipeline time."""
-    ni, nj, nk = d["I"] // DIM, d["J"] // DIM, d["K"] // DIM
+    ni, nj, nk = tiles(d["I"]), tiles(d["J"]), tiles(d["K"])
     calls = (ni // s.ti) * (nj // s.tj) * (nk // s.tk)
     return calls * (max(s.ti * s.tj * s.tk, s.tk * (s.ti + s.tj)) + 4) * DIM + calls * s.tk * (s.ti + s.tj)
 
 
 def best_fsm_block(d: dict) -> GemmSchedule:
     """Block that balances loads against computes within the loop FSM's half of the memories."""
-    ni, nj, nk = d["I"] // DIM, d["J"] // DIM, d["K"] // DIM
+    ni, nj, nk = tiles(d["I"]), tiles(d["J"]), tiles(d["K"])
     blocks = [GemmSchedule(mode="fsm", ti=ti, tj=tj, tk=tk)
               for ti, tj, tk in product(divisors(ni), divisors(nj), divisors(nk))]
     return min((b for b in blocks if b.fits(d)), key=lambda b: (fsm_gemm_cycles(b, d), -b.tk))
@@ -84,7 +84,7 @@ def retile(s: Schedule, d: dict, n: int = 2, fixed: dict | None = None) -> list[
     """The n best block sizes (by the model) for schedule s's flags; `fixed` pins some fields."""
     fixed = fixed or {}
     if isinstance(s, GemmSchedule):
-        grid = {"ti": divisors(d["I"] // DIM), "tj": divisors(d["J"] // DIM), "tk": divisors(d["K"] // DIM),
+        grid = {"ti": divisors(tiles(d["I"])), "tj": divisors(tiles(d["J"])), "tk": divisors(tiles(d["K"])),
                 "order": ["ij", "ji"]}
     else:
         grid = {"kt": divisors(d["C"] // DIM), "rows": divisors(d["P"])}
@@ -93,7 +93,7 @@ def retile(s: Schedule, d: dict, n: int = 2, fixed: dict | None = None) -> list[
     options = []
     for values in product(*grid.values()):
         c = replace(s, **dict(zip(grid, values)))
-        if isinstance(c, GemmSchedule) and c.order != s.order and c.tk * DIM != d["K"]:
+        if isinstance(c, GemmSchedule) and c.order != s.order and c.tk != tiles(d["K"]):
             continue   # with K split every block loads both operands: the block order changes nothing
         if c.fits(d):
             options.append((predict(c, d), c))
@@ -123,7 +123,7 @@ def candidates(mutation: str, s: Schedule, d: dict, own: bool = True) -> list[Sc
     if mutation == "fsm_block":
         if not gemm or s.mode != "fsm":
             return []
-        n = {"ti": d["I"] // DIM, "tj": d["J"] // DIM, "tk": d["K"] // DIM}
+        n = {"ti": tiles(d["I"]), "tj": tiles(d["J"]), "tk": tiles(d["K"])}
         out = [replace(s, **{k: v}) for k in n for v in (getattr(s, k) * 2, getattr(s, k) // 2) if 1 <= v <= n[k]]
         out = [c for c in out if c.fits(d)]
         return sorted(out, key=lambda c: predict(c, d))
@@ -136,14 +136,14 @@ def candidates(mutation: str, s: Schedule, d: dict, own: bool = True) -> list[Sc
     elif mutation in ("panel", "k_resident"):
         if not gemm:
             return []
-        nk = d["K"] // DIM
+        nk = tiles(d["K"])
         sizes = [nk] if mutation == "panel" else [k for k in divisors(nk) if k > s.tk]
         out = [c for tk in sizes for c in retile(s, d, 2, {"tk": tk})]
     elif mutation == "loop_order":
         if not gemm:
             return []
         flip = "ji" if s.order == "ij" else "ij"   # which panel stays resident: only with all of K per block
-        out = retile(s, d, 2, {"order": flip, "tk": d["K"] // DIM})
+        out = retile(s, d, 2, {"order": flip, "tk": tiles(d["K"])})
         out += retile(replace(s, weight_reuse=not s.weight_reuse), d, 1)
     elif mutation == "weight_reuse":
         out = _with_flags(s, d, [{"weight_reuse": True}]) if not s.weight_reuse else []
@@ -194,9 +194,9 @@ def adapt(prior: Schedule, d: dict) -> Schedule:
     """A schedule recorded on another shape, fitted to this one: block sizes become divisors of the new
     tile counts no larger than before (halved further until everything fits); flags stay."""
     if isinstance(prior, GemmSchedule):
-        s = replace(prior, ti=largest_divisor(d["I"] // DIM, prior.ti), tj=largest_divisor(d["J"] // DIM, prior.tj),
-                    tk=largest_divisor(d["K"] // DIM, prior.tk))
-        keys, counts = ("tk", "ti", "tj"), {"ti": d["I"] // DIM, "tj": d["J"] // DIM, "tk": d["K"] // DIM}
+        s = replace(prior, ti=largest_divisor(tiles(d["I"]), prior.ti), tj=largest_divisor(tiles(d["J"]), prior.tj),
+                    tk=largest_divisor(tiles(d["K"]), prior.tk))
+        keys, counts = ("tk", "ti", "tj"), {"ti": tiles(d["I"]), "tj": tiles(d["J"]), "tk": tiles(d["K"])}
     else:
         s = replace(prior, kt=largest_divisor(d["C"] // DIM, prior.kt), rows=largest_divisor(d["P"], prior.rows))
         keys, counts = ("rows", "kt"), {"kt": d["C"] // DIM, "rows": d["P"]}

@@ -6,7 +6,8 @@ the evaluator's feedback (engine busy shares, DMA traffic and row sizes, stalls)
 that survived dropout and changes the schedule, picks ONE with seeded noise so the plans of one parent
 differ, and states the concrete schedule change. The coder renders the chosen schedule as a complete NKI
 kernel; the repairer falls back to a safer schedule. Families: every paper problem of trainium-sim
-(codegen.FAMILIES); anything else needs an LLM. Kernels are written in the NKI dialect of the problem's ISA
+(codegen.FAMILIES), and a problem file of no family whose reference is a row-wise form (rowwise_kind.py);
+anything else needs an LLM. Kernels are written in the NKI dialect of the problem's ISA
 profile (its `dialect` setting in target.toml): NKI v2 for the families of codegen.BODIES_V2 only.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from dataclasses import asdict, replace
 from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
 from autocomp_zmq.agents.heuristic.errors import HeuristicError
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
+from autocomp_zmq.hw_runners.trainium_sim.heuristic import rowwise
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, from_dict, parse_schedule, render
+from autocomp_zmq.hw_runners.trainium_sim.heuristic.rowwise_kind import recognise
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
@@ -76,9 +79,10 @@ SCORES = {
 
 
 def _unsupported(problem: Problem) -> HeuristicError:
-    known = ", ".join(sorted(FAMILIES))
+    known = ", ".join(sorted(set(FAMILIES) - {"rowwise"}))
     return HeuristicError(f"the heuristic cannot optimize {problem.name} (family {problem.family!r}; it knows "
-                          f"{known}); use an LLM model (--model ...)")
+                          f"{known}, and problem files whose reference is a row softmax or act(x * scale + bias)); "
+                          f"use an LLM model (--model ...)")
 
 
 class TrainiumHeuristic:
@@ -100,12 +104,23 @@ class TrainiumHeuristic:
         except (UnknownTargetError, DescriptorError, UnknownIsaError) as exc:
             raise HeuristicError(f"the heuristic cannot read the ISA profile of {problem.name}: {exc}") from None
 
+    @staticmethod
+    def _key(problem: Problem) -> str:
+        """The schedule family of the problem: its own, or "rowwise" for a problem file of no family whose
+        reference computes one of the row-wise forms (rowwise_kind.py)."""
+        if problem.family in FAMILIES or problem.definition is None:
+            return problem.family
+        return "rowwise" if recognise(problem.definition) is not None else problem.family
+
     def _family(self, problem: Problem):
-        fam = FAMILIES.get(problem.family)
-        if fam is None:
+        key = self._key(problem)
+        fam = FAMILIES.get(key)
+        if fam is None or (key == "rowwise" and problem.family == key):   # "rowwise" is no problem's own family
             raise _unsupported(problem)
-        if self._dialect(problem) == "v2" and problem.family not in BODIES_V2:
-            raise HeuristicError(f"the heuristic writes family {problem.family!r} in NKI v1 only, and --isa "
+        if key == "rowwise":
+            fam = rowwise.bound(recognise(problem.definition))
+        if self._dialect(problem) == "v2" and key not in BODIES_V2:
+            raise HeuristicError(f"the heuristic writes family {key!r} in NKI v1 only, and --isa "
                                  f"{problem.isa} judges NKI v2 kernels (it writes NKI v2 for "
                                  f"{', '.join(sorted(BODIES_V2))}); use an LLM model (--model ...) or --isa nki1")
         missing = [k for k in fam.DIMS if not isinstance(problem.dims.get(k), int)]
@@ -124,7 +139,7 @@ class TrainiumHeuristic:
 
     def _schedule_of(self, code: str, problem: Problem) -> tuple[object, bool]:
         fam = self._family(problem)
-        parsed = parse_schedule(code, problem.family)
+        parsed = parse_schedule(code, self._key(problem))
         if parsed is not None and fam.fits(parsed, problem.dims):
             return parsed, True
         guess = getattr(fam, "guess", None)
@@ -214,14 +229,14 @@ class TrainiumHeuristic:
                 raise HeuristicError(f"the heuristic cannot implement option {plan.option_id!r} on "
                                      f"{fam.describe(current)}")
             schedule = random.Random(req.seed).choice(cands)
-        if schedule.family != problem.family or not fam.fits(schedule, problem.dims):
+        if schedule.family != self._key(problem) or not fam.fits(schedule, problem.dims):
             raise HeuristicError(f"schedule {fam.describe(schedule)} does not fit problem {problem.name}")
         return render(schedule, problem.dims, self._dialect(problem))
 
     def repair(self, req: RepairRequest) -> str:
         problem = req.problem
         fam = self._family(problem)
-        schedule = parse_schedule(req.code, problem.family)
+        schedule = parse_schedule(req.code, self._key(problem))
         if schedule is None:
             raise HeuristicError("the heuristic repairer only repairs kernels rendered from its own schedules "
                                  "(this kernel has no autocomp-schedule line)")

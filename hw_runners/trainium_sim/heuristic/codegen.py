@@ -1,8 +1,8 @@
 """Schedules of the trainium-sim heuristic and the NKI kernels they render to.
 
 Each supported problem family has a module (trainium_gemm, trainium_norm, trainium_move, trainium_conv,
-trainium_conv2d, trainium_cumsum, trainium_rope, trainium_mamba, trainium_flash, trainium_attention; a module
-may hold several families as namespaces) that defines its schedule dataclass and:
+trainium_conv2d, trainium_cumsum, trainium_rope, trainium_mamba, trainium_flash, trainium_attention, rowwise; a
+module may hold several families as namespaces) that defines its schedule dataclass and:
     DIMS                          the problem.toml dims the schedules read
     default(dims)                 the starting schedule (what a first-time NKI user writes)
     guess(code, dims)             optional: the schedule closest to a kernel another author wrote
@@ -22,7 +22,7 @@ import re
 
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import (attention, attention_v2, conv, conv2d, conv2d_v2, conv_v2,
                                                              cumsum, flash, flash_v2, gemm, gemm_v2, mamba, mamba_v2,
-                                                             move, move_v2, norm, norm_v2, rope, rope_v2)
+                                                             move, move_v2, norm, norm_v2, rope, rope_v2, rowwise)
 
 HEADER = "# autocomp-schedule: "
 IMPORTS = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n")
@@ -53,6 +53,8 @@ FAMILIES: dict[str, object] = {
     "mha": flash.MHA,
     "attention": attention.ATTENTION,
     "sd-attention": attention.SD_ATTENTION,
+    # the row-wise computations of problem files that declare no family (rowwise_kind.py recognises them)
+    "rowwise": rowwise.ROWWISE,
 }
 
 
