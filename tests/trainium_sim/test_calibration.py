@@ -3,8 +3,9 @@
 The calibration kernels must compute what the published ones compute (checked with full replay at small
 shapes), and the simulator must reproduce the published numbers at the published shapes: every step ratio
 in the right direction and within 25% of the published ratio, absolute latencies within 30% where the
-publication states its conditions. The rows a calibration cannot hold to that (layernorm's launch-dominated
-latencies, the unlabelled DMA figure) are informational in the harness and not asserted here.
+publication states its conditions. Every row is counted; the few the simulator is known to miss (layernorm's
+launch-dominated latencies, mamba v2's spills at seq_len 8192, the DMA figure's 256 B point) say why in the
+harness, and a test keeps that list honest.
 """
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def test_mamba_calibration_kernels_compute_the_selective_scan(kit, entry):
 
 
 ROWS = {f"{r.group}: {r.name}": r for r in harness.rows()}
-HELD = [k for k, r in ROWS.items() if r.goal is not None]
+HELD = [k for k, r in ROWS.items() if not r.miss]
+MISSES = [k for k, r in ROWS.items() if r.miss]
 
 
 def test_the_calibration_set_covers_the_published_kernels_and_steps():
@@ -90,8 +92,7 @@ def test_the_calibration_set_covers_the_published_kernels_and_steps():
     assert {"micro", "dma"} <= {r.group for r in ROWS.values()}
     for key, r in ROWS.items():
         assert r.source in harness.SOURCES and r.conditions and r.published > 0, key
-        assert r.goal in (None, 0.25 if r.kind == "ratio" else 0.30), key
-        assert r.goal is not None or r.note, f"{key}: an informational row says why it is not held to the goal"
+        assert r.goal == (0.25 if r.kind == "ratio" else 0.30), key
 
 
 @pytest.mark.system
@@ -101,6 +102,14 @@ def test_the_simulator_reproduces_the_published_measurement(key):
     e = ROWS[key].evaluate()
     assert e["ok"], (f"{key}: published {e['published']:.4g} {e['unit']}, simulated {e['sim']:.4g} "
                      f"({e['error']:+.0%}; goal {e['goal']:.0%}; {e['conditions']})")
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("key", MISSES)
+def test_a_known_miss_still_misses(key):
+    """A row the simulator is known not to meet says why; once a change meets it, it joins the held rows."""
+    e = ROWS[key].evaluate()
+    assert not e["ok"], f"{key} now meets its goal ({e['error']:+.0%}): remove its `miss` in harness.py"
 
 
 @pytest.mark.system

@@ -154,21 +154,20 @@ class Row:
     measure: Callable[[], float]
     source: str
     conditions: str
-    goal: float | None              # allowed relative error; None: informational
+    goal: float                     # allowed relative error: every row is held to one
     note: str = ""
+    miss: str = ""                  # a known miss: why the simulator cannot meet this row (still counted)
 
     def evaluate(self) -> dict:
         sim = self.measure()
         err = sim / self.published - 1.0
-        if self.goal is None:
-            ok = None
-        elif self.kind == "ratio":
+        if self.kind == "ratio":
             ok = (sim > 1.0) == (self.published > 1.0) and abs(err) <= self.goal
         else:
             ok = abs(err) <= self.goal
         return {"group": self.group, "name": self.name, "kind": self.kind, "published": self.published,
                 "sim": sim, "unit": self.unit, "error": err, "goal": self.goal, "ok": ok, "source": self.source,
-                "conditions": self.conditions, "note": self.note}
+                "conditions": self.conditions, "note": self.note, "miss": self.miss}
 
 
 def _ratio(a: Run, b: Run) -> Callable[[], float]:
@@ -194,7 +193,7 @@ def rows() -> list[Row]:
     flops = 2 * 4096 * 8192 * 8192
     out.append(Row("matmul", "fully_optimized HFU", "abs", 85.24, "%",
                    lambda: 100 * flops / (latency(mm["fully_optimized"]) * 1e-6) / 92e12, "MMT",
-                   MM_COND + "; HFU of 92 TFLOPS", None, "follows from its latency"))
+                   MM_COND + "; HFU of 92 TFLOPS", 0.30, "follows from its latency"))
 
     v1, v2, v3 = _mamba("v1"), _mamba("v2"), _mamba("v3")
     v3_long, v2_long = _mamba("v3", seq=8192), _mamba("v2", seq=8192)
@@ -208,26 +207,29 @@ def rows() -> list[Row]:
         Row("mamba", "v3: seq_len 8192 vs 512 (scaling)", "ratio", 27.8 / 1.6, "x", _ratio(v3_long, v3), "MAMBA",
             "v3 scaling table: 1.6 ms at 512, 27.8 ms at 8192 (92% scaling efficiency)", 0.25),
         Row("mamba", "v2, seq_len 8192 (spills)", "abs", 52200, "us", functools.partial(latency, v2_long), "MAMBA",
-            MAMBA_COND.replace("seq_len 512", "seq_len 8192") + " (scaling table; 53.33 ms in the text)", None,
-            "the compiler spills here; the simulator's spill model (whole lines stored after each write and "
-            "reloaded before each read) is not calibrated"),
+            MAMBA_COND.replace("seq_len 512", "seq_len 8192") + " (scaling table; 53.33 ms in the text)", 0.30,
+            miss="the compiler spills here; the simulator spills whole kernel lines (a store after each write and a "
+            "load before each read, in whole rows of the block), which over-charges v2's per-state reloads: "
+            "what the compiler keeps on chip is not published"),
         Row("mamba", "v2 -> v3, seq_len 8192 (seq tiling)", "ratio", 52.2 / 27.8, "x", _ratio(v2_long, v3_long),
-            "MAMBA", "published: 48% less latency", None, "as v2 at seq_len 8192"),
+            "MAMBA", "published: 48% less latency", 0.25, miss="as v2 at seq_len 8192"),
         Row("mamba", "v3, seq_len 512", "abs", 1600, "us", functools.partial(latency, v3), "MAMBA",
             MAMBA_COND + " (scaling table, 2 digits)", 0.30),
         Row("mamba", "v1, channels 256 (toy)", "abs", 172.93, "us",
             functools.partial(latency, _mamba("v1", channels=256)), "MAMBA",
-            "batch 1, channels 256, seq_len 512, state 16", None,
+            "batch 1, channels 256, seq_len 512, state 16", 0.30,
             "includes NEFF start-up/tear-down (the tutorial says so); the sim has none"),
     ]
 
     ln1, ln2 = _layernorm("nki_layernorm_kernel_v1"), _layernorm("nki_layernorm_kernel_v2")
     ln_cond = "(300, 1000) fp32, trn1, NCLatency p50"
     out += [
-        Row("layernorm", "v1", "abs", 2311, "us", functools.partial(latency, ln1), "LN", ln_cond, None,
-            "3 row tiles of work in 2.3 ms: launch overhead dominates the published number"),
-        Row("layernorm", "v2", "abs", 1969, "us", functools.partial(latency, ln2), "LN", ln_cond, None,
-            "as v1"),
+        Row("layernorm", "v1", "abs", 2311, "us", functools.partial(latency, ln1), "LN", ln_cond, 0.30,
+            miss="3 row tiles of work in 2.3 ms: the published number is the launch, not the kernel (the same "
+            "tutorial's other kernels and the matmul tutorial's 6.97 ms for 5.5e11 flops leave no room for a "
+            "2 ms launch cost in every measurement, so none is modelled)"),
+        Row("layernorm", "v2", "abs", 1969, "us", functools.partial(latency, ln2), "LN", ln_cond, 0.30,
+            miss="as v1"),
         Row("layernorm", "v1 -> v2", "ratio", 2311 / 1969, "x", _ratio(ln1, ln2), "LN",
             ln_cond + " (published: 14.9% improvement)", 0.25,
             "published ratio is diluted by the launch overhead in both latencies"),
@@ -266,8 +268,11 @@ def rows() -> list[Row]:
         out.append(Row("dma", f"rate at {b} B / rate at 32 KiB per partition", "abs", rel, "fraction",
                        lambda b=b: dma_rate_gbps(b) / dma_rate_gbps(32768), "DMAOV",
                        "figure 'DMA Throughput varying Bytes per Partition for p_dim = 128' (generation not "
-                       "stated; values read off the plot)", None,
-                       "a stream of transfers whose fixed cost is not hidden; see params.toml dma_* entries"))
+                       "stated; values read off the plot)", 0.30,
+                       "a stream of transfers whose fixed cost is not hidden; see params.toml dma_* entries",
+                       miss="" if b > 256 else "the matmul tutorial's three DMA-bound kernels move 256 B rows at "
+                       "about the rate of their 1 KiB rows (params.toml dma_efficiency_curve), which this figure's "
+                       "256 B point contradicts; the simulator follows the measured kernels"))
     return out
 
 
