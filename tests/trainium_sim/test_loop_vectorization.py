@@ -62,3 +62,10 @@ def test_a_loop_left_early_or_measured_still_traces(conv):
     early = FLAT.replace("affine_range(COLS):", "affine_range(COLS + 5):\n        if o >= len(nl.affine_range(COLS)):"
                                                 "\n            break")
     conv(early)
+
+
+def test_more_loop_iterations_than_are_recorded_leave_program_order(conv):
+    """Past MAX_LOOP_EVENTS (4 million iterations) the front end sends no loop record at all: the kernel is still
+    judged, timed in program order (as a sequential loop is)."""
+    empty = "    for _ in nl.affine_range(4_100_000):\n        pass\n"
+    assert conv(empty + FLAT) == pytest.approx(conv(SEQUENTIAL))

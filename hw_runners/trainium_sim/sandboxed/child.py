@@ -190,7 +190,7 @@ def main() -> int:
         result["error"] = f"{type(exc).__name__}: {exc}\n{kernel_traceback(exc)}"
     result["tensors"] = _trace.RECORDER.tensors
     result["instrs"] = _trace.RECORDER.instrs
-    result["loops"] = _trace.RECORDER.loops
+    result["loops"] = [] if _trace.RECORDER.loops_dropped else _trace.RECORDER.loops
     result["notes"] = [note]
     out.write(msgpack.packb(result, use_bin_type=True))
     out.flush()

@@ -22,6 +22,7 @@ from neuronxcc.nki._index import NKIError, Predicate, _int, index, whole_index
 
 KERNEL_FILE = "kernel.py"     # the filename the child compiles the candidate's source under
 MAX_INSTRUCTIONS = 2_000_000
+MAX_LOOP_EVENTS = 4_000_000     # affine_range iterations recorded (an empty loop body records only these)
 
 
 class bfloat16:
@@ -85,6 +86,7 @@ class Recorder:
         # [first instruction, loop id, iteration, trip count] as each starts; iteration -1 as the loop ends
         self.loops: list[list] = []
         self.loop_ids = 0
+        self.loops_dropped = False      # past MAX_LOOP_EVENTS: none are sent (the kernel is timed in program order)
 
     def shared_tensor(self, shape, dtype) -> "Tensor":
         """nl.shared_hbm under a launch grid: every instance allocates the same tensors in the same order; the
@@ -164,6 +166,9 @@ class AffineRange:
     def __contains__(self, v) -> bool:
         return v in self.r
 
+    def __getattr__(self, name):         # start, stop, step, index, count: as the range's
+        return getattr(self.r, name)
+
     def __reversed__(self):
         return reversed(self.r)      # reversed iterations are not an affine_range the compiler sees: unmarked
 
@@ -171,12 +176,21 @@ class AffineRange:
         rec, trip = RECORDER, len(self.r)
         rec.loop_ids += 1
         lid = rec.loop_ids
+        events = rec.loops
+        if not trip:
+            return
         try:
             for k, v in enumerate(self.r):
-                rec.loops.append([len(rec.instrs), lid, k, trip])
+                if len(events) < MAX_LOOP_EVENTS:
+                    events.append([len(rec.instrs), lid, k, trip])
+                else:
+                    rec.loops_dropped = True
                 yield v
         finally:      # also on break (the generator is closed when the loop drops it)
-            rec.loops.append([len(rec.instrs), lid, -1, trip])
+            if len(events) < MAX_LOOP_EVENTS:
+                events.append([len(rec.instrs), lid, -1, trip])
+            else:
+                rec.loops_dropped = True
 
 
 def _encode_src(s):
