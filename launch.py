@@ -26,7 +26,7 @@ if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
 
 from autocomp_zmq.agents.run import logsetup
 from autocomp_zmq.agents.run.runflags import WORKER_OPTIONS
-from autocomp_zmq.agents.views.console import NOOP_NOTE, latency_text, make_console
+from autocomp_zmq.agents.console import NOOP_NOTE, latency_text, make_console
 from autocomp_zmq.hw_runners import get_target, target_names
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
 

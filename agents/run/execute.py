@@ -25,11 +25,11 @@ from autocomp_zmq.agents.workers.llm.pricing import PriceBook, cost_functions
 from autocomp_zmq.agents.workers import registry
 from autocomp_zmq.agents.workers.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.run.outcome import save_results, summarize
-from autocomp_zmq.agents.views.progress import Progress
+from autocomp_zmq.agents.run.progress import Progress
 from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.run.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
 from autocomp_zmq.agents.run import problemsource
-from autocomp_zmq.agents.engine import reuse
+from autocomp_zmq.agents.run import reuse
 from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_sampling, evaluate_start, menu_of,
                                           no_offline_moves, open_store, prior_of, read_kernel, reused_trace,
                                           run_prices, start_code)

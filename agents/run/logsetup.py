@@ -17,7 +17,7 @@ import structlog
 from rich.console import Console
 from rich.text import Text
 
-from autocomp_zmq.agents.views.console import printable
+from autocomp_zmq.agents.console import printable
 
 
 def _level(level: str | None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autocomp_zmq.agents.views.console import duration_text
+from autocomp_zmq.agents.console import duration_text
 from autocomp_zmq.agents.engine.coordinator import Coordinator
 from autocomp_zmq.agents.engine.failures import KIND_WORDS, is_noop, reason_of
 from autocomp_zmq.agents.engine.policy import SearchPolicy

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import psutil
 
+from autocomp_zmq.agents.engine.policy import SearchSettings, UnknownPolicyError, config_class, policy_class
 from autocomp_zmq.agents.run.configtext import explain
 from autocomp_zmq.agents.workers.llm.specs import BATCH_LOOK_S, MAX_WAIT_S
 from autocomp_zmq.protocols.control import MAX_LEASE_S
@@ -80,7 +81,6 @@ LEGACY_KEYS = {"models": "model", "code_models": "code_model", "search": "policy
 
 def policy_options(policy: str = "beam") -> dict[str, tuple[Any, dict]]:
     """A policy's own options (name -> (type, declaration)): the fields its Config adds to SearchSettings."""
-    from autocomp_zmq.agents.engine.policy import SearchSettings, config_class, policy_class
     shared = set(SearchSettings.__struct_fields__)
     declared = declared_options(config_class(policy_class(policy)))
     return {name: spec for name, spec in declared.items() if name not in shared}
@@ -125,7 +125,6 @@ def build(data: dict) -> RunConfig:
 
 def _policy_section(policy: str, given: dict) -> dict:
     """The policy's own options, checked by its Config and completed with its defaults."""
-    from autocomp_zmq.agents.engine.policy import UnknownPolicyError, config_class, policy_class
     try:
         config = config_class(policy_class(policy))
     except UnknownPolicyError as exc:

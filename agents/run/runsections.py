@@ -7,31 +7,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from autocomp_zmq.agents.engine.options import EXTEND, FIXED, LOCAL, SECURITY, bounded, opt  # noqa: F401 - re-exported
 from autocomp_zmq.protocols.control import MAX_LEASE_S
 
 EVALUATORS_PER_CORE = 4        # more evaluators than this per core only queue for the CPU
 
-# What a resumed run may do with an option: FIXED ones would change the search (stored results must replay job
-# for job), EXTEND ones are its budget, LOCAL ones concern this session's processes, SECURITY ones keep its
-# remote workers able to reconnect.
-FIXED, EXTEND, LOCAL, SECURITY = "fixed", "extend", "local", "security"
-
-
 class ConfigError(ValueError):
     """An option has a wrong type or value, or cannot change on resume; the message says which and why."""
-
-
-def opt(help: str = "", *flags: str, metavar: str = "", shown: str | None = None, resume: str = FIXED,
-        flag: str | None = None) -> msgspec.Meta:
-    """An option's declaration: its help, extra flags (e.g. "-T"), metavar, how --help shows its default,
-    its resume rule, and the long flag when it is not the name's (--search for search.policy)."""
-    return msgspec.Meta(extra={"help": help, "flags": flags, "metavar": metavar, "shown": shown, "resume": resume,
-                               "flag": flag})
-
-
-def bounded(kind: type, **bounds) -> Any:
-    """A type with msgspec bounds (ge, gt, le, min_length...); `bounded(int, ge=1) | None` for optional ones."""
-    return Annotated[kind, msgspec.Meta(**bounds)]
 
 
 N, S, X = "N", "S", "X"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import structlog
 
-from autocomp_zmq.agents.engine import reuse
-from autocomp_zmq.agents.views.console import make_console
+from autocomp_zmq.agents.run import reuse
+from autocomp_zmq.agents.console import make_console
 from autocomp_zmq.agents.workers.llm.pricing import PRICES_HELP, PriceBook, PriceError, cap_refusal
 from autocomp_zmq.agents.workers.llm.prompts import pack
 from autocomp_zmq.agents.workers.llm.specs import ModelSpec

@@ -17,7 +17,7 @@ from autocomp_zmq.agents.views.report_cands import (CSS as CANDIDATE_CSS, DIFF_A
 from autocomp_zmq.agents.views.callprint import unpriced_note
 from autocomp_zmq.agents.views.callview import combined
 from autocomp_zmq.agents.views.runview import Node, RunView, clip, plural
-from autocomp_zmq.agents.views.console import latency_number, latency_text
+from autocomp_zmq.agents.console import latency_number, latency_text
 
 PLOT_COLOURS = {"plot-speedup": "#1c7ed6", "plot-cost": "#f08c00", "plot-tree": "#ae3ec9",
                 "plot-options": "#0ca678"}

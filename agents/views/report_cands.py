@@ -15,7 +15,7 @@ from html import escape
 
 from autocomp_zmq.agents.views.callview import Call, CandidateIndex, total
 from autocomp_zmq.agents.views.runview import RunView, first_line, plural
-from autocomp_zmq.agents.views.console import latency_text
+from autocomp_zmq.agents.console import latency_text
 
 PLAN_BG, FEEDBACK_BG, ERROR_BG = "#fff3bf", "#e7f5ff", "#fff0f6"
 DIFF_ADD, DIFF_DEL = "#d3f9d8", "#ffe3e3"

@@ -1,4 +1,4 @@
-"""The consoles people read (agents/views/console.py): text from models and candidates shows its control characters
+"""The consoles people read (agents/console.py): text from models and candidates shows its control characters
 instead of obeying them, while the console's own styles still reach the terminal."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 from rich.table import Table
 from rich.text import Text
 
-from autocomp_zmq.agents.views.console import SafeConsole, printable
+from autocomp_zmq.agents.console import SafeConsole, printable
 
 
 def test_control_sequences_are_shown_and_styles_kept():

@@ -17,7 +17,7 @@ from autocomp_zmq.agents.engine.failures import FailureTally, is_noop
 from autocomp_zmq.hw_runners.toolkit.choice import choose_option
 from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.agents.run.outcome import end_line, model_verdict
-from autocomp_zmq.agents.views.progress import Progress
+from autocomp_zmq.agents.run.progress import Progress
 from autocomp_zmq.agents.run.runconfig import OPTIONS, ConfigError, RunConfig
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.views.runview import load, run_row
@@ -170,7 +170,7 @@ def _trace(project: str | None, dims: dict, name: str) -> dict:
 
 
 def test_reuse_auto_looks_in_this_project_unless_told_global(tmp_path):
-    from autocomp_zmq.agents.engine import reuse
+    from autocomp_zmq.agents.run import reuse
     folder = tmp_path / "gemmini-sim" / "default"
     folder.mkdir(parents=True)
     here, there = str(tmp_path / "a"), str(tmp_path / "b")
@@ -222,6 +222,6 @@ def test_targets_say_what_each_has_run_on_and_its_sandbox():
 
 def test_latencies_keep_their_precision_in_every_view():
     """Before, the report wrote a 29.41 us kernel as "29 us" (whole numbers, as for cycles)."""
-    from autocomp_zmq.agents.views.console import latency_number, latency_text
+    from autocomp_zmq.agents.console import latency_number, latency_text
     assert latency_text(29.4127, "us") == "29.41 us" and latency_number(1234567.4, "cycles") == "1,234,567"
     assert latency_text(0.012345, "ms") == "0.01235 ms"

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from string import Template
 
-from autocomp_zmq.agents.views.console import latency_text
+from autocomp_zmq.agents.console import latency_text
 from autocomp_zmq.hw_runners.base import PROMPTS_DIR as PROMPTS
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.hw_runners.pack import read_pack

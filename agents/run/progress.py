@@ -13,7 +13,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from autocomp_zmq.agents.views.console import latency_text, make_console
+from autocomp_zmq.agents.console import latency_text, make_console
 
 if TYPE_CHECKING:
     from autocomp_zmq.agents.engine.coordinator import Coordinator
