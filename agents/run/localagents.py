@@ -15,7 +15,7 @@ from autocomp_zmq.agents.run.rundir import private_open
 from autocomp_zmq.agents.run.runflags import BUS_WORKER_OPTIONS, WORKER_OPTIONS, as_args, option_pairs
 from autocomp_zmq.hw_runners import get_target
 
-ROOT = Path(__file__).resolve().parents[1]   # holds launch.py: the checkout, or site-packages when installed
+ROOT = Path(__file__).resolve().parents[2]   # holds launch.py: the checkout, or site-packages when installed
 
 
 def worker_argv() -> list[str]:
