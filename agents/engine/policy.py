@@ -11,7 +11,7 @@ through its RunRecord. Beam search (agents/engine/search.py) is one implementati
 entry-point group), constructed as Policy(config, problem, initial_code, menu,
 record, seeded=..., prior=...). `config` is a SearchSettings, or the policy's
 own `Config` class: a SearchSettings subclass whose added fields (declared with
-agents/run/runconfig.py opt) are the policy's section of the run configuration.
+agents/engine/options.py opt) are the policy's section of the run configuration.
 
 Job ids are content hashes of what a job is, so that a resumed run finds its
 stored results and identical requests are asked (and paid for) once.
