@@ -21,10 +21,11 @@ import zmq
 from autocomp_zmq.agents.run import logsetup
 from autocomp_zmq.agents.engine.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.run.localagents import key_variables, spawn_local_agents, stop_agents
-from autocomp_zmq.agents.workers.llm.pricing import PriceBook, cost_functions
+from autocomp_zmq.agents.workers.llm.pricing import cost_functions
 from autocomp_zmq.agents.workers import registry
 from autocomp_zmq.agents.workers.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
 from autocomp_zmq.agents.run.outcome import save_results, summarize
+from autocomp_zmq.agents.run.context import Display, Resumed, RunContext
 from autocomp_zmq.agents.run.progress import Progress
 from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.run.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
@@ -42,7 +43,7 @@ from autocomp_zmq.bus.timing import BusTiming
 from autocomp_zmq.agents.run import slurm_evaluators
 from autocomp_zmq.cluster.slurm import SlurmError
 from autocomp_zmq.hw_runners import get_target
-from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
+from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError
 from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
 
 log = structlog.get_logger("agents.run")
@@ -145,8 +146,8 @@ def execute(cfg: RunConfig | None, out: Path | None = None, resume: Path | None 
             default = RUNS_DIR / f"{cfg.task.problem}-{time.strftime('%Y%m%d-%H%M%S')}"
             run_dir = Path(out or cfg.task.out or default).absolute()
             cfg.task.out = str(run_dir)
-        return _execute(cfg, run_dir, lock, store if resume else None, code if resume else None, live, progress,
-                        definition)
+        resumed = Resumed(lock, store, code) if resume else None
+        return _execute(cfg, run_dir, resumed, Display(live, progress), definition)
     except (ConfigError, RunDirError, SecretError, problemsource.ProblemSourceError) as exc:
         raise RunError(str(exc)) from None
     finally:
@@ -163,10 +164,9 @@ def _stored_definition(store: RunStore) -> ProblemDefinition | None:
         raise RunError(f"the run's stored problem is unusable: {exc}") from None
 
 
-def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStore | None, code: str | None,
-             live: bool | None, progress_on: bool, definition: ProblemDefinition | None = None) -> dict:
-    resume = store is not None
-    keep_private(run_dir, cfg.local.group_read)      # a resumed run's; a new one's once its directory exists
+def _prepare(cfg: RunConfig, resumed: Resumed | None, definition: ProblemDefinition | None) -> RunContext:
+    """Every lookup a run needs, each once, with the checks that fail fast, in the order a user meets them;
+    nothing is created yet."""
     specs = _model_specs(cfg)
     cfg.models.model, cfg.models.code_model = [s.text for s in specs["planner"]], [s.text for s in specs["coder"]]
     try:
@@ -176,7 +176,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     except (TypeError, ValueError) as exc:    # --target-option: an option the target lacks, or a bad value
         raise RunError(f"--target-option: {cfg.task.target}: {exc}") from None
     kernel = cfg.task.kernel
-    if cfg.task.isa is None and kernel and not kernel.startswith("builtin:") and not resume:
+    if cfg.task.isa is None and kernel and not kernel.startswith("builtin:") and not resumed:
         cfg.task.isa = target.profile_for(read_kernel(kernel))   # e.g. an NKI v2 kernel: its own profile
     try:
         info = target.info()
@@ -195,23 +195,33 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     prices = run_prices(cfg, specs)
     _preflight(cfg, specs)
     try:
-        slurm_evaluators.preflight(cfg)      # Slurm is there and would take the job: before anything is created
+        slurm_evaluators.preflight(cfg, info)   # Slurm is there and would take the job: before anything is created
     except SlurmError as exc:
         raise RunError(str(exc)) from None
     policy = policy_class(cfg.search.policy)     # known: the configuration was checked against it
-    search_cfg = _search_config(cfg, policy)
-    if not resume:
-        code = start_code(cfg, problem, profile)
+    code = resumed.initial_code if resumed else start_code(cfg, problem, profile)
     if not replay:
         check_cap_admits_a_call(cfg, specs["planner"], prices, problem.family, code or "")
     wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
-    menu = menu_of(target, profile, problem.family)
+    return RunContext(cfg=cfg, target=target, info=info, profile=profile, problem=problem, wire_problem=wire_problem,
+                      menu=menu_of(target, profile, problem.family), specs=specs, prices=prices, replay=replay,
+                      policy=policy, initial_code=code)
+
+
+def _execute(cfg: RunConfig, run_dir: Path, resumed: Resumed | None, display: Display,
+             definition: ProblemDefinition | None = None) -> dict:
+    resume, lock, store = resumed is not None, resumed and resumed.lock, resumed and resumed.store
+    keep_private(run_dir, cfg.local.group_read)      # a resumed run's; a new one's once its directory exists
+    ctx = _prepare(cfg, resumed, definition)
+    search_cfg = _search_config(cfg, ctx.policy)
+    wire_problem, code = ctx.wire_problem, ctx.initial_code
     trace = store.meta("reused_trace") if resume else reused_trace(cfg, wire_problem)
     # with only the offline heuristic planning, a problem it has no moves for ends after the starting kernel
-    halt = no_offline_moves(specs["planner"], wire_problem)
+    halt = no_offline_moves(ctx.specs["planner"], wire_problem)
 
     def make_search(store: RunStore) -> SearchPolicy:
-        search = policy(search_cfg, wire_problem, code, menu, store, seeded=answers_from_seed, prior=prior_of(trace))
+        search = ctx.policy(search_cfg, wire_problem, code, ctx.menu, store, seeded=answers_from_seed,
+                            prior=prior_of(trace))
         if halt:
             search.halt(halt)
         return search
@@ -263,7 +273,7 @@ def _execute(cfg: RunConfig, run_dir: Path, lock: RunLock | None, store: RunStor
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     try:
-        return _search(cfg, run_dir, store, make_search(store), router, specs, replay, live, progress_on, prices)
+        return _search(ctx, run_dir, store, make_search(store), router, display)
     finally:
         if lock:
             lock.release()
@@ -278,15 +288,15 @@ def _search_config(cfg: RunConfig, policy: type) -> SearchSettings:
                                 stop_roofline=b.stop_roofline, **cfg.search.options)
 
 
-def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy, router: Router,
-            specs: dict[str, list[ModelSpec]], replay: RunStore | None, live: bool | None, progress_on: bool,
-            prices: PriceBook) -> dict:
+def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolicy, router: Router,
+            display: Display) -> dict:
+    cfg = ctx.cfg
     store.set_meta("endpoint", router.endpoints[0])
     store.set_meta("session", {"pid": os.getpid(), "started": time.time(), "endpoint": router.endpoints[0],
                                "curve": cfg.bus.curve, "evaluators": cfg.local.evaluators,
                                "iterations": cfg.budget.iterations, "max_evals": cfg.budget.max_evals,
                                "max_cost": cfg.budget.max_cost})
-    progress = Progress(cfg.task.problem, live=live, plain_every_s=5.0 if progress_on else float("inf"))
+    progress = Progress(cfg.task.problem, live=display.live, plain_every_s=5.0 if display.plain else float("inf"))
     logsetup.to_run_dir(run_dir / "logs" / "coordinator.log", progress.console)
     leases = LeasePolicy(lease_s={"plan": cfg.model_lease_s, "code": cfg.model_lease_s,
                                   "repair": cfg.model_lease_s, "eval": cfg.bus.eval_lease_s})
@@ -304,16 +314,16 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
     procs, cluster, ended = [], slurm_evaluators.Submitted(), False
     try:
         try:
-            procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], specs)
-            cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(specs))
+            procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], ctx.specs, ctx.target)
+            cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(ctx.specs))
         except OSError as exc:
             raise RunError(f"cannot start the local agents: {exc}") from None
         except SlurmError as exc:
             raise RunError(str(exc)) from None
         watch = _RunDirWatch(run_dir, progress.update)
         coord = Coordinator(router, store, search, leases, on_progress=watch,
-                            cost=CostPolicy(cfg.budget.max_cost, *cost_functions(prices, cfg.models.max_tokens)),
-                            replay=replay, seeded=answers_from_seed)
+                            cost=CostPolicy(cfg.budget.max_cost, *cost_functions(ctx.prices, cfg.models.max_tokens)),
+                            replay=ctx.replay, seeded=answers_from_seed)
         with progress:
             try:
                 coord.run(should_stop=lambda: interrupted or cluster.failed)
@@ -351,7 +361,7 @@ def _search(cfg: RunConfig, run_dir: Path, store: RunStore, search: SearchPolicy
         summary["schedule_library_error"] = str(exc)
     try:
         return save_results(run_dir, store, summary, best.code if best else None,
-                            "best" + target_info(cfg.task.target).kernel_suffix)
+                            "best" + ctx.info.kernel_suffix)
     except sqlite3.Error as exc:
         raise RunError(f"the run finished and wrote its best kernel, but its store could not take in what it "
                        f"recorded ({exc}): that is in {run_dir / 'run.db-wal'}; keep that file beside run.db") from None

@@ -13,7 +13,7 @@ from autocomp_zmq.agents.workers.llm.specs import ModelSpec
 from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.rundir import private_open
 from autocomp_zmq.agents.run.runflags import BUS_WORKER_OPTIONS, WORKER_OPTIONS, as_args, option_pairs
-from autocomp_zmq.hw_runners import get_target
+from autocomp_zmq.hw_runners.base import Target
 
 ROOT = Path(__file__).resolve().parents[2]   # holds launch.py: the checkout, or site-packages when installed
 
@@ -75,13 +75,12 @@ def keyless_env(named: set[str] = frozenset(), passed: list[str] | tuple[str, ..
     return {k: v for k, v in os.environ.items() if kept(k)}
 
 
-def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str,
-                       specs: dict[str, list[ModelSpec]]) -> list[subprocess.Popen]:
+def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str, specs: dict[str, list[ModelSpec]],
+                       target: Target) -> list[subprocess.Popen]:
     """Evaluators (by default one per core or device, as the target declares); for each offline model of a role
     (an agent implementation named like `heuristic`), `--planners/--coders/--repairers` processes of that
     implementation; and one LLM agent per role serving that role's hosted models (many calls at once: they
     mostly wait). No repairer when --max-repairs is 0."""
-    target = get_target(cfg.task.target, **cfg.task.target_options)
     local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
     if cfg.local.evaluators is None and cfg.cluster.slurm:
         local_evals = 0      # the evaluators are Slurm tasks: this host's cores are the coordinator's and agents'

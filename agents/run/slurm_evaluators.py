@@ -12,7 +12,7 @@ from autocomp_zmq.agents.run.runflags import evaluator_args, option_pairs
 from autocomp_zmq.cluster import slurm
 from autocomp_zmq.cluster.evaluators import EvaluatorJob, Submitted, connect_address, warn_unless_one_per_device
 from autocomp_zmq.cluster.slurm import SlurmError
-from autocomp_zmq.hw_runners.base import target_info
+from autocomp_zmq.hw_runners.base import TargetInfo
 
 log = structlog.get_logger("cluster.evaluators")
 
@@ -27,7 +27,7 @@ def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
                         name=f"autocomp-{run_dir.name}", output=str(run_dir / "logs" / "slurm-%j.out"))
 
 
-def preflight(cfg) -> None:
+def preflight(cfg, info: TargetInfo) -> None:
     """Before a run creates anything: Slurm's commands are there and slurmctld would take the job as asked."""
     if not cfg.cluster.slurm:
         return
@@ -35,7 +35,7 @@ def preflight(cfg) -> None:
         raise SlurmError(f"Slurm tasks connect over TCP: --bind {cfg.bus.bind} is not tcp://HOST:PORT")
     for tool in ("sbatch", "squeue", "scancel"):
         slurm.require(tool)
-    warn_unless_one_per_device(target_info(cfg.task.target).evaluators, cfg.cluster.slurm_option)
+    warn_unless_one_per_device(info.evaluators, cfg.cluster.slurm_option)
     job = EvaluatorJob(tasks=cfg.cluster.slurm, host="head", port="1", secret=Path("secret"),
                        options=list(cfg.cluster.slurm_option))
     slurm.check(job.sbatch_args(), job.environment(keyless_env(passed=cfg.local.pass_env), worker_argv()))

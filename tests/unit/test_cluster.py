@@ -20,6 +20,7 @@ from autocomp_zmq.agents.run import slurm_evaluators
 from autocomp_zmq.agents.run.slurm_evaluators import run_job
 from autocomp_zmq.cluster.evaluators import EvaluatorJob, Submitted, connect_address
 from autocomp_zmq.cluster.slurm import SlurmError
+from autocomp_zmq.hw_runners.base import target_info
 
 
 def test_slurm_options_are_declared_once_in_the_cluster_section():
@@ -69,7 +70,7 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
 def test_agents_without_model_keys_get_an_allowlisted_environment(monkeypatch):
     """Before, only names ending in _API_KEY, _TOKEN or _SECRET were dropped: AWS_SECRET_ACCESS_KEY and
     MY_DB_PASSWORD reached the evaluators and the Slurm tasks."""
-    from autocomp_zmq.agents.run.localagents import keyless_env, worker_argv
+    from autocomp_zmq.agents.run.localagents import keyless_env
     for name, value in {"AWS_SECRET_ACCESS_KEY": "a", "MY_DB_PASSWORD": "b", "OPENAI_API_KEY": "c", "HF_TOKEN": "d",
                         "RANDOM_SETTING": "e", "SLURM_CONF": "/etc/slurm.conf", "CUDA_VISIBLE_DEVICES": "0",
                         "AUTOCOMP_LOG_LEVEL": "INFO", "NEURON_RT_API_KEY": "f", "LICENSE_SERVER": "g",
@@ -156,7 +157,7 @@ def test_sbatch_errors_are_one_line_in_slurms_words():
 
 def test_without_slurm_nothing_is_submitted_or_checked():
     cfg = RunConfig.of()
-    slurm_evaluators.preflight(cfg)          # no sbatch needed
+    slurm_evaluators.preflight(cfg, target_info(cfg.task.target))    # no sbatch needed
     assert slurm_evaluators.start(cfg, None, "tcp://127.0.0.1:1", set()).job_id is None
 
 
