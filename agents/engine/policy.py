@@ -169,6 +169,7 @@ class RunRecord(Protocol):
 
 
 POLICIES = {"beam": "autocomp_zmq.agents.engine.search:BeamSearch"}
+DEFAULT_POLICY = "beam"
 
 
 class UnknownPolicyError(ValueError):

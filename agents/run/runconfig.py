@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 import psutil
 
-from autocomp_zmq.agents.engine.policy import SearchSettings, UnknownPolicyError, config_class, policy_class
+from autocomp_zmq.agents.engine.policy import (DEFAULT_POLICY, SearchSettings, UnknownPolicyError, config_class,
+                                               policy_class)
 from autocomp_zmq.agents.run.configtext import explain
 from autocomp_zmq.agents.workers.llm.specs import BATCH_LOOK_S, MAX_WAIT_S
 from autocomp_zmq.protocols.control import MAX_LEASE_S
@@ -79,7 +80,7 @@ OPTIONS: dict[str, tuple[str, dict]] = {name: (section, decl) for section, cls i
 LEGACY_KEYS = {"models": "model", "code_models": "code_model", "search": "policy"}   # names of earlier versions
 
 
-def policy_options(policy: str = "beam") -> dict[str, tuple[Any, dict]]:
+def policy_options(policy: str = DEFAULT_POLICY) -> dict[str, tuple[Any, dict]]:
     """A policy's own options (name -> (type, declaration)): the fields its Config adds to SearchSettings."""
     shared = set(SearchSettings.__struct_fields__)
     declared = declared_options(config_class(policy_class(policy)))

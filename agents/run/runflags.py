@@ -12,8 +12,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from autocomp_zmq.agents.engine.policy import DEFAULT_POLICY, config_class, policy_class
 from autocomp_zmq.agents.run.runconfig import (SECTIONS, ConfigError, RunConfig, declared_options, flag_of,
                                            policy_options)
+
+POLICY_PANEL = f"search: {DEFAULT_POLICY}"     # the --help panel of the default policy's own options
 
 # every worker takes the run's heartbeat and when to give up (its liveness comes in the coordinator's welcome);
 # model workers also take the model-call options
@@ -24,12 +27,13 @@ WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temper
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:
     """(name, plain type, declaration, default, section) of the options a command offers as flags, in
-    declaration order: every section's, then the built-in beam policy's own (section "search: beam")."""
-    from autocomp_zmq.agents.engine.policy import config_class, policy_class
+    declaration order: every section's, then the default policy's own (section "search: beam"). Only the default
+    policy's options are flags: the flags exist before --search is read, so another policy's options are given
+    as --search-option NAME=VALUE or in [search.options]."""
     specs = [(name, hint, decl, cls, section) for section, cls in SECTIONS.items()
              for name, (hint, decl) in declared_options(cls).items()]
-    beam = config_class(policy_class("beam"))
-    specs += [(name, hint, decl, beam, "search: beam") for name, (hint, decl) in policy_options("beam").items()
+    default = config_class(policy_class(DEFAULT_POLICY))
+    specs += [(name, hint, decl, default, POLICY_PANEL) for name, (hint, decl) in policy_options().items()
               if decl.get("help")]
     return [(name, plain_type(hint), decl, _default(cls, name), section)
             for name, hint, decl, cls, section in specs if names is None or name in names]
@@ -37,7 +41,7 @@ def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, di
 
 def help_panels() -> list[str]:
     """The sections in the order --help shows them: a policy's own options right after the search section."""
-    return [name for section in SECTIONS for name in (section, "search: beam" if section == "search" else None)
+    return [name for section in SECTIONS for name in (section, POLICY_PANEL if section == "search" else None)
             if name]
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from autocomp_zmq.agents.engine.options import EXTEND, FIXED, LOCAL, SECURITY, bounded, opt  # noqa: F401 - re-exported
+from autocomp_zmq.agents.engine.policy import DEFAULT_POLICY
 from autocomp_zmq.protocols.control import MAX_LEASE_S
 
 EVALUATORS_PER_CORE = 4        # more evaluators than this per core only queue for the CPU
@@ -60,7 +61,7 @@ class Task(_Section):
 class Search(_Section):
     """How the search explores: its policy (and the policy's own options), its seed, its repairs."""
     policy: Annotated[str, opt("Search policy: beam (the paper's beam search) or one a plug-in registers in the "
-                               "autocomp_zmq.policies entry-point group.", metavar="NAME", flag="--search")] = "beam"
+                               "autocomp_zmq.policies entry-point group.", metavar="NAME", flag="--search")] = DEFAULT_POLICY
     seed: Annotated[int, opt("Seed of every random choice of the search.", metavar=N)] = 0
     max_repairs: Annotated[bounded(int, ge=0), opt("Repair attempts per failed candidate.", metavar=N)] = 1
     options: dict[str, Any] = msgspec.field(default_factory=dict)   # the policy's section: its Config's own fields
