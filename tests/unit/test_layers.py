@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,10 @@ def test_every_agents_package_says_what_it_owns():
     packages = [p for p in (ROOT / "agents").rglob("__init__.py") if "__pycache__" not in p.parts]
     missing = [str(p.relative_to(ROOT)) for p in packages if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing, f"packages without a docstring: {missing}"
+
+
+def test_the_rules_are_layers_without_a_cycle():
+    """Each unit only below the units that may import it: a cycle in the table would let two packages import
+    each other again."""
+    graph = {importer: set(imported) - {importer} for importer, imported in RULES["may_import"].items()}
+    TopologicalSorter(graph).prepare()      # raises CycleError naming the cycle
