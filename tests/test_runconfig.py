@@ -8,7 +8,7 @@ import pytest
 
 from autocomp_zmq.agents.engine.failures import FailureTally, reason_of
 from autocomp_zmq.agents.run.runconfig import (OPTIONS, ConfigError, RunConfig, build, flat_view, from_toml,
-                                           max_local_evaluators, merge, resume_config, sectioned)
+                                               max_local_evaluators, merge, resume_config, sectioned)
 from autocomp_zmq.agents.run.outcome import model_verdict
 from autocomp_zmq.agents.store import RunStore
 

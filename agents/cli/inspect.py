@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autocomp_zmq.agents.views.callprint import (calls_json, print_calls, print_candidate, print_one_call, unpriced_note,
-                                           usage_table)
+from autocomp_zmq.agents.views.callprint import (calls_json, print_calls, print_candidate, print_one_call,
+                                                 unpriced_note, usage_table)
 from autocomp_zmq.agents.views.callview import CandidateIndex, combined
 from autocomp_zmq.agents.console import NOOP_NOTE, duration_text
-from autocomp_zmq.agents.views.runview import RunView, RunViewError, clip, connect, latency_unit, list_runs, load, plural
+from autocomp_zmq.agents.views.runview import (RunView, RunViewError, clip, connect, latency_unit, list_runs, load,
+                                               plural)
 
 RUNS_DIR = Path("runs")   # where `run` puts runs without --out (relative to the working directory)
 RunDirArg = Annotated[Path, typer.Argument(help="Run directory (the --out of `run`).", metavar="RUN_DIR",

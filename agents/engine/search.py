@@ -22,8 +22,8 @@ from typing import Annotated, Any
 
 from autocomp_zmq.agents.engine.allocation import ModelAllocation
 from autocomp_zmq.agents.engine.fullcheck import FullChecks
-from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash, content_id,
-                                        eval_job, never_seeded, seed_of)
+from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash,
+                                               content_id, eval_job, never_seeded, seed_of)
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,

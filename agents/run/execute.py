@@ -23,7 +23,8 @@ from autocomp_zmq.agents.engine.coordinator import Coordinator, CostPolicy, Leas
 from autocomp_zmq.agents.run.localagents import key_variables, spawn_local_agents, stop_agents
 from autocomp_zmq.agents.workers.llm.pricing import cost_functions
 from autocomp_zmq.agents.workers import registry
-from autocomp_zmq.agents.workers.llm.specs import SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys, parse_spec
+from autocomp_zmq.agents.workers.llm.specs import (SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys,
+                                                   parse_spec)
 from autocomp_zmq.agents.run.outcome import save_results, summarize
 from autocomp_zmq.agents.run.context import Display, Resumed, RunContext
 from autocomp_zmq.agents.run.progress import Progress
@@ -31,9 +32,9 @@ from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, flat_view,
 from autocomp_zmq.agents.run.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
 from autocomp_zmq.agents.run import problemsource
 from autocomp_zmq.agents.run import reuse
-from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_sampling, evaluate_start, menu_of,
-                                          no_offline_moves, open_store, prior_of, read_kernel, reused_trace,
-                                          run_prices, start_code)
+from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_sampling, evaluate_start,
+                                              menu_of, no_offline_moves, open_store, prior_of, read_kernel,
+                                              reused_trace, run_prices, start_code)
 from autocomp_zmq.agents.store import STORE_FORMAT, RunStore, last_iteration
 from autocomp_zmq.agents.engine.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
@@ -91,7 +92,8 @@ def _check_local_agent(role: str, spec: ModelSpec) -> None:
 def _preflight(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
     if cfg.models.replay or not cfg.models.preflight:
         return
-    from autocomp_zmq.agents.workers.llm.preflight import check_endpoints   # imports the SDKs: only when a model is hosted
+    # imports the SDKs: only when a model is hosted
+    from autocomp_zmq.agents.workers.llm.preflight import check_endpoints
     hosted = [s for role_specs in specs.values() for s in role_specs if not s.offline]
     if hosted:
         problems = check_endpoints(hosted)

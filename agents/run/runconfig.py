@@ -38,8 +38,9 @@ class RunConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     @property
     def model_lease_s(self) -> float:
-        """A model job's lease, unless set explicitly: its two calls (agents/workers/llm/agent.py: a cut-off answer is asked
-        again), each tried retries + 1 times, with the longest wait between tries (agents/workers/llm/faults.py)."""
+        """A model job's lease, unless set explicitly: its two calls (agents/workers/llm/agent.py: a cut-off answer
+        is asked again), each tried retries + 1 times, with the longest wait between tries
+        (agents/workers/llm/faults.py)."""
         m = self.models
         tries = m.call_retries + 1
         if m.llm_lease_s is not None:

@@ -14,7 +14,7 @@ import msgspec
 
 from autocomp_zmq.agents.engine.policy import DEFAULT_POLICY, config_class, policy_class
 from autocomp_zmq.agents.run.runconfig import (SECTIONS, ConfigError, RunConfig, declared_options, flag_of,
-                                           policy_options)
+                                               policy_options)
 
 POLICY_PANEL = f"search: {DEFAULT_POLICY}"     # the --help panel of the default policy's own options
 

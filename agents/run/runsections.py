@@ -61,7 +61,8 @@ class Task(_Section):
 class Search(_Section):
     """How the search explores: its policy (and the policy's own options), its seed, its repairs."""
     policy: Annotated[str, opt("Search policy: beam (the paper's beam search) or one a plug-in registers in the "
-                               "autocomp_zmq.policies entry-point group.", metavar="NAME", flag="--search")] = DEFAULT_POLICY
+                               "autocomp_zmq.policies entry-point group.", metavar="NAME",
+                               flag="--search")] = DEFAULT_POLICY
     seed: Annotated[int, opt("Seed of every random choice of the search.", metavar=N)] = 0
     max_repairs: Annotated[bounded(int, ge=0), opt("Repair attempts per failed candidate.", metavar=N)] = 1
     options: dict[str, Any] = msgspec.field(default_factory=dict)   # the policy's section: its Config's own fields

@@ -48,7 +48,8 @@ def start(cfg, run_dir: Path, endpoint: str, named_keys: set[str]) -> Submitted:
     job = run_job(cfg, run_dir, endpoint)
 
     def submit() -> str:
-        job_id = slurm.submit(job.sbatch_args(), job.environment(keyless_env(named_keys, cfg.local.pass_env), worker_argv()))
+        env = job.environment(keyless_env(named_keys, cfg.local.pass_env), worker_argv())
+        job_id = slurm.submit(job.sbatch_args(), env)
         log.info("slurm_submitted", job=job_id, tasks=job.tasks, connect=f"tcp://{job.host}:{job.port}",
                  options=job.options)
         return job_id

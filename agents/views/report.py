@@ -12,8 +12,8 @@ import math
 import time
 from html import escape
 
-from autocomp_zmq.agents.views.report_cands import (CSS as CANDIDATE_CSS, DIFF_ADD, DIFF_DEL, LINEAGE_DIFF_LINES, candidates_section,
-                                 diff_html)
+from autocomp_zmq.agents.views.report_cands import (CSS as CANDIDATE_CSS, DIFF_ADD, DIFF_DEL, LINEAGE_DIFF_LINES,
+                                                    candidates_section, diff_html)
 from autocomp_zmq.agents.views.callprint import unpriced_note
 from autocomp_zmq.agents.views.callview import combined
 from autocomp_zmq.agents.views.runview import Node, RunView, clip, plural

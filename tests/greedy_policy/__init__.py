@@ -9,8 +9,8 @@ import random
 from collections import deque
 from typing import Annotated
 
-from autocomp_zmq.agents.engine.policy import (Job, Kernel, RunRecord, SearchSettings, SearchSummary, content_id, eval_job,
-                                        never_seeded, seed_of)
+from autocomp_zmq.agents.engine.policy import (Job, Kernel, RunRecord, SearchSettings, SearchSummary, content_id,
+                                               eval_job, never_seeded, seed_of)
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.protocols.jobs import CodeRequest, EvalReport, Parent, PlanRequest
 

@@ -4,10 +4,10 @@ other go in one batch: OpenAI's (the requests uploaded as a JSONL file, a batch 
 files read once it ends) or Anthropic's Message Batches (the requests in one call, the results read once it ends).
 
 A call's request is the one a direct call sends and its answer is read by the same functions
-(agents/workers/llm/providers.py), so it comes back as the same Completion, priced at the "batch" tier. A request the batch
-did not run (it errored, or the batch expired or was cancelled first) raises BatchError, which is not billed. Looking
-at a batch costs nothing: a look that fails is tried again after a wait, for as long as the batch may run; a batch
-that can no longer be looked at may still run, so its calls are lost with billing unknown.
+(agents/workers/llm/providers.py), so it comes back as the same Completion, priced at the "batch" tier. A request the
+batch did not run (it errored, or the batch expired or was cancelled first) raises BatchError, which is not billed.
+Looking at a batch costs nothing: a look that fails is tried again after a wait, for as long as the batch may run; a
+batch that can no longer be looked at may still run, so its calls are lost with billing unknown.
 """
 from __future__ import annotations
 
