@@ -18,14 +18,14 @@ from rich.table import Table
 
 if __name__ == "__main__" and importlib.util.find_spec("autocomp_zmq") is None:
     # a checkout that was never installed: its folder is the autocomp_zmq package (agents/ is autocomp_zmq.agents),
-    # and workers are started by this file's path rather than by module (agents/localagents.py: worker_argv)
+    # and workers are started by this file's path rather than by module (agents/run/localagents.py: worker_argv)
     _package = types.ModuleType("autocomp_zmq")
     _package.__path__ = [str(Path(__file__).resolve().parent)]
     _package.__checkout__ = True
     sys.modules["autocomp_zmq"] = _package
 
-from autocomp_zmq.agents import logsetup
-from autocomp_zmq.agents.runflags import WORKER_OPTIONS
+from autocomp_zmq.agents.run import logsetup
+from autocomp_zmq.agents.run.runflags import WORKER_OPTIONS
 from autocomp_zmq.agents.console import NOOP_NOTE, latency_text, make_console
 from autocomp_zmq.hw_runners import get_target, target_names
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
@@ -91,9 +91,9 @@ def evaluate(kernel: Annotated[str, typer.Argument(help="Kernel source file, '-'
              ) -> None:
     """Evaluate one kernel: compile, check against the reference, measure.
     Exit status: 0 correct, 1 incorrect or failed, 2 usage error."""
-    from autocomp_zmq.agents.problemsource import ProblemSourceError, load, read_definition, settle
-    from autocomp_zmq.agents.runconfig import ConfigError
-    from autocomp_zmq.agents.runflags import option_values
+    from autocomp_zmq.agents.run.problemsource import ProblemSourceError, load, read_definition, settle
+    from autocomp_zmq.agents.run.runconfig import ConfigError
+    from autocomp_zmq.agents.run.runflags import option_values
     if timeout is not None and not timeout > 0:
         _fail(f"--timeout must be > 0 seconds, not {timeout}")
     if problem is None and problem_file is None:
@@ -152,7 +152,7 @@ def with_config_options(names: tuple[str, ...] | None = None):
     option is declared once, in its section of RunConfig (name, type, default, help, extra flags), and is the
     same key in a --config TOML file. The command receives them in **options, None where not given."""
     from rich.markup import escape
-    from autocomp_zmq.agents.runflags import cli_options, flag_of, help_panels, shown_default
+    from autocomp_zmq.agents.run.runflags import cli_options, flag_of, help_panels, shown_default
 
     def deco(fn):
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
@@ -200,9 +200,9 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
         **options) -> None:
     """Optimize a kernel: beam search over plans and code from the agents."""
     given = {k: v for k, v in options.items() if v is not None}
-    from autocomp_zmq.agents.run import RunError, execute
-    from autocomp_zmq.agents.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
-    from autocomp_zmq.agents.runflags import option_values
+    from autocomp_zmq.agents.run.execute import RunError, execute
+    from autocomp_zmq.agents.run.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
+    from autocomp_zmq.agents.run.runflags import option_values
     # warnings before the run directory exists (a model without a price, ...) are lines on the terminal, as the
     # run's own are, never raw JSON records above an error line
     logsetup.to_run_dir(None, err)
@@ -223,7 +223,7 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
 
 
 def _print_summary(summary: dict) -> None:
-    from autocomp_zmq.agents.outcome import end_line
+    from autocomp_zmq.agents.run.outcome import end_line
     if summary.get("rescued_to"):
         err.print(f"warning: {summary['rescue_reason']}; the results and the run store were saved to "
                   f"{summary['rescued_to']}", markup=False, style="yellow")
@@ -292,9 +292,9 @@ def worker(
     **options,
 ) -> None:
     """Serve jobs of one role for a running coordinator (this host or another)."""
-    from autocomp_zmq.agents import registry
-    from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
-    from autocomp_zmq.agents.worker import GaveUp, serve
+    from autocomp_zmq.agents.workers import registry
+    from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig
+    from autocomp_zmq.agents.workers.worker import GaveUp, serve
     from autocomp_zmq.bus.auth import SecretError, load_secret
     from autocomp_zmq.bus.curve import load_public_key
     from autocomp_zmq.bus.timing import BusTiming
@@ -304,8 +304,8 @@ def worker(
         cfg = RunConfig.of(**{k: v for k, v in options.items() if v is not None})   # checks types and ranges
         key = load_secret(secret_file)
         server_key = load_public_key(curve_server_key) if curve_server_key else None
-        from autocomp_zmq.agents.llm.specs import CallOptions
-        from autocomp_zmq.agents.runflags import option_values
+        from autocomp_zmq.agents.workers.llm.specs import CallOptions
+        from autocomp_zmq.agents.run.runflags import option_values
         offered = {"target": target, "target_options": option_values(target_option or [], "--target-option"),
                    "models": model or [], "latency_s": latency or 0.0, "jitter": jitter or 0.0,
                    "latency_dist": latency_dist or "uniform",
@@ -362,9 +362,9 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
                       highlight=False)
 
 
-from autocomp_zmq.agents.inspect_cli import register as _register_inspect  # noqa: E402
-from autocomp_zmq.agents.problems_cli import register as _register_problems  # noqa: E402
-from autocomp_zmq.cluster.cli import register as _register_cluster  # noqa: E402
+from autocomp_zmq.agents.cli.inspect import register as _register_inspect  # noqa: E402
+from autocomp_zmq.agents.cli.problems import register as _register_problems  # noqa: E402
+from autocomp_zmq.agents.cli.cluster import register as _register_cluster  # noqa: E402
 _register_problems(app, console, err, _fail, _target)   # problems (listing, checking, importing KernelBench)
 _register_inspect(app, console, err)
 _register_cluster(app, console, _fail, with_config_options)   # secret, workers

@@ -1,7 +1,7 @@
 """Imported first by every bench script, so that `python bench/<script>.py` runs from any directory in a checkout
 that was never installed, as `python launch.py` does: there the checkout's folder is bound as the autocomp_zmq
 package (agents/ is autocomp_zmq.agents) and the runs a script starts start their workers by launch.py's path
-(agents/localagents.py: worker_argv). Where autocomp_zmq is installed (`pip install -e .`), that install is used.
+(agents/run/localagents.py: worker_argv). Where autocomp_zmq is installed (`pip install -e .`), that install is used.
 The repository root goes on sys.path too, for the scripts' `tests.*` and `bench.*` imports.
 
 A script imports it as `_checkout` when run as a file (its folder, bench/, is sys.path[0]) and as `bench._checkout`

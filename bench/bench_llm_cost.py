@@ -35,9 +35,9 @@ else:
 from rich.console import Console   # noqa: E402
 from rich.table import Table   # noqa: E402
 
-from autocomp_zmq.agents.llm.pricing import PriceBook, Usage   # noqa: E402
-from autocomp_zmq.agents.llm.specs import parse_spec   # noqa: E402
-from autocomp_zmq.agents.runstore import candidate_rows   # noqa: E402
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, Usage   # noqa: E402
+from autocomp_zmq.agents.workers.llm.specs import parse_spec   # noqa: E402
+from autocomp_zmq.agents.store import candidate_rows   # noqa: E402
 from tests.llm.fake_servers import FakeLLM, Reply, tokens   # noqa: E402
 
 PLAN_TEXT = ("Restructure the loop nest around {option}: keep the operand that is reused most resident in the "

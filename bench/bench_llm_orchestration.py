@@ -30,11 +30,11 @@ else:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from autocomp_zmq.agents import logsetup  # noqa: E402
-from autocomp_zmq.agents.coordinator import Coordinator  # noqa: E402
-from autocomp_zmq.agents.llm.prompts import render  # noqa: E402
-from autocomp_zmq.agents.runstore import RunStore  # noqa: E402
-from autocomp_zmq.agents.search import BeamConfig, BeamSearch  # noqa: E402
+from autocomp_zmq.agents.run import logsetup  # noqa: E402
+from autocomp_zmq.agents.engine.coordinator import Coordinator  # noqa: E402
+from autocomp_zmq.agents.workers.llm.prompts import render  # noqa: E402
+from autocomp_zmq.agents.store import RunStore  # noqa: E402
+from autocomp_zmq.agents.engine.search import BeamConfig, BeamSearch  # noqa: E402
 from tests.llm.fake_servers import FakeLLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

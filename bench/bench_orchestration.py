@@ -29,12 +29,12 @@ else:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from autocomp_zmq.agents import logsetup  # noqa: E402
-from autocomp_zmq.agents.coordinator import Coordinator  # noqa: E402
-from autocomp_zmq.agents.llm.specs import answers_from_seed  # noqa: E402
-from autocomp_zmq.agents.runstore import RunStore  # noqa: E402
-from autocomp_zmq.agents.search import BeamSearch, BeamConfig  # noqa: E402
-from autocomp_zmq.agents.synthetic import synthetic_latency  # noqa: E402
+from autocomp_zmq.agents.run import logsetup  # noqa: E402
+from autocomp_zmq.agents.engine.coordinator import Coordinator  # noqa: E402
+from autocomp_zmq.agents.workers.llm.specs import answers_from_seed  # noqa: E402
+from autocomp_zmq.agents.store import RunStore  # noqa: E402
+from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig  # noqa: E402
+from autocomp_zmq.agents.workers.synthetic import synthetic_latency  # noqa: E402
 from autocomp_zmq.bus.auth import create_secret  # noqa: E402
 from autocomp_zmq.bus.router import Router  # noqa: E402
 from autocomp_zmq.bus.timing import BusTiming  # noqa: E402

@@ -39,8 +39,8 @@ else:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from autocomp_zmq.agents import logsetup  # noqa: E402
-from autocomp_zmq.agents.run import RunConfig, execute  # noqa: E402
+from autocomp_zmq.agents.run import logsetup  # noqa: E402
+from autocomp_zmq.agents.run.execute import RunConfig, execute  # noqa: E402
 from autocomp_zmq.hw_runners import get_target  # noqa: E402
 
 

@@ -6,7 +6,7 @@ local model provider, at the same search settings, with evaluations that take th
 
 This project's side is `python launch.py run --problem gemm-256x256x256 --model openai-compat@URL/v1:bench` with
 `--evaluators 0` and W synthetic evaluators (`launch.py worker --role evaluator --impl synthetic --latency E`,
-agents/synthetic.py) connected to it. Autocomp's side is its own beam search (autocomp/search/search.py:
+agents/workers/synthetic.py) connected to it. Autocomp's side is its own beam search (autocomp/search/search.py:
 BeamSearchStrategy, built as autocomp/search/run_search.py main() builds it, with its defaults for everything the
 shape does not set) run by a small driver in a subprocess from a copy extracted to a temporary directory from
 --autocomp-src (a git mirror; default /work/.mirror/ucb-bar+autocomp/repo), with its Gemmini agent on its
@@ -19,7 +19,7 @@ Substituted on Autocomp's side, and why: its Gemmini backend needs Chipyard and 
 which is here. The driver replaces GemminiEvalBackend with a stand-in through Autocomp's backend interface
 (autocomp/backend/eval_backend.py: evaluate_code), so that its search loop, prompts, LLM calls and bookkeeping run
 as written: each candidate takes E seconds on W slots at once (W = --evaluators, this project's evaluator count; a
-batch is evaluated at once, as Autocomp's backends do) and is correct, with the cycles agents/synthetic.py gives.
+batch is evaluated at once, as Autocomp's backends do) and is correct, with the cycles agents/workers/synthetic.py gives.
 Its wandb logging is off (WANDB_MODE=disabled, as Autocomp's README runs its tests). Nothing extracted is edited.
 
 The provider is tests/llm/fake_servers.py's FakeLLM answering after bench_llm_orchestration.py's delays (plans 2-4 s,
@@ -86,7 +86,7 @@ from autocomp.backend.eval_backend import EvalBackend
 from autocomp.hw_config import GemminiHardwareConfig
 from autocomp.search.prob import Prob
 
-def cycles(code):  # what agents/synthetic.py's SyntheticEvaluator reports for this code
+def cycles(code):  # what agents/workers/synthetic.py's SyntheticEvaluator reports for this code
     return 1_000_000 - (int(hashlib.sha256(code.encode()).hexdigest()[:8], 16) % 900_000)
 
 class StandIn(EvalBackend):
@@ -126,7 +126,7 @@ pathlib.Path(cfg["result"]).write_text(json.dumps({"evals": StandIn.evaluated}))
 
 
 def cycles(code: str) -> int:
-    """The latency agents/synthetic.py's SyntheticEvaluator reports for a kernel (the driver's stand-in copies it)."""
+    """The latency agents/workers/synthetic.py's SyntheticEvaluator reports for a kernel (the driver's stand-in copies it)."""
     return 1_000_000 - (int(hashlib.sha256(code.encode()).hexdigest()[:8], 16) % 900_000)
 
 

@@ -21,9 +21,9 @@ else:
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from autocomp_zmq.agents.heuristic import unsupported  # noqa: E402
-from autocomp_zmq.agents.problemsource import wire  # noqa: E402
-from autocomp_zmq.agents.run import RunError  # noqa: E402
+from autocomp_zmq.agents.workers.heuristic import unsupported  # noqa: E402
+from autocomp_zmq.agents.run.problemsource import wire  # noqa: E402
+from autocomp_zmq.agents.run.execute import RunError  # noqa: E402
 
 BUDGETS = (25, 50, 100)
 

@@ -159,7 +159,7 @@ class Dealer:
             self.gave_up = (f"gave up on {self.connect_to}: no coordinator answered for "
                             f"{now - self._reached:.0f} s (" + (f"{watch.dropped}; " if watch.dropped else "") +
                             "its run may have ended; --unreachable-s sets how long a worker waits)")
-        if self.gave_up:             # said once, by whoever runs the agent (agents/worker.py GaveUp)
+        if self.gave_up:             # said once, by whoever runs the agent (agents/workers/worker.py GaveUp)
             self.last_problem = self.gave_up
             return
         if self.failed_handshakes < self.timing.warn_after_failed_handshakes and why is None:

@@ -1,3 +1,4 @@
 """Workers on a cluster: the Slurm template (`evaluators.sbatch`, package data), submitting and cancelling its jobs
-through Slurm's own commands (`slurm.py`), the evaluator jobs of a run (`evaluators.py`) and the `secret` and
-`workers` commands (`cli.py`)."""
+through Slurm's own commands (`slurm.py`) and the evaluator jobs (`evaluators.py`). It knows nothing of a run's
+options: agents/run/slurm_evaluators.py builds a run's job and agents/cli/cluster.py the `secret` and `workers`
+commands."""

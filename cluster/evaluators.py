@@ -51,9 +51,9 @@ class EvaluatorJob:
         return [f"--ntasks={self.tasks}", f"--job-name={self.name}", "--export=ALL", "--no-requeue", *out,
                 *self.options, str(slurm.TEMPLATE)]
 
-    def environment(self, base: dict[str, str]) -> dict[str, str]:
-        from autocomp_zmq.agents.localagents import worker_argv
-        argv = worker_argv()
+    def environment(self, base: dict[str, str], argv: list[str]) -> dict[str, str]:
+        """`base` (the submitter's environment, without model keys) with what each task needs to start a worker
+        by `argv` (its command before the arguments: python -m autocomp_zmq.launch, or python path/launch.py)."""
         env = {k: v for k, v in base.items() if k not in ("CURVE_KEY", "WORKER_ARGS", "AUTOCOMP_LAUNCH")}
         env.update(HEAD=self.host, PORT=self.port, SECRET=str(self.secret), TARGET=self.target,
                    WORKER_ARGS="\n".join(self.worker_args), AUTOCOMP_PYTHON=argv[0])
@@ -155,46 +155,3 @@ class Submitted:
                     note=f"the evaluators' job left the queue before the run ended (its output: {output}); submitted "
                          f"again as job {self.job_id} ({self.resubmits_left} more time(s) at most)")
         return True
-
-
-def run_job(cfg, run_dir: Path, endpoint: str) -> EvaluatorJob:
-    """The job of a run's `--slurm N` evaluators, for the endpoint the coordinator bound."""
-    from autocomp_zmq.agents.runflags import evaluator_args, option_pairs
-    host, port = connect_address(endpoint)
-    args = evaluator_args(cfg, option_pairs(cfg.task.target_options))
-    return EvaluatorJob(tasks=cfg.cluster.slurm, host=host, port=port, secret=run_dir / "secret",
-                        curve_key=run_dir / "curve" / "server.key" if cfg.bus.curve else None,
-                        target=cfg.task.target, worker_args=args, options=list(cfg.cluster.slurm_option),
-                        name=f"autocomp-{run_dir.name}", output=str(run_dir / "logs" / "slurm-%j.out"))
-
-
-def preflight(cfg) -> None:
-    """Before a run creates anything: Slurm's commands are there and slurmctld would take the job as asked."""
-    if not cfg.cluster.slurm:
-        return
-    from autocomp_zmq.agents.localagents import keyless_env
-    from autocomp_zmq.hw_runners.base import target_info
-    if not cfg.bus.bind.startswith("tcp://"):
-        raise SlurmError(f"Slurm tasks connect over TCP: --bind {cfg.bus.bind} is not tcp://HOST:PORT")
-    for tool in ("sbatch", "squeue", "scancel"):
-        slurm.require(tool)
-    warn_unless_one_per_device(target_info(cfg.task.target).evaluators, cfg.cluster.slurm_option)
-    job = EvaluatorJob(tasks=cfg.cluster.slurm, host="head", port="1", secret=Path("secret"),
-                       options=list(cfg.cluster.slurm_option))
-    slurm.check(job.sbatch_args(), job.environment(keyless_env(passed=cfg.local.pass_env)))
-
-
-def start(cfg, run_dir: Path, endpoint: str, named_keys: set[str]) -> Submitted:
-    """Submit the run's evaluators (nothing without --slurm)."""
-    if not cfg.cluster.slurm:
-        return Submitted()
-    from autocomp_zmq.agents.localagents import keyless_env
-    job = run_job(cfg, run_dir, endpoint)
-
-    def submit() -> str:
-        job_id = slurm.submit(job.sbatch_args(), job.environment(keyless_env(named_keys, cfg.local.pass_env)))
-        log.info("slurm_submitted", job=job_id, tasks=job.tasks, connect=f"tcp://{job.host}:{job.port}",
-                 options=job.options)
-        return job_id
-    job_id = submit()
-    return Submitted(job_id, job.output.replace("%j", job_id), resubmit=submit)

@@ -1,6 +1,6 @@
 """The one reader of a target's prompt pack (isa.md, rules.md, menu.toml and the example kernels) as an ISA
-profile and a problem family see it. The LLM prompts (agents/llm/prompts.py) and a run's menu
-(agents/runstart.py) both read the pack here, so a profile hides the same sections, list items, menu options
+profile and a problem family see it. The LLM prompts (agents/workers/llm/prompts.py) and a run's menu
+(agents/run/runstart.py) both read the pack here, so a profile hides the same sections, list items, menu options
 and examples everywhere."""
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ class Plan(Payload, frozen=True):
     text: Text
     option_id: Name                     # "" for a plan that names no option (free text)
     params: dict[str, Any] = {}
-    # how a model's answer named its option (agents/llm/parse.py): "option line", "prose", "off menu" (an option
+    # how a model's answer named its option (agents/workers/llm/parse.py): "option line", "prose", "off menu" (an option
     # of the target not offered in this step) or "free text"; "" for an agent that picks from the menu itself
     choice: Name = ""
 
@@ -227,7 +227,7 @@ class Failure(Payload):
 
 Request = Union[PlanRequest, CodeRequest, RepairRequest, EvalRequest]
 Answer = Union[PlanResult, CodeResult, EvalReport]
-# "check": an evaluation on every output element before a kernel becomes a parent (agents/fullcheck.py), sent to
+# "check": an evaluation on every output element before a kernel becomes a parent (agents/engine/fullcheck.py), sent to
 # evaluators as an "eval" job and kept under its own kind in the run store
 REQUESTS: dict[str, type] = {"plan": PlanRequest, "code": CodeRequest, "repair": RepairRequest, "eval": EvalRequest,
                              "check": EvalRequest}

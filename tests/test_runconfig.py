@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from autocomp_zmq.agents.failures import FailureTally, reason_of
-from autocomp_zmq.agents.runconfig import (OPTIONS, ConfigError, RunConfig, build, flat_view, from_toml,
-                                           max_local_evaluators, merge, resume_config, sectioned)
-from autocomp_zmq.agents.outcome import model_verdict
-from autocomp_zmq.agents.runstore import RunStore
+from autocomp_zmq.agents.engine.failures import FailureTally, reason_of
+from autocomp_zmq.agents.run.runconfig import (OPTIONS, ConfigError, RunConfig, build, flat_view, from_toml,
+                                               max_local_evaluators, merge, resume_config, sectioned)
+from autocomp_zmq.agents.run.outcome import model_verdict
+from autocomp_zmq.agents.store import RunStore
 
 
 def test_wrong_types_are_named_errors():
@@ -176,7 +176,7 @@ def test_model_lease_covers_every_try_of_a_call():
 
 
 def test_worker_arguments_use_the_run_option_names():
-    from autocomp_zmq.agents.runflags import WORKER_OPTIONS, as_args
+    from autocomp_zmq.agents.run.runflags import WORKER_OPTIONS, as_args
     cfg = RunConfig.of(temperature=0.5, reasoning_effort="low", call_retries=1, heartbeat_s=0.2)
     args = as_args(cfg, WORKER_OPTIONS)
     assert args == ["--heartbeat-s", "0.2", "--max-refused", "5", "--unreachable-s", "600.0",
@@ -186,7 +186,7 @@ def test_worker_arguments_use_the_run_option_names():
 
 
 def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
-    from autocomp_zmq.agents.run import RunError, execute
+    from autocomp_zmq.agents.run.execute import RunError, execute
     store = RunStore(tmp_path / "run.db")       # format 1: no store_format mark, results with "cycles"
     store.set_meta("config", RunConfig().to_dict())
     store.set_meta("initial_code", "void solution() {}")
@@ -198,7 +198,7 @@ def test_a_run_store_of_an_older_format_is_not_resumed(tmp_path):
 
 
 def test_search_option_pairs_read_their_values_as_toml():
-    from autocomp_zmq.agents.runflags import option_values
+    from autocomp_zmq.agents.run.runflags import option_values
     assert option_values(["menu_size=3", "ratio=0.5", "strict=true", "label=greedy", 'name="x y"']) == \
         {"menu_size": 3, "ratio": 0.5, "strict": True, "label": "greedy", "name": "x y"}
     for bad in ("menu_size", "=3", "limits.=3"):
@@ -214,8 +214,8 @@ def test_target_options_come_from_the_file_and_the_flags_and_reach_every_evaluat
     """Target options (trainium's platform, lnc, ...) had no way in from `run`: only `eval` could set them."""
     from pathlib import Path
 
-    from autocomp_zmq.agents.localagents import agent_command
-    from autocomp_zmq.agents.runflags import option_values
+    from autocomp_zmq.agents.run.localagents import agent_command
+    from autocomp_zmq.agents.run.runflags import option_values
     path = tmp_path / "c.toml"
     path.write_text('[task]\ntarget = "trainium"\n[task.target_options]\nplatform = "trn2"\nlnc = 1\n')
     cfg = build(merge(from_toml(path), {"task": {"target_options": option_values(["lnc=2", "limits.wall_s=900"])}}))

@@ -1,11 +1,4 @@
-"""The error every offline heuristic raises for a job it cannot do (the job then fails with its message)."""
+"""Re-export of hw_runners/toolkit/errors.py (see this package's docstring)."""
+from autocomp_zmq.hw_runners.toolkit.errors import NO_CHANGE, HeuristicError
 
-
-class HeuristicError(RuntimeError):
-    """The heuristic cannot do what was asked; the message says why."""
-
-
-# A plan request none of whose offered options changes the current schedule: not a failure, a proposal of
-# nothing (the search then has one plan fewer). Runs before this constant stored the same words, so show,
-# report and runs recognise theirs too (agents/failures.py is_noop).
-NO_CHANGE = "none of the menu options that survived dropout"
+__all__ = ["NO_CHANGE", "HeuristicError"]

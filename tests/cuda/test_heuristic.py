@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.heuristic import for_target, unsupported
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.workers.heuristic import for_target, unsupported
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.cuda.heuristic import gemm, rows
 from autocomp_zmq.hw_runners.cuda.heuristic.agent import CudaHeuristic, features
 from autocomp_zmq.hw_runners.cuda.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
@@ -271,7 +271,7 @@ def test_the_cuda_target_names_this_heuristic():
 def test_the_cuda_target_judges_the_agents_kernels_correct_on_the_cpu():
     pytest.importorskip("torch", reason="the cuda target's judge runs PyTorch (pip install -e '.[cuda]')")
     pytest.importorskip("triton", reason="the cuda target's judge runs Triton (pip install -e '.[cuda]')")
-    from autocomp_zmq.agents.problemsource import wire
+    from autocomp_zmq.agents.run.problemsource import wire
     from autocomp_zmq.hw_runners import get_target
     names = ("gemm-bias-gelu-bf16", "layernorm")
     root = small_problems(Path(tempfile.mkdtemp(prefix="cuda-heuristic-")), names)

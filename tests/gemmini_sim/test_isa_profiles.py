@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from autocomp_zmq.agents.llm.prompts import pack
+from autocomp_zmq.agents.workers.llm.prompts import pack
 from autocomp_zmq.hw_runners.pack import for_profile
-from autocomp_zmq.agents.run import RunConfig, RunError, execute
-from autocomp_zmq.agents.runstart import menu_of
+from autocomp_zmq.agents.run.execute import RunConfig, RunError, execute
+from autocomp_zmq.agents.run.runstart import menu_of
 from autocomp_zmq.hw_runners import get_target
 from tests.system.runkit import ROOT
 from autocomp_zmq.hw_runners.base import IsaProfile, UnknownIsaError, target_info
@@ -189,7 +189,7 @@ def test_eval_cli_judges_under_the_profile(tmp_path):
 def test_a_fine_run_starts_from_the_baseline_and_reports_the_bound(tmp_path):
     s = execute(RunConfig.of(problem="gemm-64x1024x1024", isa="fine", iterations=1, beam=1, plans=1, codes=1,
                           evaluators=1), out=tmp_path / "run", live=False, progress=False)
-    from autocomp_zmq.agents.runstore import RunStore
+    from autocomp_zmq.agents.store import RunStore
     store = RunStore(tmp_path / "run" / "run.db")
     assert store.meta("initial_code") == (PROBLEM_DIR / "gemm_baseline.c").read_text()
     assert store.meta("config")["task"]["isa"] == "fine"

@@ -1,5 +1,5 @@
 """Model answers as real models write them (tests/llm/answers/, expectations in expected.toml), read by
-agents/llm/parse.py: reasoning blocks, markdown, several code blocks, cut-off and declined answers."""
+agents/workers/llm/parse.py: reasoning blocks, markdown, several code blocks, cut-off and declined answers."""
 from __future__ import annotations
 
 import re
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.llm.parse import FENCE_TAGS, AnswerError, parse_code, parse_plan, strip_reasoning
+from autocomp_zmq.agents.workers.llm.parse import FENCE_TAGS, AnswerError, parse_code, parse_plan, strip_reasoning
 
 HERE = Path(__file__).parent / "answers"
 MANIFEST = tomllib.loads((HERE / "expected.toml").read_text())

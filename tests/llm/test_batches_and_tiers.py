@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from autocomp_zmq.agents.llm.agent import LLMAgent
-from autocomp_zmq.agents.llm.pricing import PriceBook, cost_functions
-from autocomp_zmq.agents.llm.providers import CallOptions
-from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.agents.workers.llm.agent import LLMAgent
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, cost_functions
+from autocomp_zmq.agents.workers.llm.providers import CallOptions
+from autocomp_zmq.agents.workers.worker import JobFailed
 from tests.llm.fake_servers import FakeLLM, smart_answer
 from tests.llm.test_llm_agent import PLAN, code_job, plan_job
 from tests.system.runkit import finish, launch, query, summary, write_config
@@ -48,7 +48,7 @@ def test_openai_calls_ask_for_the_service_tier_and_are_priced_at_the_one_reporte
     standard = priced(PriceBook(), [type(calls[0])(**{**calls[0].to_dict(), "tier": ""})])
     assert priced(book, calls) == pytest.approx(standard * {"default": 1, "flex": 0.5, "priority": 2}[served])
     # the cap's worst case holds at every tier the call could have been billed at
-    worst = book.worst_case(book_spec := __import__("autocomp_zmq.agents.llm.specs", fromlist=["x"]).parse_spec(GPT5),
+    worst = book.worst_case(book_spec := __import__("autocomp_zmq.agents.workers.llm.specs", fromlist=["x"]).parse_spec(GPT5),
                             calls[0].tokens_in, calls[0].tokens_out)
     assert worst >= priced(book, calls) and book.tiers(book_spec) == {"default": ("",), "flex": ("flex",),
                                                                      "auto": ("", "priority")}[asked]

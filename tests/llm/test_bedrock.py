@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from autocomp_zmq.agents.llm.agent import LLMAgent
-from autocomp_zmq.agents.llm.pricing import PriceBook, cost_functions
-from autocomp_zmq.agents.llm.providers import CallOptions
-from autocomp_zmq.agents.llm.specs import SpecError, check_keys, parse_spec
-from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.agents.workers.llm.agent import LLMAgent
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, cost_functions
+from autocomp_zmq.agents.workers.llm.providers import CallOptions
+from autocomp_zmq.agents.workers.llm.specs import SpecError, check_keys, parse_spec
+from autocomp_zmq.agents.workers.worker import JobFailed
 from tests.llm.fake_servers import FakeLLM, Lost, Reply, smart_answer
 from tests.llm.test_llm_agent import PLAN, code_job, plan_job
 from tests.system.runkit import finish, launch, summary, write_config

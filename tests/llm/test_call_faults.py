@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from autocomp_zmq.agents.llm.agent import LLMAgent
-from autocomp_zmq.agents.llm.pricing import PriceBook, cost_functions, read_prices
-from autocomp_zmq.agents.llm.providers import CallOptions
-from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.agents.workers.llm.agent import LLMAgent
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, cost_functions, read_prices
+from autocomp_zmq.agents.workers.llm.providers import CallOptions
+from autocomp_zmq.agents.workers.worker import JobFailed
 from tests.llm.fake_servers import FakeLLM, Lost
 from tests.llm.test_llm_agent import PLAN, compat, plan_job
 

@@ -7,11 +7,11 @@ import time
 import msgspec
 import pytest
 
-from autocomp_zmq.agents.llm.agent import LLMAgent
-from autocomp_zmq.agents.llm.preflight import check_endpoints
-from autocomp_zmq.agents.llm.providers import CallOptions
-from autocomp_zmq.agents.llm.specs import SpecError, check_keys, parse_spec
-from autocomp_zmq.agents.worker import JobFailed
+from autocomp_zmq.agents.workers.llm.agent import LLMAgent
+from autocomp_zmq.agents.workers.llm.preflight import check_endpoints
+from autocomp_zmq.agents.workers.llm.providers import CallOptions
+from autocomp_zmq.agents.workers.llm.specs import SpecError, check_keys, parse_spec
+from autocomp_zmq.agents.workers.worker import JobFailed
 from autocomp_zmq.protocols.jobs import CodeRequest, PlanRequest
 from tests.llm.fake_servers import HWLOOP, FakeLLM, Lost, Reply
 
@@ -276,9 +276,9 @@ def test_an_agent_imports_only_the_sdk_of_its_provider(fake, tmp_path):
     """Before, every LLM agent and the preflight imported both SDKs (about a CPU-second each) whatever they served."""
     import subprocess
     import sys
-    script = (f"import sys\nfrom autocomp_zmq.agents.llm.agent import LLMAgent\n"
-              f"from autocomp_zmq.agents.llm.preflight import check_endpoints\n"
-              f"from autocomp_zmq.agents.llm.specs import parse_spec\n"
+    script = (f"import sys\nfrom autocomp_zmq.agents.workers.llm.agent import LLMAgent\n"
+              f"from autocomp_zmq.agents.workers.llm.preflight import check_endpoints\n"
+              f"from autocomp_zmq.agents.workers.llm.specs import parse_spec\n"
               f"assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
               f"LLMAgent(['{compat(fake)}'])\ncheck_endpoints([parse_spec('{compat(fake)}')])\n"
               f"print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n")

@@ -1,4 +1,4 @@
-"""The per-model call limit of the LLM agent (agents/llm/limits.py): never more calls at once than allowed, halved
+"""The per-model call limit of the LLM agent (agents/workers/llm/limits.py): never more calls at once than allowed, halved
 by a 429 and held down for its Retry-After, raised again one answered call at a time up to the ceiling.
 In process, but asyncio's loop opens a socket pair, so the system tier runs it."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from autocomp_zmq.agents.llm.limits import AdaptiveLimit
+from autocomp_zmq.agents.workers.llm.limits import AdaptiveLimit
 
 pytestmark = pytest.mark.system      # an asyncio loop opens a socket pair: not the fast tier's
 
@@ -86,7 +86,7 @@ def test_a_limit_of_less_than_one_call_is_refused():
 def test_rate_limit_headers_of_both_providers_are_read():
     from datetime import datetime, timezone
 
-    from autocomp_zmq.agents.llm.limits import Headroom, headroom_of
+    from autocomp_zmq.agents.workers.llm.limits import Headroom, headroom_of
     openai = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1m30s",
               "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "250ms"}
     assert headroom_of(openai) == Headroom(3, 9000, 90.0)
@@ -98,7 +98,7 @@ def test_rate_limit_headers_of_both_providers_are_read():
 
 
 def test_headroom_lowers_the_limit_until_the_window_resets():
-    from autocomp_zmq.agents.llm.limits import Headroom
+    from autocomp_zmq.agents.workers.llm.limits import Headroom
     clock = Clock()
     limit = AdaptiveLimit(64, clock=clock)
     limit.observe(Headroom(requests=500, tokens=None, reset_s=1.0), tokens_per_call=10_000)

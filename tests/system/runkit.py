@@ -88,7 +88,7 @@ def query(run_dir: Path, sql: str, *args):
 
 def stored(run_dir: Path, job_id: str, column: str = "result"):
     """A job's request (column "payload") or answer as data, whole (the store keeps large members apart)."""
-    from autocomp_zmq.agents.runstore import expand
+    from autocomp_zmq.agents.store import expand
     db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
     try:
         return expand(db, db.execute(f"SELECT {column} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
@@ -98,7 +98,7 @@ def stored(run_dir: Path, job_id: str, column: str = "result"):
 
 def candidate_codes(run_dir: Path) -> dict[str, str]:
     """Every candidate's kernel, whole (the store keeps kernels in its texts table)."""
-    from autocomp_zmq.agents.runstore import candidate_rows
+    from autocomp_zmq.agents.store import candidate_rows
     db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
     try:
         return {row[0]: row[6] for row in candidate_rows(db)}
@@ -108,7 +108,7 @@ def candidate_codes(run_dir: Path) -> dict[str, str]:
 
 def plan_texts(run_dir: Path) -> dict[str, tuple[str, str]]:
     """Every plan job's (option id, text), the text whole."""
-    from autocomp_zmq.agents.runstore import plan_rows
+    from autocomp_zmq.agents.store import plan_rows
     db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=5)
     try:
         return {job: (option, text) for job, option, text, _ in plan_rows(db)}

@@ -82,7 +82,7 @@ def test_help_shows_defaults_and_readable_metavars():
 
 
 def test_worker_accepts_what_the_coordinator_passes():
-    from autocomp_zmq.agents.runflags import WORKER_OPTIONS
+    from autocomp_zmq.agents.run.runflags import WORKER_OPTIONS
     out = finish(launch("worker", "--help", env={"COLUMNS": "200"}))
     for name in WORKER_OPTIONS:
         assert "--" + name.replace("_", "-") in out, name

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 import zmq
 
-from autocomp_zmq.agents.rundir import is_locked
+from autocomp_zmq.agents.run.rundir import is_locked
 from tests.llm.fake_servers import FakeLLM
 from tests.system.runkit import (SLOW_GEMM, finish, launch, query, summary, wait_for, write_config)
 

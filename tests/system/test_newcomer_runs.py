@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from autocomp_zmq.agents.run import RunConfig, execute
+from autocomp_zmq.agents.run.execute import RunConfig, execute
 from tests.system.runkit import ROOT, endpoint_of, finish, summary, write_config
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -64,7 +64,7 @@ def _ignored(pid: int) -> set[int]:
 
 
 def test_liveness_reaches_the_coordinators_bus():
-    from autocomp_zmq.agents.run import _bind
+    from autocomp_zmq.agents.run.execute import _bind
     router = _bind(RunConfig.of(liveness=4, heartbeat_s=0.5), b"k" * 32, "run", None)
     try:
         assert router.timing.dead_after == 4 and router.timing.dead_s == 2.0

@@ -54,7 +54,7 @@ def test_offline_workers_do_not_load_the_llm_sdks():
     """A heuristic planner or an evaluator imports only its own implementation's dependencies."""
     probe = ("import sys\n"
              "import autocomp_zmq.launch\n"
-             "from autocomp_zmq.agents import registry\n"
+             "from autocomp_zmq.agents.workers import registry\n"
              "for role, impl in (('planner', 'heuristic'), ('coder', 'heuristic'), ('repairer', 'heuristic'),\n"
              "                   ('evaluator', 'target')):\n"
              "    registry.load(role, impl)\n"
@@ -63,6 +63,6 @@ def test_offline_workers_do_not_load_the_llm_sdks():
     assert out.strip() == "[]"
     # the probe can see an SDK when one is loaded (the llm agent imports one when a client for its provider is made)
     llm = probe.replace("    registry.load(role, impl)\n", "    registry.load(role, impl)\n"
-                        "from autocomp_zmq.agents.llm.providers import sdk\nsdk('openai')\n")
+                        "from autocomp_zmq.agents.workers.llm.providers import sdk\nsdk('openai')\n")
     out = subprocess.run([sys.executable, "-c", llm], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "openai" in out

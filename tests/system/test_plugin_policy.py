@@ -1,4 +1,4 @@
-"""A search policy is a plug-in: tests/greedy_policy (hill climbing, written against agents/policy.py only)
+"""A search policy is a plug-in: tests/greedy_policy (hill climbing, written against agents/engine/policy.py only)
 registers itself in the `autocomp_zmq.policies` entry-point group (a dist-info written here, as `pip install`
 of a plug-in would), `run --search greedy` runs it end to end with the unchanged product, and show, report
 and runs read its run from what it recorded."""

@@ -76,7 +76,7 @@ def test_run_starts_a_plugin_agent_implementation_named_as_the_model(plugin_env,
 
 
 def test_a_plugin_agent_implementation_is_offered_by_the_worker(plugin_env):
-    code = "from autocomp_zmq.agents.registry import implementations; print(implementations('planner')['tiny'])"
+    code = "from autocomp_zmq.agents.workers.registry import implementations; print(implementations('planner')['tiny'])"
     out = subprocess.run([sys.executable, "-c", code], env=plugin_env, cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "tests.tiny_target.agent:TinyAgent", out.stderr
     help_text = _launch(plugin_env, "worker", "--role", "planner", "--impl", "nope", "--connect", "tcp://127.0.0.1:9",

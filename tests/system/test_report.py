@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autocomp_zmq.agents.report import DIFF_ADD, PLOT_COLOURS
+from autocomp_zmq.agents.views.report import DIFF_ADD, PLOT_COLOURS
 from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
 from tests.system.runkit import (ROOT, SLOW_GEMM, finish, kill_tree, launch, plan_texts, query, stored, wait_for,
                                  write_config)
@@ -297,7 +297,7 @@ def test_any_candidate_opens_with_its_plan_diff_and_feedback(finished, tmp_path)
     # nothing else was opened by the link
     assert dom.count(" open=") == 1
 
-    from autocomp_zmq.agents.report_cands import FEEDBACK_BG, PLAN_BG
+    from autocomp_zmq.agents.views.report_cands import FEEDBACK_BG, PLAN_BG
     boxes = {}
     for state in ("open", "closed"):
         page = html.replace("</style>", "body > div.row, body > section:not(#candidates) { display: none }</style>")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.run import RunConfig, RunError, execute
-from autocomp_zmq.agents.runstore import RunStore, expand
+from autocomp_zmq.agents.run.execute import RunConfig, RunError, execute
+from autocomp_zmq.agents.store import RunStore, expand
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 SMALL = dict(isa="fine", beam=2, plans=2, codes=1, evaluators=1, patience=10, seed=3)
@@ -79,8 +79,8 @@ def test_a_run_records_its_trace_and_a_reusing_run_offers_it_to_the_planner(tmp_
 
     # `show` says what was reused
     from rich.console import Console
-    from autocomp_zmq.agents.inspect_cli import print_view
-    from autocomp_zmq.agents.runview import load
+    from autocomp_zmq.agents.cli.inspect import print_view
+    from autocomp_zmq.agents.views.runview import load
     console = Console(record=True, width=200)
     print_view(console, load(tmp_path / "dst"))
     shown = console.export_text()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.runstore import text_of
+from autocomp_zmq.agents.store import text_of
 from tests.llm.fake_servers import HWLOOP, FakeLLM, Reply, smart_answer
 from tests.system.runkit import candidate_codes, finish, launch, plan_texts, query, stored, write_config
 from tests.system.test_report import cli, table_rows

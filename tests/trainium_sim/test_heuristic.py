@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from autocomp_zmq.agents.heuristic import for_target
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.agents.workers.heuristic import for_target
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, parse_schedule, render
 from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest

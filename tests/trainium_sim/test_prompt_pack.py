@@ -128,7 +128,7 @@ def test_nki2_examples_are_correct_on_trn2_and_beat_the_v2_starting_kernel(examp
 def test_a_profiles_prompt_names_the_core_it_is_judged_on_and_no_other_first(isa, core):
     """The prompt's first line is the target's, shared by both dialects: the NeuronCore a model optimizes for is
     named by the profile's own ISA section, so an NKI v2 run's prompt never opens on trn1's core."""
-    from autocomp_zmq.agents.llm.prompts import pack
+    from autocomp_zmq.agents.workers.llm.prompts import pack
     prefix = pack("trainium-sim", isa)["prefix"]
     first = prefix.splitlines()[0]
     assert "NeuronCore (simulated)" in first and not re.search(r"NeuronCore-v\d|trn\d|neuronxcc", first), first

@@ -7,8 +7,8 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.search import BeamSearch, BeamConfig
+from autocomp_zmq.agents.store import RunStore
+from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")

@@ -13,11 +13,14 @@ import threading
 import pytest
 import structlog
 
-from autocomp_zmq.agents.runconfig import ConfigError, RunConfig, resume_config
+from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, resume_config
 from autocomp_zmq.cluster import evaluators, slurm
-from autocomp_zmq.cluster.cli import make_keys
-from autocomp_zmq.cluster.evaluators import EvaluatorJob, Submitted, connect_address, run_job
+from autocomp_zmq.agents.cli.cluster import make_keys
+from autocomp_zmq.agents.run import slurm_evaluators
+from autocomp_zmq.agents.run.slurm_evaluators import run_job
+from autocomp_zmq.cluster.evaluators import EvaluatorJob, Submitted, connect_address
 from autocomp_zmq.cluster.slurm import SlurmError
+from autocomp_zmq.hw_runners.base import target_info
 
 
 def test_slurm_options_are_declared_once_in_the_cluster_section():
@@ -52,8 +55,8 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
     assert args.index("--ntasks=5") > args.index("--ntasks=3") and "--partition=trn" in args
     assert "--no-requeue" in args      # a failed node's job comes back through the run's resubmission, not in 2 min
     assert f"--output={tmp_path}/logs/slurm-%j.out" in args and f"--job-name=autocomp-{tmp_path.name}" in args
-    from autocomp_zmq.agents.localagents import keyless_env
-    env = job.environment(keyless_env({"MY_PROVIDER_KEY"}))
+    from autocomp_zmq.agents.run.localagents import keyless_env, worker_argv
+    env = job.environment(keyless_env({"MY_PROVIDER_KEY"}), worker_argv())
     assert (env["HEAD"], env["PORT"]) == (socket.gethostname(), "5601")    # the wildcard as this host's name
     assert env["SECRET"] == str(tmp_path / "secret") and env["CURVE_KEY"] == str(tmp_path / "curve" / "server.key")
     # the tasks take the run's heartbeat and when to give up
@@ -67,7 +70,7 @@ def test_a_job_is_submitted_with_its_task_count_and_endpoint_and_no_secret(tmp_p
 def test_agents_without_model_keys_get_an_allowlisted_environment(monkeypatch):
     """Before, only names ending in _API_KEY, _TOKEN or _SECRET were dropped: AWS_SECRET_ACCESS_KEY and
     MY_DB_PASSWORD reached the evaluators and the Slurm tasks."""
-    from autocomp_zmq.agents.localagents import keyless_env
+    from autocomp_zmq.agents.run.localagents import keyless_env
     for name, value in {"AWS_SECRET_ACCESS_KEY": "a", "MY_DB_PASSWORD": "b", "OPENAI_API_KEY": "c", "HF_TOKEN": "d",
                         "RANDOM_SETTING": "e", "SLURM_CONF": "/etc/slurm.conf", "CUDA_VISIBLE_DEVICES": "0",
                         "AUTOCOMP_LOG_LEVEL": "INFO", "NEURON_RT_API_KEY": "f", "LICENSE_SERVER": "g",
@@ -154,8 +157,8 @@ def test_sbatch_errors_are_one_line_in_slurms_words():
 
 def test_without_slurm_nothing_is_submitted_or_checked():
     cfg = RunConfig.of()
-    evaluators.preflight(cfg)          # no sbatch needed
-    assert evaluators.start(cfg, None, "tcp://127.0.0.1:1", set()).job_id is None
+    slurm_evaluators.preflight(cfg, target_info(cfg.task.target))    # no sbatch needed
+    assert slurm_evaluators.start(cfg, None, "tcp://127.0.0.1:1", set()).job_id is None
 
 
 def test_a_device_targets_job_without_a_per_node_limit_is_warned_about():

@@ -12,11 +12,11 @@ import sqlite3
 import msgspec
 import pytest
 
-from autocomp_zmq.agents.coordinator import CostPolicy, Coordinator, LeasePolicy
-from autocomp_zmq.agents.llm.pricing import Price, PriceBook, cost_functions
-from autocomp_zmq.agents.llm.specs import answers_from_seed
-from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.search import BeamSearch, BeamConfig
+from autocomp_zmq.agents.engine.coordinator import CostPolicy, Coordinator, LeasePolicy
+from autocomp_zmq.agents.workers.llm.pricing import Price, PriceBook, cost_functions
+from autocomp_zmq.agents.workers.llm.specs import answers_from_seed
+from autocomp_zmq.agents.store import RunStore
+from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
 from autocomp_zmq.bus.inproc import InProcTransport
 from autocomp_zmq.bus.router import Router
 from autocomp_zmq.bus.transport import Transport

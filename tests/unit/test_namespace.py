@@ -55,11 +55,11 @@ def test_every_code_package_is_installed():
 
 
 def test_all_sql_is_in_the_store_module():
-    """agents/runstore/ owns every table: the readers (show, report, runs, summaries) call its queries."""
+    """agents/store/ owns every table: the readers (show, report, runs, summaries) call its queries."""
     offenders = []
     for path in _python_files():
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(("tests/", "bench/", "agents/runstore/")):
+        if rel.startswith(("tests/", "bench/", "agents/store/")):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -67,4 +67,4 @@ def test_all_sql_is_in_the_store_module():
                     and (isinstance(node.args[0], (ast.JoinedStr, ast.BinOp))      # SQL text
                          or isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 offenders.append(f"{rel}:{node.lineno}")
-    assert not offenders, "SQL outside agents/runstore/: " + ", ".join(offenders)
+    assert not offenders, "SQL outside agents/store/: " + ", ".join(offenders)

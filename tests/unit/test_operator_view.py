@@ -13,15 +13,15 @@ import structlog
 from rich.console import Console
 from typer.testing import CliRunner
 
-from autocomp_zmq.agents.failures import FailureTally, is_noop
-from autocomp_zmq.agents.heuristic.choice import choose_option
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.agents.outcome import end_line, model_verdict
-from autocomp_zmq.agents.progress import Progress
-from autocomp_zmq.agents.runconfig import OPTIONS, ConfigError, RunConfig
-from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.runview import load, run_row
-from autocomp_zmq.agents.search import BeamConfig, BeamSearch
+from autocomp_zmq.agents.engine.failures import FailureTally, is_noop
+from autocomp_zmq.hw_runners.toolkit.choice import choose_option
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
+from autocomp_zmq.agents.run.outcome import end_line, model_verdict
+from autocomp_zmq.agents.run.progress import Progress
+from autocomp_zmq.agents.run.runconfig import OPTIONS, ConfigError, RunConfig
+from autocomp_zmq.agents.store import RunStore
+from autocomp_zmq.agents.views.runview import load, run_row
+from autocomp_zmq.agents.engine.search import BeamConfig, BeamSearch
 from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, Problem
 from tests.unit.storekit import build
 from tests.unit.test_coordinator import Rig, result
@@ -78,7 +78,7 @@ def test_noop_proposals_are_not_failures_in_show_runs_or_the_verdict(tmp_path):
     store.close()
     view = load(run)
     assert view.noops == 9 and not any("survived dropout" in f.example for f in view.failures)
-    from autocomp_zmq.agents.inspect_cli import print_view
+    from autocomp_zmq.agents.cli.inspect import print_view
     console = Console(record=True, width=200)
     print_view(console, view)
     assert "No-op proposals: 9 (" in console.export_text()
@@ -170,7 +170,7 @@ def _trace(project: str | None, dims: dict, name: str) -> dict:
 
 
 def test_reuse_auto_looks_in_this_project_unless_told_global(tmp_path):
-    from autocomp_zmq.agents import reuse
+    from autocomp_zmq.agents.run import reuse
     folder = tmp_path / "gemmini-sim" / "default"
     folder.mkdir(parents=True)
     here, there = str(tmp_path / "a"), str(tmp_path / "b")

@@ -5,9 +5,9 @@ import inspect
 
 import pytest
 
-from autocomp_zmq.agents import policy
-from autocomp_zmq.agents.runstore import RunStore
-from autocomp_zmq.agents.search import BeamSearch
+from autocomp_zmq.agents.engine import policy
+from autocomp_zmq.agents.store import RunStore
+from autocomp_zmq.agents.engine.search import BeamSearch
 
 
 def test_beam_is_built_in_and_an_unknown_name_lists_the_known_ones():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from autocomp_zmq.agents.llm.pricing import PriceBook, PriceError, Usage, job_worst_case
-from autocomp_zmq.agents.llm.prompts import render
-from autocomp_zmq.agents.llm.specs import parse_spec
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, PriceError, Usage, job_worst_case
+from autocomp_zmq.agents.workers.llm.prompts import render
+from autocomp_zmq.agents.workers.llm.specs import parse_spec
 from autocomp_zmq.protocols.jobs import CodeRequest
 
 GPT5, SONNET = parse_spec("openai:gpt-5"), parse_spec("anthropic:claude-sonnet-4-5")
@@ -106,7 +106,7 @@ def test_a_users_own_price_holds_at_every_tier(tmp_path):
 
 
 def test_a_model_jobs_lease_fits_the_protocol_however_long_its_calls_may_take():
-    from autocomp_zmq.agents.runconfig import ConfigError, RunConfig
+    from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig
     from autocomp_zmq.protocols.control import MAX_LEASE_S
     assert RunConfig.of(call_timeout_s=100_000).model_lease_s == MAX_LEASE_S     # before: a job no worker took
     assert 86_400 < RunConfig.of(batch_window_s=5).model_lease_s <= MAX_LEASE_S  # a batch may take a day

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.problemsource import ProblemSourceError, read_definition, settle
+from autocomp_zmq.agents.run.problemsource import ProblemSourceError, read_definition, settle
 from autocomp_zmq.hw_runners.base import target_class
 from autocomp_zmq.hw_runners.problemfile import DefinitionError, materialize, read, scan
 from autocomp_zmq.protocols.jobs import ProblemDefinition

@@ -8,10 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from autocomp_zmq.agents.heuristic import unsupported
-from autocomp_zmq.agents.policy import code_hash, content_id, eval_job
-from autocomp_zmq.agents.problemsource import wire
-from autocomp_zmq.agents.search import BeamSearch, BeamConfig
+from autocomp_zmq.agents.workers.heuristic import unsupported
+from autocomp_zmq.agents.engine.policy import code_hash, content_id, eval_job
+from autocomp_zmq.agents.run.problemsource import wire
+from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
 from autocomp_zmq.hw_runners.base import ProblemSizeError, UnknownProblemError, target_class
 from autocomp_zmq.hw_runners.problemfile import read
 from autocomp_zmq.protocols.envelope import decode, encode

@@ -8,7 +8,7 @@ import os
 import msgspec
 import pytest
 
-from autocomp_zmq.agents.llm.prompts import render
+from autocomp_zmq.agents.workers.llm.prompts import render
 from autocomp_zmq.protocols.jobs import CodeRequest, PlanRequest, RepairRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from autocomp_zmq.agents import registry
-from autocomp_zmq.agents.registry import RegistryError
+from autocomp_zmq.agents.workers import registry
+from autocomp_zmq.agents.workers.registry import RegistryError
 
 
 def test_every_role_lists_its_builtin_implementations_and_has_a_default():

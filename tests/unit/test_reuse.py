@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from autocomp_zmq.agents import reuse
-from autocomp_zmq.agents.llm.prompts import plan_prompt
+from autocomp_zmq.agents.run import reuse
+from autocomp_zmq.agents.workers.llm.prompts import plan_prompt
 from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, Problem
 
 

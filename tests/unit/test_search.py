@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from autocomp_zmq.agents.llm.specs import answers_from_seed
-from autocomp_zmq.agents.search import BeamSearch, BeamConfig
+from autocomp_zmq.agents.workers.llm.specs import answers_from_seed
+from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm")
@@ -131,7 +131,7 @@ def test_dropout_zero_offers_the_whole_menu_and_near_one_keeps_at_least_one_opti
 
 # -- model allocation (--model-allocation) -------------------------------------------------------------
 def test_even_allocation_deals_models_in_turn_across_iterations():
-    from autocomp_zmq.agents.allocation import ModelAllocation
+    from autocomp_zmq.agents.engine.allocation import ModelAllocation
     even = ModelAllocation("even", 0, ("a", "b", "c"), ("x", "y"))
     assert even.deal("plan", 4, 1, offset=0) == ["a", "b", "c", "a"]
     assert even.deal("plan", 4, 2, offset=4) == ["b", "c", "a", "b"]
@@ -139,7 +139,7 @@ def test_even_allocation_deals_models_in_turn_across_iterations():
 
 
 def test_bandit_allocation_shifts_samples_to_the_model_that_wins_and_keeps_exploring():
-    from autocomp_zmq.agents.allocation import ModelAllocation
+    from autocomp_zmq.agents.engine.allocation import ModelAllocation
     bandit = ModelAllocation("bandit", 3, ("good", "bad"), ("good", "bad"))
     for _ in range(30):
         bandit.learn("plan", "good", True)

@@ -8,8 +8,8 @@ import random
 
 import msgspec
 
-from autocomp_zmq.agents.runstore import (RunStore, candidate_rows, damage_of, expand, expand_request,
-                                          finished_evaluations, plan_rows, trace_step)
+from autocomp_zmq.agents.store import (RunStore, candidate_rows, damage_of, expand, expand_request,
+                                       finished_evaluations, plan_rows, trace_step)
 from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, PlanResult, Problem
 
 PROBLEM = Problem(target="t", name="p", family="gemm", description="a long description " * 50)

@@ -9,11 +9,11 @@ import sqlite3
 import pytest
 from rich.console import Console
 
-from autocomp_zmq.agents.callprint import print_calls, print_candidate
-from autocomp_zmq.agents.callview import CandidateIndex
-from autocomp_zmq.agents.report import render
-from autocomp_zmq.agents.runview import connect, load
-from autocomp_zmq.agents.runstore import RunStore, expand
+from autocomp_zmq.agents.views.callprint import print_calls, print_candidate
+from autocomp_zmq.agents.views.callview import CandidateIndex
+from autocomp_zmq.agents.views.report import render
+from autocomp_zmq.agents.views.runview import connect, load
+from autocomp_zmq.agents.store import RunStore, expand
 from autocomp_zmq.protocols.jobs import Plan
 from tests.unit.storekit import build, make_old
 

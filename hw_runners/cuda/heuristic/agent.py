@@ -17,8 +17,8 @@ import random
 import re
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.hw_runners.toolkit.choice import choose_option, variant_of, variants_text
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.cuda.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.hw_runners.cuda.heuristic.workload import Workload, recognize
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest

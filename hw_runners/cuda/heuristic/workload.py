@@ -15,7 +15,7 @@ import builtins
 import re
 from dataclasses import dataclass, field
 
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 
 GELU = {"torch.nn.functional.gelu", "nn.functional.gelu", "F.gelu", "torch.gelu"}
 RELU = {"torch.relu", "torch.nn.functional.relu", "nn.functional.relu", "F.relu"}

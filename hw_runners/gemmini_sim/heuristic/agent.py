@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.hw_runners.toolkit.choice import choose_option, variant_of, variants_text
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
                                               reference_schedule, render)
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.moves import OPTION_MUTATIONS, adapt, candidates, predict, score

@@ -1,0 +1,389 @@
+"""Beam search, one SearchPolicy (agents/engine/policy.py): which jobs to run next, given the results so far.
+
+Pure logic, no sockets: the coordinator feeds results in and dispatches the
+jobs that come out. Within an iteration nothing waits for a stage: a plan
+immediately yields K code jobs, a code immediately yields its evaluation, a
+failed evaluation immediately yields a repair. Only the beam selection at the
+end of an iteration waits for the iteration's jobs.
+
+Everything random or order-dependent is derived from content: job ids hash
+what the job is, the dropout draw of a plan request is seeded by (run seed,
+iteration, parent, index), models are dealt per iteration (agents/engine/allocation.py), and the beam is
+sorted by (cycles, id). Hence results may arrive in any order, and a resumed
+run that replays stored results reaches exactly the same beam.
+"""
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+
+from autocomp_zmq.agents.engine.allocation import ModelAllocation
+from autocomp_zmq.agents.engine.fullcheck import FullChecks
+from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash,
+                                               content_id, eval_job, never_seeded, seed_of)
+from autocomp_zmq.agents.engine.options import bounded, opt
+from autocomp_zmq.agents.store import RunStore
+from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
+                            PlanResult, Problem, RepairRequest)
+
+_STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
+
+
+class BeamConfig(SearchSettings, frozen=True, kw_only=True):
+    """Beam search's configuration: the settings every policy gets, and its own options (its section of the run
+    configuration, search.options; flags of `run`)."""
+    beam: Annotated[bounded(int, ge=1), opt("Beam width.", "-B", metavar="N")] = 4                 # B
+    plans: Annotated[bounded(int, ge=1), opt("Plans per beam candidate.", "-N", metavar="N")] = 4   # N
+    codes: Annotated[bounded(int, ge=1), opt("Code candidates per plan.", "-K", metavar="N")] = 2   # K
+    dropout: Annotated[bounded(float, ge=0, lt=1), opt(
+        "Menu dropout: the probability that a menu option is left out of a plan request (the paper: 0.7-0.8).",
+        metavar="P")] = 0.7
+    # emulate the original's stage-serial schedule (benchmarks; a TOML key, no flag)
+    stage_barriers: Annotated[bool, opt()] = False
+
+
+@dataclass(frozen=True)
+class PriorTrace:
+    """Schedule reuse: the plans recorded on a similar workload, offered in order as the plans of the first
+    iterations (every plan of iteration t carries step t, with only its menu option); then normal search."""
+    problem: Problem
+    plans: tuple[Plan, ...]
+
+
+@dataclass
+class Candidate:
+    id: str
+    code: str
+    parent_id: str | None
+    iteration: int
+    origin: str                     # initial | code | repair
+    plan: Plan | None = None
+    plan_job: str | None = None
+    model: str | None = None
+    repairs: int = 0
+    result: EvalReport | None = None    # a full check's report replaces a sampled one
+
+    @property
+    def correct(self) -> bool:
+        return self.result is not None and self.result.correct and self.result.latency is not None
+
+    @property
+    def latency(self) -> float:
+        return float(self.result.latency) if self.correct else float("inf")
+
+    def as_parent(self) -> Parent:
+        r = self.result
+        return Parent(id=self.id, code=self.code, latency=r.latency if r else None,
+                      feedback_text=r.feedback_text if r else "", metrics=r.feedback if r else {})
+
+    def as_kernel(self) -> Kernel:
+        r = self.result
+        return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction,
+                      r.feedback.get("upper_bound"))
+
+
+class BeamSearch(FullChecks):
+    """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs; every parent
+    and result checked on all of its output (FullChecks)."""
+
+    Config = BeamConfig
+
+    def __init__(self, cfg: BeamConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
+                 store: RunStore | None = None, seeded: IsSeeded = never_seeded,
+                 prior: PriorTrace | None = None) -> None:
+        self.cfg = cfg
+        self.prior = prior
+        self.problem = problem
+        self.menu = menu
+        self.store = store
+        self.seeded = seeded
+        self.initial_code = initial_code
+        self.candidates: dict[str, Candidate] = {}
+        self.beam: list[Candidate] = []
+        self.baseline: Candidate | None = None
+        self.iteration = 0
+        self.jobs: dict[str, Job] = {}
+        self.outstanding: set[str] = set()
+        self.queue: deque[Job] = deque()
+        self._replayed: deque[tuple[str, bool, Answer | None, str | None]] = deque()
+        self.evals_emitted = 0
+        self.evals_done = 0
+        FullChecks.__init__(self)
+        self.replayed_results = 0
+        self.stale_iterations = 0
+        self.done = False
+        self.stop_reason = ""
+        self.history: list[dict] = []   # one entry per finished iteration
+        self._held: list[Job] = []      # stage_barriers: jobs waiting for earlier stages to finish
+        self.halted = ""                # set by halt(): finish the current jobs, start no new iteration
+        self.plans_emitted = 0          # run-wide: models rotate across iterations, none left idle
+        self.allocation = ModelAllocation(cfg.model_allocation, cfg.seed, cfg.plan_models, cfg.code_models)
+
+    # -- SearchPolicy -------------------------------------------------------------------
+    def start(self) -> None:
+        cand = self._candidate(self.initial_code, None, 0, "initial")
+        self._emit_eval(cand)
+        self._drain()
+
+    def next_jobs(self) -> list[Job]:
+        if self._held:
+            held_ids = {j.id for j in self._held}
+            busy = {_STAGE[self.jobs[i].kind] for i in self.outstanding if i not in held_ids}
+            ready = [j for j in self._held if not any(st < _STAGE[j.kind] for st in busy)]
+            self._held = [j for j in self._held if j not in ready]
+            self.queue.extend(ready)
+        jobs = list(self.queue)
+        self.queue.clear()
+        return jobs
+
+    def on_result(self, job_id: str, ok: bool, result: Answer | None, error: str | None) -> None:
+        self._resolve(job_id, ok, result, error)
+        self._drain()
+
+    def halt(self, reason: str) -> None:
+        """Stop after the jobs already running (e.g. the cost cap): the beam is still selected. Before
+        start(), the search evaluates the starting kernel and stops there."""
+        self.halted = self.halted or reason
+        if not self.outstanding and not self.done and self.candidates:
+            self._drain()
+
+    def summary(self) -> SearchSummary:
+        return SearchSummary(
+            iteration=self.iteration, iterations=self.cfg.iterations, evaluations=self.evals_done,
+            produced=len(self.candidates) - 1, replayed_results=self.replayed_results,
+            latency_unit=self.problem.latency_unit,
+            baseline=self.baseline.as_kernel() if self.baseline else None,
+            best=self.best.as_kernel() if self.best else None,
+            frontier=tuple(c.as_kernel() for c in self.beam), done=self.done, stop_reason=self.stop_reason,
+            iteration_evals=self._iteration_evals(), full_checks=self.full_checks,
+            full_check_failures=self.full_check_failures, full_check_s=self.full_check_s)
+
+    def _iteration_evals(self) -> tuple[int, int]:
+        """(done, expected) evaluations of the running iteration: each waiting plan is K evaluations to come,
+        each waiting code or repair job one (a failed plan or code, or a kernel written before, none)."""
+        it, done, waiting = self.iteration, 0, 0
+        for job in self.jobs.values():
+            if job.iteration != it:
+                continue
+            if job.ctx.get("full"):
+                continue
+            if job.id not in self.outstanding:
+                done += job.kind == "eval"
+            else:
+                waiting += self.cfg.codes if job.kind == "plan" else 1
+        return done, done + waiting
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.beam[0] if self.beam else None
+
+    # -- internals ---------------------------------------------------------------------
+    def _drain(self) -> None:
+        while self._replayed:
+            self._resolve(*self._replayed.popleft())
+        if not self.outstanding and not self.done:
+            self._advance()
+            if self._replayed:
+                self._drain()
+
+    def _resolve(self, job_id: str, ok: bool, result: Answer | None, error: str | None) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or job_id not in self.outstanding:
+            return  # duplicate or late result: counted once
+        self.outstanding.discard(job_id)
+        {"plan": self._on_plan, "code": self._on_code, "repair": self._on_code, "eval": self._on_eval}[job.kind](
+            job, result if ok else None, error)
+
+    def _emit(self, job: Job) -> None:
+        if job.id in self.jobs:
+            return
+        self.jobs[job.id] = job
+        self.outstanding.add(job.id)
+        stored = self.store.finished_job(job.id) if self.store else None
+        if stored is not None:
+            self.replayed_results += 1
+            self._replayed.append((job.id, *stored))
+            return
+        if self.store:
+            # a full check is an evaluator's job, kept apart in the store: `show` counts the run's evaluations
+            self.store.add_job(job.id, "check" if job.ctx.get("full") else job.kind, job.iteration, job.payload)
+        (self._held if self.cfg.stage_barriers else self.queue).append(job)
+
+    def _candidate(self, code: str, parent: Candidate | None, iteration: int, origin: str, **extra: Any) -> Candidate:
+        cid = content_id("candidate", parent.id if parent else None, code)
+        if cid not in self.candidates:
+            self.candidates[cid] = Candidate(cid, code, parent.id if parent else None, iteration, origin, **extra)
+            if self.store:
+                self.store.add_candidate(cid, parent.id if parent else None, iteration, extra.get("plan_job"),
+                                         origin, extra.get("model"), code)
+        return self.candidates[cid]
+
+    def _emit_eval(self, cand: Candidate) -> None:
+        if self.cfg.max_evals is not None and self.evals_emitted >= self.cfg.max_evals:
+            return
+        jid, request = eval_job(self.problem, cand.code, self.cfg.eval_seed)
+        job = Job(jid, "eval", self.iteration, request, ctx={"cids": [cand.id]})
+        if jid in self.jobs:  # same code already being evaluated for another parent: share the result
+            other = self.jobs[jid]
+            other.ctx["cids"].append(cand.id)
+            if jid not in self.outstanding:
+                first = self.candidates[other.ctx["cids"][0]]
+                cand.result = first.result
+                if self.store and cand.result is not None:
+                    self.store.add_eval(cand.id, jid, cand.result)   # every evaluated candidate has its row
+            return   # a shared evaluation costs nothing from the budget
+        self.evals_emitted += 1
+        self._emit(job)
+
+    def _on_eval(self, job: Job, result: EvalReport | None, error: str | None) -> None:
+        if result is None:
+            result = EvalReport.failure("lost", error or "evaluation failed")
+        if job.ctx.get("full"):
+            self._on_full_check(job, result)
+            return
+        self.evals_done += 1
+        for cid in job.ctx["cids"]:
+            cand = self.candidates[cid]
+            cand.result = result
+            if self.store:
+                self.store.add_eval(cid, job.id, result)
+            if not cand.correct and cand.iteration > 0 and cand.repairs < self.cfg.max_repairs \
+                    and result.error_kind != "lost" and cand.plan is not None:
+                self._emit_repair(cand)
+
+    def _emit_repair(self, cand: Candidate) -> None:
+        models = self.cfg.code_models
+        model = models[(seed_of("repair-model", cand.id)) % len(models)]
+        r = cand.result
+        request = RepairRequest(problem=self.problem, plan=cand.plan, code=cand.code,
+                                error=(r.error or "unknown failure")[:60000], stdout=r.stdout[:60000],
+                                model=model, seed=seed_of(self.cfg.seed, "repair", cand.id))
+        jid = content_id("repair", cand.id, model, cand.repairs) if self.seeded(model) else \
+            content_id("repair", cand.code, request.error, cand.plan.text, model)
+        self._emit(Job(jid, "repair", self.iteration, request, model,
+                       ctx={"parent_id": cand.parent_id, "plan": cand.plan, "plan_job": cand.plan_job,
+                            "repairs": cand.repairs + 1}))
+
+    def _on_plan(self, job: Job, result: PlanResult | None, error: str | None) -> None:
+        if result is None:
+            return
+        plan = result.plan
+        if self.store:
+            self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, result.model or job.model, plan,
+                                [o.id for o in job.payload.menu])
+        parent = self.candidates[job.ctx["parent_id"]]
+        for c, model in enumerate(job.ctx["code_models"]):
+            request = CodeRequest(problem=self.problem, parent=parent.as_parent(), plan=plan, model=model,
+                                  seed=seed_of(self.cfg.seed, "code", job.id, c))
+            # the paper's K samples per plan: K independent calls, even when their prompts are identical
+            # (the sample index c is part of the job's identity, so resume replays each one)
+            jid = content_id("code", job.id, c, model)
+            self._emit(Job(jid, "code", job.iteration, request, model,
+                           ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
+
+    def _on_code(self, job: Job, result: CodeResult | None, error: str | None) -> None:
+        if result is None:
+            return
+        parent = self.candidates[job.ctx["parent_id"]]
+        fresh = content_id("candidate", parent.id, result.code) not in self.candidates
+        cand = self._candidate(result.code, parent, job.iteration, job.kind, plan=job.ctx["plan"],
+                               plan_job=job.ctx["plan_job"], model=result.model or job.model,
+                               repairs=job.ctx.get("repairs", 0))
+        if fresh:
+            self._emit_eval(cand)
+
+    def _advance(self) -> None:
+        it = self.iteration
+        if it == 0:
+            base = next(iter(self.candidates.values()))
+            if self._check_in_full([base]):
+                return
+            if not base.correct:
+                self.done = True
+                self.stop_reason = f"the initial kernel is not correct: {base.result.error if base.result else None}"
+                return
+            self.baseline = base
+            self.beam = [base]
+        else:
+            old_best = self.best.latency
+            while True:         # the beam's members checked in full; one found wrong makes room for the next
+                new = [c for c in self.candidates.values()
+                       if c.iteration == it and c.correct and c.latency < self.candidates[c.parent_id].latency]
+                pool: dict[str, Candidate] = {}
+                for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
+                    pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
+                beam = list(pool.values())[:self.cfg.beam]
+                if self._check_in_full(beam):
+                    return      # resumed by the checks' results (_drain)
+                if all(c.correct for c in beam):
+                    break
+            self.beam = beam
+            self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
+            self._learn(it)
+        if self.store:
+            self.store.set_beam(it, [(c.id, c.latency) for c in self.beam])
+        self.history.append({"iteration": it, "beam": [c.latency for c in self.beam], "evals": self.evals_done,
+                             "model_shares": {r: dict(v) for r, v in self.allocation.shares.items()}})
+        self.stop_reason = self._stop_reason()
+        if self.stop_reason:
+            self.done = True
+            return
+        self.iteration += 1
+        slots, codes = len(self.beam) * self.cfg.plans, self.cfg.codes
+        plan_models = self.allocation.deal("plan", slots, self.iteration, self.plans_emitted)
+        code_models = self.allocation.deal("code", slots * codes, self.iteration, self.plans_emitted * codes)
+        for k, (parent, j) in enumerate((p, j) for p in self.beam for j in range(self.cfg.plans)):
+            self._emit_plan(parent, j, plan_models[k], code_models[k * codes:(k + 1) * codes])
+            self.plans_emitted += 1
+        if not self.outstanding:
+            self.done, self.stop_reason = True, "no jobs left to run"
+
+    def _learn(self, it: int) -> None:
+        """Credit the models of this iteration's candidates: a win for each that entered the beam."""
+        beam = {c.id for c in self.beam}
+        for c in self.candidates.values():
+            if c.iteration == it and c.parent_id is not None:
+                plan_job = self.jobs.get(c.plan_job or "")
+                self.allocation.learn("code", c.model, c.id in beam)
+                self.allocation.learn("plan", plan_job.model if plan_job else None, c.id in beam)
+
+    def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
+        seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
+        rng = random.Random(seed)
+        kept = [o for o in self.menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(self.menu)]
+        rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
+        prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
+            else None
+        if prior is not None:   # schedule reuse: this step of the recorded trace, with just its option
+            kept = [o for o in self.menu if o.id == prior.option_id] or kept
+        request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
+                              iteration=self.iteration, iterations=self.cfg.iterations, seed=seed, prior=prior,
+                              prior_problem=self.prior.problem if prior else None, stale=self.stale_iterations)
+        menu_ids = [o.id for o in kept]
+        reused = [prior.option_id, prior.text] if prior else []   # the ids of runs without reuse stay as they were
+        # the paper's N plans per parent are N independent calls: the sample index j is part of the job's
+        # identity, so two identical prompts are still two samples and resume replays each one. The run's
+        # length is left out so that a run extended on resume reuses the answers it already has.
+        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed, *reused) \
+            if self.seeded(model) else content_id("plan", code_hash(parent.code), self.iteration, j, model, menu_ids,
+                                                   *reused)
+        self._emit(Job(jid, "plan", self.iteration, request, model,
+                       ctx={"parent_id": parent.id, "code_models": code_models}))
+
+    def _stop_reason(self) -> str:
+        cfg = self.cfg
+        if self.halted:
+            return self.halted
+        if self.iteration >= cfg.iterations:
+            return f"finished {cfg.iterations} iterations"
+        if self.iteration > 0 and self.stale_iterations >= cfg.patience:
+            return f"no improvement for {cfg.patience} iterations"
+        if cfg.max_evals is not None and self.evals_emitted >= cfg.max_evals:
+            return f"evaluation budget of {cfg.max_evals} spent"
+        roofline = self.best.result.roofline_fraction
+        if cfg.stop_roofline is not None and (roofline or 0) >= cfg.stop_roofline:
+            return f"reached {roofline:.1%} of roofline"
+        return ""

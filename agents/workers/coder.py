@@ -1,0 +1,16 @@
+"""Coder role (phase 2): implement a plan as a complete kernel.
+
+What an implementation of this role provides; agents/workers/registry.py lists the implementations (heuristic, llm,
+synthetic and plug-ins) and a worker runs one of them."""
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from autocomp_zmq.protocols.jobs import CodeRequest, CodeResult
+
+
+class Coder(Protocol):
+    name: str
+    models: list[str]       # the model specs it answers for: the coordinator routes each job by its model
+
+    def handle(self, kind: Literal["code"], request: CodeRequest) -> CodeResult: ...

@@ -1,0 +1,70 @@
+"""Every agent implementation, in one table: ROLE.NAME -> "module:Class".
+
+The built-in ones are listed here; other packages add theirs under the same ROLE.NAME keys in the
+`autocomp_zmq.agents` entry-point group (e.g. `planner.mine = "my_pkg.agents:MyPlanner"`), and a plug-in may
+also replace a built-in name. A class is imported only by the worker that runs it (a heuristic planner never
+loads the LLM SDKs). Its constructor declares the options it takes as keyword parameters, and is given those
+and no others (construct).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import entry_points
+
+from autocomp_zmq.protocols.jobs import ROLES
+
+_AGENTS = "autocomp_zmq.agents.workers"
+_HEURISTIC, _LLM = f"{_AGENTS}.heuristic:HeuristicAgent", f"{_AGENTS}.llm.agent:LLMAgent"
+BUILTIN = {
+    **{f"{role}.heuristic": _HEURISTIC for role in ("planner", "coder", "repairer")},
+    **{f"{role}.llm": _LLM for role in ("planner", "coder", "repairer")},
+    "planner.synthetic": f"{_AGENTS}.synthetic:SyntheticPlanner",
+    "coder.synthetic": f"{_AGENTS}.synthetic:SyntheticCoder",
+    "repairer.synthetic": f"{_AGENTS}.synthetic:SyntheticCoder",
+    "evaluator.target": f"{_AGENTS}.evaluator:TargetEvaluator",
+    "evaluator.synthetic": f"{_AGENTS}.synthetic:SyntheticEvaluator",
+}
+DEFAULT = {"planner": "heuristic", "coder": "heuristic", "repairer": "heuristic", "evaluator": "target"}
+
+
+class RegistryError(ValueError):
+    """An unknown role or implementation, or an option the implementation does not take."""
+
+
+def implementations(role: str) -> dict[str, str]:
+    """name -> "module:Class" of every implementation of a role, built-in and plug-in. Nothing is imported."""
+    if role not in ROLES:
+        raise RegistryError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
+    table = dict(BUILTIN)
+    table.update((ep.name, ep.value) for ep in entry_points(group="autocomp_zmq.agents"))
+    return {key.partition(".")[2]: path for key, path in table.items() if key.partition(".")[0] == role}
+
+
+def load(role: str, name: str | None = None) -> type:
+    """The class of a role's implementation (its default when name is None), importing only its module."""
+    impls = implementations(role)
+    name = name or DEFAULT[role]
+    if name not in impls:
+        raise RegistryError(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
+    module, _, attr = impls[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def accepts(cls: type) -> set[str] | None:
+    """The keyword options a constructor takes (None: any, it has **options)."""
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def construct(cls: type, offered: dict, given: dict[str, str] | None = None):
+    """cls(**the offered options it takes). `given` maps the options the user set explicitly to how they were
+    written (e.g. {"latency_s": "--latency"}): one of those the class does not take is an error, not ignored."""
+    takes = accepts(cls)
+    unused = [flag for option, flag in (given or {}).items() if takes is not None and option not in takes]
+    if unused:
+        raise RegistryError(f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not an option of "
+                            f"{getattr(cls, 'name', cls.__name__)} ({cls.__module__}.{cls.__qualname__})")
+    return cls(**{k: v for k, v in offered.items() if takes is None or k in takes})

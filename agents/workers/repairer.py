@@ -1,0 +1,16 @@
+"""Repairer role: fix a failed candidate given its plan, code and error.
+
+What an implementation of this role provides; agents/workers/registry.py lists the implementations (heuristic, llm,
+synthetic and plug-ins) and a worker runs one of them."""
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from autocomp_zmq.protocols.jobs import CodeResult, RepairRequest
+
+
+class Repairer(Protocol):
+    name: str
+    models: list[str]       # the model specs it answers for: the coordinator routes each job by its model
+
+    def handle(self, kind: Literal["repair"], request: RepairRequest) -> CodeResult: ...
