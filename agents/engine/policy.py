@@ -148,7 +148,7 @@ class SearchPolicy(Protocol):
 
 
 class RunRecord(Protocol):
-    """What a policy writes to the run store (agents/runstore RunStore implements it) and what show,
+    """What a policy writes to the run store (agents/store RunStore implements it) and what show,
     report and runs read back: every job it emits, every candidate kernel with its parent and the plan and
     model that produced it, every evaluation, every plan, and the frontier it keeps after each iteration
     (best first). finished_job gives a resumed run the stored outcome of a job emitted before."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from autocomp_zmq.agents.heuristic.errors import NO_CHANGE, HeuristicError
+from autocomp_zmq.hw_runners.toolkit.errors import NO_CHANGE, HeuristicError
 from autocomp_zmq.hw_runners.base import get_target
 from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autocomp_zmq.agents.heuristic import unsupported
-from autocomp_zmq.agents.problemsource import wire
+from autocomp_zmq.agents.workers.heuristic import unsupported
+from autocomp_zmq.agents.run.problemsource import wire
 from autocomp_zmq.hw_runners.base import get_target, target_class
 from autocomp_zmq.hw_runners.problemfile import read
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import rowwise

@@ -13,8 +13,8 @@ import tomllib
 
 import pytest
 
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
-from autocomp_zmq.agents.problemsource import wire
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
+from autocomp_zmq.agents.run.problemsource import wire
 from autocomp_zmq.hw_runners.base import target_class, target_info
 from autocomp_zmq.hw_runners.problemfile import read
 from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem

@@ -16,8 +16,8 @@ import math
 import random
 from dataclasses import asdict, replace
 
-from autocomp_zmq.agents.heuristic.choice import choose_option, variant_of, variants_text
-from autocomp_zmq.agents.heuristic.errors import HeuristicError
+from autocomp_zmq.hw_runners.toolkit.choice import choose_option, variant_of, variants_text
+from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import rowwise
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, from_dict, parse_schedule, render
