@@ -5,7 +5,8 @@ Loads and stores are DMA transfers; nl.matmul and nl.transpose run on the Tensor
 from __future__ import annotations
 
 from neuronxcc.nki._index import NKIError, _broadcast, _int
-from neuronxcc.nki._trace import RECORDER, AffineRange, View, _core, dtype_name
+from neuronxcc.nki._affine import AffineRange
+from neuronxcc.nki._trace import RECORDER, View, _core, dtype_name
 from neuronxcc.nki.language._base import _attrs, _compute, _ew, _new, _view
 from neuronxcc.nki.language.constants import psum, sbuf  # noqa: F401
 
