@@ -243,7 +243,7 @@ def _base(t) -> int:
 
 def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = None, loops=None) -> Timeline:
     """loops: the front end's record of affine_range iterations (a claim, verified by loops.transform)."""
-    steps = compiler_loops.transform(steps, loops, p)
+    steps = compiler_loops.transform(steps, loops, p, deadline)
     tl = Timeline()
     engines = EngineTiming(p)
     dma = DmaQueues(p)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
 VECTOR_ENGINES = ("dve", "act", "pool")
@@ -148,11 +149,13 @@ class _Spans:
         return got
 
 
-def independent(its: list[list[Step]], span: _Spans) -> bool:
+def independent(its: list[list[Step]], span: _Spans, clock: Clock | None = None) -> bool:
     """No element written by one iteration is read or written by another. Compared by each access's element
     range (partitions aside): conservative, a loop it cannot prove independent keeps program order."""
+    clock = clock or Clock(None, "")
     writes: dict[int, list[tuple]] = {}
     for k, it in enumerate(its):
+        clock.tick(k)
         for st in it:
             for a in st.writes:
                 f0, f1 = span(a)
@@ -214,23 +217,25 @@ def _marked(st: Step, **extra) -> Step:
     return out
 
 
-def transform(steps: list[Step], raw_loops, p: dict) -> list[Step]:
+def transform(steps: list[Step], raw_loops, p: dict, deadline: float | None = None) -> list[Step]:
     """The instructions as the compiler issues them: verified source-innermost loops of at most
     vectorize_max_trip iterations of Vector/Scalar/GpSimd work fused into one instruction per body instruction;
     the instructions of the other verified independent loops that are innermost once that is done (no loop
     inside, or only loops that were vectorized) marked `overlapped`: EngineTiming and cycles() then charge them
     no dependent latency or small-tile overhead."""
     top = loops_of(raw_loops, len(steps))
-    return _region(steps, 0, len(steps), top, p, _Spans())[0] if top else steps
+    clock = Clock(deadline, f"checking the kernel's loops ({len(steps):,} instructions)")
+    return _region(steps, 0, len(steps), top, p, _Spans(), clock)[0] if top else steps
 
 
-def _region(steps: list[Step], a: int, b: int, loops: tuple | list, p: dict, span: _Spans) -> tuple[list[Step], bool]:
+def _region(steps: list[Step], a: int, b: int, loops: tuple | list, p: dict, span: _Spans,
+            clock: Clock) -> tuple[list[Step], bool]:
     """Instructions a..b with the loops among them as issued, and whether every one of those loops was
     vectorized."""
     out, at, vectorized = [], a, True
     for lp in loops:
         out += steps[at:lp.starts[0]]
-        issued, v = _loop(steps, lp, p, span)
+        issued, v = _loop(steps, lp, p, span, clock)
         out += issued
         vectorized &= v
         at = lp.end
@@ -238,7 +243,7 @@ def _region(steps: list[Step], a: int, b: int, loops: tuple | list, p: dict, spa
     return out, vectorized
 
 
-def _loop(steps: list[Step], lp: Loop, p: dict, span: _Spans) -> tuple[list[Step], bool]:
+def _loop(steps: list[Step], lp: Loop, p: dict, span: _Spans, clock: Clock) -> tuple[list[Step], bool]:
     bounds = list(lp.starts) + [lp.end]
     its, children, inner_vectorized = [], list(lp.inner), True
     c = 0
@@ -247,12 +252,14 @@ def _loop(steps: list[Step], lp: Loop, p: dict, span: _Spans) -> tuple[list[Step
         while c < len(children) and children[c].starts[0] < bounds[k + 1]:
             mine.append(children[c])
             c += 1
-        it, v = _region(steps, bounds[k], bounds[k + 1], mine, p, span)
+        clock.tick(bounds[k])
+        it, v = _region(steps, bounds[k], bounds[k + 1], mine, p, span, clock)
         its.append(it)
         inner_vectorized &= v
     flat = [st for it in its for st in it]
     # innermost as the compiler sees it (no loop inside, or only vectorized ones), identical and independent
-    if lp.trip < 2 or (lp.inner and not inner_vectorized) or not _same_body(its) or not independent(its, span):
+    if lp.trip < 2 or (lp.inner and not inner_vectorized) or not _same_body(its) \
+            or not independent(its, span, clock):
         return flat, False
     body = its[0]
     if not lp.inner and lp.trip <= p["vectorize_max_trip"] and all(st.engine in VECTOR_ENGINES for st in body) \

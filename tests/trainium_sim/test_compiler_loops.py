@@ -8,6 +8,10 @@ leaves the kernel timed in program order.
 """
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, loops
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
@@ -167,6 +171,15 @@ def test_malformed_loop_records_are_ignored():
     for record in bad:
         assert loops.innermost(record, n) == []
         assert s.time(claims=record)[0] == honest_ns
+
+
+def test_checking_the_loops_stops_at_the_deadline():
+    s = conv_rows(256, None)
+    decls = decode_tensors(s.tensors, 1 << 40)
+    first, last = uses(s.instrs, decls)
+    steps = Replayer(decls, {}, 1, last_use(last)).run(s.instrs)
+    with pytest.raises(TimeoutError, match="checking the kernel's loops"):
+        loops.transform(steps, s.loops, P, deadline=time.monotonic() - 1)
 
 
 def test_only_innermost_loops_are_transformed():
