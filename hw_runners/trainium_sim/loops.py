@@ -111,7 +111,8 @@ def _same_body(its: list[list[Step]]) -> bool:
 
 
 def _own_tiles(it: list[Step]) -> set[int]:
-    """Tensors this iteration writes before it reads them, that no other iteration touches: its own tiles."""
+    """Tensors this iteration writes before it reads them: its own tiles (a fresh temporary each iteration;
+    independent() has checked that no other iteration touches what it writes)."""
     seen, own = set(), set()
     for st in it:
         for a in st.reads:
