@@ -41,6 +41,24 @@ def pytest_configure(config):
                                        "agents); deselect with -m 'not system' for the fast tier")
 
 
+def _whole_module_is_system(path: Path) -> bool:
+    """A test module whose module-level `pytestmark` carries the system marker (read as text: not imported)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    return any(line.startswith("pytestmark") and "pytest.mark.system" in line for line in text.splitlines())
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The fast tier (-m "not system") neither imports nor collects a module whose every test is a system test:
+    what it would deselect after importing it (torch, the sandbox, a cluster kit) it never loads."""
+    if config.getoption("markexpr", "").replace(" ", "") == "notsystem" and collection_path.suffix == ".py" \
+            and collection_path.name.startswith("test_") and _whole_module_is_system(collection_path):
+        return True
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """A timeout that fires while the test is inside a finalizer (a weakref callback, __del__) is swallowed
