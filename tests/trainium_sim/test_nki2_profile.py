@@ -76,7 +76,9 @@ def test_the_heuristic_writes_every_family_in_v2():
     def wire(name, isa):
         p = get_target("trainium-sim").problem(name, isa)
         return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
-    assert set(BODIES_V2) == set(FAMILIES)          # every family the heuristic knows has a v2 renderer
+    # every problem family the heuristic knows has a v2 renderer; "rowwise" (no problem's own family: a problem
+    # file whose reference is a row-wise form) is written in NKI v1 only, and --isa nki2 refuses it saying so
+    assert set(FAMILIES) - set(BODIES_V2) == {"rowwise"} and set(BODIES_V2) <= set(FAMILIES)
     agent = TrainiumHeuristic()
     for problem in get_target("trainium-sim").problems():
         if any(t.startswith("autocomp-") for t in problem.tags):
@@ -106,10 +108,13 @@ def test_v2_schedules_render_correct_kernels(trn2_kit, family):
         assert r.correct and r.latency > 0, f"{s}\n{explain(r)}\n{code}"
 
 
-# mha evaluations trace 8 heads x 16 query tiles (~4 s each): its run stops after 10 evaluations to take about a minute
+# mha evaluations trace 8 heads x 16 query tiles (~4 s each): its run stops after 10 evaluations to take about a minute.
+# layernorm's starting kernel overlaps its independent row tiles (loops.py), so its first move that pays comes in the
+# fourth iteration (1.03x after three, 1.36x after four, 1.67x after eight)
 @pytest.mark.parametrize("problem, budget", [(p, []) for p in (
-    "rmsnorm-256x2048", "gemm-512x1024x1024", "layernorm-512x1024", "transpose-4x256x384", "cumsum", "maxpool", "rope",
-    "conv1d", "mamba", "conv2d-small", "attention", "sd-attention", "csa-2048")] + [("mha", ["--max-evals", "10"])])
+    "rmsnorm-256x2048", "gemm-512x1024x1024", "transpose-4x256x384", "cumsum", "maxpool", "rope",
+    "conv1d", "mamba", "conv2d-small", "attention", "sd-attention", "csa-2048")]
+    + [("mha", ["--max-evals", "10"]), ("layernorm-512x1024", ["-T", "4"])])
 def test_a_short_offline_v2_run_improves_on_its_start(tmp_path, problem, budget):
     run = tmp_path / "run"
     out = finish(launch("run", "--target", "trainium-sim", "--isa", "nki2", "--problem", problem, "--out", str(run),
