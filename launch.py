@@ -365,9 +365,11 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
 from autocomp_zmq.agents.cli.inspect import register as _register_inspect  # noqa: E402
 from autocomp_zmq.agents.cli.problems import register as _register_problems  # noqa: E402
 from autocomp_zmq.agents.cli.cluster import register as _register_cluster  # noqa: E402
+from autocomp_zmq.packbuilder.cli import register as _register_build_target  # noqa: E402
 _register_problems(app, console, err, _fail, _target)   # problems (listing, checking, importing KernelBench)
 _register_inspect(app, console, err)
 _register_cluster(app, console, _fail, with_config_options)   # secret, workers
+_register_build_target(app, console, _fail)   # a target's prompt pack from its documentation
 
 
 if __name__ == "__main__":
