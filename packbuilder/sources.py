@@ -97,11 +97,13 @@ def line_ranges(text: str, limit: int, base: int = 0) -> list[tuple[str, str]]:
 
 
 def _blocks(lines: list[str], start: int, end: int, limit: int):
-    """(first line, last line, text) of lines[start:end], 1-based, cut before a blank line when over `limit`;
-    blocks of only blank lines are left out."""
+    """(first line, last line, text) of lines[start:end], 1-based: cut at a blank line when the next line would
+    pass `limit` characters (anywhere past twice that, for text without blank lines); blank blocks left out."""
     first, size = start, 0
     for i in range(start, end + 1):
-        cut = i == end or (size + len(lines[i]) > limit and i > first and (not lines[i].strip() or size > 2 * limit))
+        following = len(lines[i + 1]) if i + 1 < end else 0
+        blank = i < end and not lines[i].strip()
+        cut = i == end or (i > first and ((blank and size + following > limit) or size + len(lines[i]) > 2 * limit))
         if cut:
             body = "\n".join(lines[first:i]).strip()
             if body:
