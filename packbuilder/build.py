@@ -37,8 +37,10 @@ class BuildOptions:
     name: str
     out: Path
     model: str | None = None
-    like: str | None = None            # a target whose language the pack is for (and, a command target, whose
-    replay: Path | None = None         # evaluation a target.toml in the folder reuses)
+    # a target whose language the pack is written for; a command target's evaluation is also reused by the
+    # folder's target.toml
+    like: str | None = None
+    replay: Path | None = None         # a calls.jsonl that answers every call
     budget_usd: float | None = None
     prices: Path | None = None
     section_chars: int = 3000
@@ -193,6 +195,7 @@ def _check(name: str, folder: Path, base: TargetInfo | None, examples: list[str]
 def _report(opts: BuildOptions, base: TargetInfo | None, chunks: list[Chunk], caller: Caller,
             files: dict[str, str], notes: list[str]) -> str:
     sizes = "\n".join(f"| {rel} | {len(text):,} |" for rel, text in sorted(files.items()))
+    sizes += f"\n| all | {sum(len(t) for t in files.values()):,} |"
     listing = "\n".join(f"| {c.id} | {c.source} | {len(c.text):,} |" for c in chunks)
     cuts = "\n".join(f"- {n}" for n in notes) or "- nothing"
     return f"""# Prompt pack {opts.name}: how it was built

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from autocomp_zmq.agents.llm.faults import backoff_s, classify, root_cause
-from autocomp_zmq.agents.llm.pricing import PROMPT_OVERHEAD_TOKENS, PriceBook, usage_of
+from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PROMPT_OVERHEAD_TOKENS, PriceBook, usage_of
 from autocomp_zmq.agents.llm.specs import CallOptions, parse_spec
 from autocomp_zmq.protocols.jobs import BILLED_NONE, BILLED_UNKNOWN, ModelCall
 
@@ -55,7 +55,7 @@ class Caller:
         if self.spec.offline:
             raise CallError(f"{model} is not a model that can write: give a hosted or OpenAI-compatible one")
         if self.recorded is None and budget_usd is not None and not self.book.known(self.spec):
-            raise CallError(f"--budget-usd needs the price of {model}, which is not known; " + _prices_help())
+            raise CallError(f"--budget-usd needs the price of {model}, which is not known; " + PRICES_HELP)
         self._client = None
         self._loop = asyncio.new_event_loop()    # one loop for the build: the SDK client is bound to it
         self._rng = random.Random(0)
@@ -165,7 +165,3 @@ def _read_log(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError, msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise CallError(f"--replay {path}: not a readable calls.jsonl ({exc})") from None
 
-
-def _prices_help() -> str:
-    from autocomp_zmq.agents.llm.pricing import PRICES_HELP
-    return PRICES_HELP

@@ -175,8 +175,10 @@ def markdown_file(part: Part, heading: str, chunks: dict[str, Chunk]) -> str:
 def menu_file(part: Part, heading: str, chunks: dict[str, Chunk]) -> str:
     out = [f"# {heading}: a planner picks ONE option per step.\n"]
     for s in part.sections:
+        description = f"{s.body} {s.note}" if s.note else s.body
+        # JSON strings are TOML basic strings: the file is read back by tomllib before it is written
         out.append(f"[[option]]\n# sources: {cited(s, chunks)}\nid = {json.dumps(s.title)}\n"
-                   f"title = {json.dumps(s.label)}\ndescription = {json.dumps(s.body + (' ' + s.note if s.note else ''))}\n")
+                   f"title = {json.dumps(s.label)}\ndescription = {json.dumps(description)}\n")
     return "\n".join(out)
 
 

@@ -160,3 +160,20 @@ def test_the_built_pack_drives_a_run_of_hostcpu(tmp_path):
     menu_ids = {"vectorize", "multiple-accumulators", "unit-stride", "reciprocal", "horizontal-once"}
     planned = [p for p in prompts if "OPTION: <id" in p]
     assert planned and all(any(f"- {i}: " in p or f". {i}: " in p for i in menu_ids) for p in planned)
+
+
+def test_a_part_over_budget_is_asked_once_to_be_shorter_then_trimmed_with_a_note(tmp_path):
+    fake = FakeLLM(script=recorded, usage=None)       # the same, too long, answers every time
+    try:
+        code, out, pack = build(tmp_path, fake, "--section-chars", "200", "--pack-chars", "2000")
+    finally:
+        fake.close()
+    assert code == 0, out
+    shorter = [r for r in calls_of(pack) if "over its size budget" in r["prompt"]]
+    assert len(shorter) == 5 and len(fake.requests) == 10          # each part asked again once, no more
+    assert re.search(r"'Loads and stores' has \d+ characters \(budget 200\)", shorter[0]["prompt"])
+    isa = (pack / "isa.md").read_text()
+    assert "(trimmed: " in isa and "characters over the section budget of 200 were cut)" in isa
+    assert "note: programming reference: trimmed 'Loads and stores' to the section budget" in out
+    assert "note: examples: left out example sum_8acc.c" in out and not (pack / "examples").exists()
+    assert "left out example sum_8acc.c" in (pack / "BUILD.md").read_text()
