@@ -41,14 +41,18 @@ def prompt_hash(prefix: str, body: str) -> str:
 class Caller:
     """Model calls for one build, appended to `log` (calls.jsonl). `ask` returns an answer or raises CallError."""
 
-    def __init__(self, log: Path, model: str | None = None, *, replay: Path | None = None, budget_usd: float | None = None,
-                 prices: PriceBook | None = None, options: CallOptions = CallOptions(), retries: int = 2) -> None:
+    def __init__(self, log: Path, model: str | None = None, *, replay: Path | None = None,
+                 budget_usd: float | None = None, prices: PriceBook | None = None,
+                 options: CallOptions = CallOptions(), retries: int = 2) -> None:
         self.log, self.options, self.retries = log, options, retries
         self.budget, self.book = budget_usd, prices or PriceBook.load()
         self.spent, self.calls, self.unpriced = 0.0, 0, 0
         self.recorded = _read_log(replay) if replay else None
-        if self.recorded is not None:
-            model = model or (json.loads(self.recorded[0])["model"] if self.recorded else None)
+        if self.recorded:       # a replay speaks for the recorded model
+            recorded = json.loads(self.recorded[0])["model"]
+            if model and model != recorded:
+                raise CallError(f"--replay {replay} was recorded with {recorded}, not {model}")
+            model = recorded
         if not model:
             raise CallError("give --model, or --replay a calls.jsonl of an earlier build")
         self.spec = parse_spec(model)

@@ -22,7 +22,8 @@ HERE = Path(__file__).parent
 DOCS, ANSWERS = HERE / "docs", HERE / "answers"
 ROOT = HERE.parents[1]
 PARTS = {"Write the programming reference": "isa.md", "Write the optimization menu": "menu.toml",
-         "Write the rules": "rules.md", "example kernels": "examples.md", "Write the translation menu": "translation.md"}
+         "Write the rules": "rules.md", "example kernels": "examples.md",
+         "Write the translation menu": "translation.md"}
 
 
 def part_of(prompt: str) -> str:
@@ -150,8 +151,9 @@ def test_the_built_pack_drives_a_run_of_hostcpu(tmp_path):
 
     llm = FakeLLM(script=agent, models=["m"])
     try:
-        run = finish(launch("run", "--target", "avx2", "--problem", "sum-16m", "--model", f"openai-compat@{llm.url}/v1:m",
-                            "-T", "2", "--beam", "1", "--plans", "1", "--codes", "1", "--evaluators", "1", "--no-live",
+        run = finish(launch("run", "--target", "avx2", "--problem", "sum-16m",
+                            "--model", f"openai-compat@{llm.url}/v1:m", "-T", "2", "--beam", "1", "--plans", "1",
+                            "--codes", "1", "--evaluators", "1", "--no-live",
                             "--out", str(tmp_path / "run"), env={"AUTOCOMP_TARGET_PATH": str(pack)}))
     finally:
         llm.close()
