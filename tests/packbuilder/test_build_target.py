@@ -7,6 +7,7 @@ from __future__ import annotations
 import filecmp
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,12 @@ def recorded(prompt: str, n: int):
     return 200, {}, (ANSWERS / part_of(prompt)).read_text()
 
 
-def build(tmp_path: Path, fake: FakeLLM | None, *flags: str, out: str = "pack") -> tuple[int, str, Path]:
+def build(tmp_path: Path, fake: FakeLLM | None, *flags: str, out: str = "pack",
+          docs: Path = DOCS) -> tuple[int, str, Path]:
     """Run build-target on the test documentation into tmp_path/out, the fake's model priced at $1 / $4 per
     million tokens: (exit status, output, the output folder)."""
     folder = tmp_path / out
-    args = ["build-target", str(DOCS), "--name", "avx2", "--like", "hostcpu", "--out", str(folder), *flags]
+    args = ["build-target", str(docs), "--name", "avx2", "--like", "hostcpu", "--out", str(folder), *flags]
     if fake is not None:
         model = f"openai-compat@{fake.url}/v1:writer"
         prices = tmp_path / "prices.toml"
@@ -85,6 +87,13 @@ def test_a_pack_is_built_cited_checked_and_replayed_byte_for_byte(tmp_path):
     assert all(filecmp.cmp(pack / f, again / f, shallow=False)
                for f in ("isa.md", "menu.toml", "rules.md", "translate.md", "calls.jsonl", "BUILD.md",
                          "target.toml", "examples/sum_8acc.c"))
+
+    # documentation that changed since the recording: the replay says so rather than answer another question
+    changed = tmp_path / "docs"
+    shutil.copytree(DOCS, changed)
+    (changed / "timing.txt").write_text((DOCS / "timing.txt").read_text().replace("4 cycles", "3 cycles"))
+    code, out, _ = build(tmp_path, None, "--replay", str(pack / "calls.jsonl"), out="changed", docs=changed)
+    assert code == 1 and "call 1 of the replay asks something else than the recorded one" in " ".join(out.split())
 
 
 def test_the_budget_stops_the_build_before_a_call_could_pass_it(tmp_path):
