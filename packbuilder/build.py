@@ -14,8 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autocomp_zmq.agents.llm.pricing import PriceBook, PriceError
-from autocomp_zmq.agents.llm.specs import CallOptions, SpecError
+from autocomp_zmq.agents.workers.llm.pricing import PriceBook, PriceError
+from autocomp_zmq.agents.workers.llm.specs import CallOptions, SpecError
 from autocomp_zmq.hw_runners.base import (DEFAULT_ISA, PROMPTS_DIR, DescriptorError, TargetInfo, UnknownTargetError,
                                           target_info)
 from autocomp_zmq.hw_runners.pack import read_pack

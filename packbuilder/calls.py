@@ -1,4 +1,4 @@
-"""The build's model calls: made through the product's LLM layer (agents/llm: specs, the SDK clients, fault
+"""The build's model calls: made through the product's LLM layer (agents/workers/llm: specs, the SDK clients, fault
 classification and pricing), each recorded as a protocols.jobs.ModelCall (prompt, answer, tokens, cost) on one
 JSON line of calls.jsonl the moment it returns, so that a build that fails or is stopped keeps what it spent.
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import msgspec
 
-from autocomp_zmq.agents.llm.faults import backoff_s, classify, root_cause
-from autocomp_zmq.agents.llm.pricing import PRICES_HELP, PROMPT_OVERHEAD_TOKENS, PriceBook, usage_of
-from autocomp_zmq.agents.llm.specs import CallOptions, parse_spec
+from autocomp_zmq.agents.workers.llm.faults import backoff_s, classify, root_cause
+from autocomp_zmq.agents.workers.llm.pricing import PRICES_HELP, PROMPT_OVERHEAD_TOKENS, PriceBook, usage_of
+from autocomp_zmq.agents.workers.llm.specs import CallOptions, parse_spec
 from autocomp_zmq.protocols.jobs import BILLED_NONE, BILLED_UNKNOWN, ModelCall
 
 
@@ -113,7 +113,7 @@ class Caller:
         return Answer(done.text, done.finish)
 
     async def _complete(self, prefix: str, body: str, max_tokens: int):
-        from autocomp_zmq.agents.llm.providers import Client
+        from autocomp_zmq.agents.workers.llm.providers import Client
         self._client = self._client or Client(self.spec, self.options)   # made once: an SDK client per build
         return await self._client.complete(prefix, body, max_tokens)
 

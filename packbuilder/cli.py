@@ -49,7 +49,7 @@ def register(app: typer.Typer, console, fail) -> None:
                                              min=0, max=10)] = 2,
         call_timeout_s: Annotated[float, typer.Option(help="Seconds one call may take.", min=1)] = 600.0,
     ) -> None:
-        from autocomp_zmq.agents.llm.specs import CallOptions
+        from autocomp_zmq.agents.workers.llm.specs import CallOptions
         from autocomp_zmq.packbuilder.build import BuildError, BuildOptions, build
         opts = BuildOptions(docs=docs, name=name, out=out or Path("packs") / name, model=model, like=like,
                             replay=replay, budget_usd=budget_usd, prices=prices, section_chars=section_chars,
