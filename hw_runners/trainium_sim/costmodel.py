@@ -149,10 +149,19 @@ def cycles(step: Step, p: dict) -> float:
     if step.extra.get("reduce"):
         # activation's reduction is read out by an ActReadAccumulator; tensor_scalar_reduce adds MIN_II
         body += p["act_read_accumulator_cycles"] if step.engine == "act" else min_ii
-    if step.extra.get("overlapped"):        # interleaved with other iterations' instructions (loops.py)
-        return body
-    # back-to-back instructions with N << 128 expose the static instruction overhead (ramped out by N = 128)
-    return body + p["instruction_overhead_cycles"] * max(0.0, 1.0 - n / p["small_instruction_elements"])
+    # back-to-back instructions with N << 128 expose the static instruction overhead (ramped out by N = 128),
+    # less what the other iterations of an overlapped loop fill of it (loops.py: their instructions, one each)
+    exposed = p["instruction_overhead_cycles"] * max(0.0, 1.0 - n / p["small_instruction_elements"])
+    return body + max(0.0, exposed - hidden_by_other_iterations(step, body))
+
+
+def hidden_by_other_iterations(step: Step, cycles_each: float) -> float:
+    """Engine cycles of a wait the compiler fills with the other iterations of a verified independent loop
+    (loops.py marks their instructions `overlapped` with the loop's trip count): one instruction of each other
+    iteration, as long as this one. 0 outside such a loop; the whole wait in a long loop (conv1d's 2,048
+    iterations ran at MIN_II per instruction), only part of it in a loop of two."""
+    trip = step.extra.get("overlapped", 0)
+    return max(0, trip - 1) * cycles_each
 
 
 def clock_ghz(engine: str, p: dict) -> float:
@@ -190,10 +199,11 @@ class EngineTiming:
         busy = cycles(st, self.p) / ghz
         if busy == 0.0:                      # a view: nothing runs, its data is there when its source is
             return ready, ready, 0.0, cause
-        # an iteration of an independent loop waits for nothing here: the compiler fills the latency with the
-        # other iterations' instructions (loops.py)
-        if cause in COMPUTE and not (e == "pe" and cause == "pe") and not st.extra.get("overlapped"):
-            ready += self.p["instruction_overhead_cycles"] / ghz
+        # an iteration of an independent loop waits less: the compiler fills the latency with the other
+        # iterations' instructions (loops.py)
+        if cause in COMPUTE and not (e == "pe" and cause == "pe"):
+            wait = self.p["instruction_overhead_cycles"] - hidden_by_other_iterations(st, busy * ghz)
+            ready += max(0.0, wait) / ghz
         start, waited = max(self.free[e], ready), cause
         held = self._ports(st)
         for port in held:

@@ -222,8 +222,9 @@ def transform(steps: list[Step], raw_loops, p: dict, deadline: float | None = No
     """The instructions as the compiler issues them: verified source-innermost loops of at most
     vectorize_max_trip iterations of Vector/Scalar/GpSimd work fused into one instruction per body instruction;
     the instructions of the other verified independent loops that are innermost once that is done (no loop
-    inside, or only loops that were vectorized) marked `overlapped`: EngineTiming and cycles() then charge them
-    no dependent latency or small-tile overhead."""
+    inside, or only loops that were vectorized) marked `overlapped` with the loop's trip count: EngineTiming and
+    cycles() then charge them only what the other iterations cannot fill of the dependent latency and the
+    small-tile overhead."""
     top = loops_of(raw_loops, len(steps))
     clock = Clock(deadline, f"checking the kernel's loops ({len(steps):,} instructions)")
     return _region(steps, 0, len(steps), top, p, _Spans(), clock)[0] if top else steps
@@ -271,4 +272,4 @@ def _loop(steps: list[Step], lp: Loop, p: dict, span: _Spans, clock: Clock) -> t
             st.writes = [a for it in its for a in it[j].writes]
             st.free *= lp.trip
         return fused, True
-    return [_marked(st, overlapped=True) for st in flat], False
+    return [_marked(st, overlapped=lp.trip) for st in flat], False

@@ -100,6 +100,35 @@ def test_independent_iterations_hide_the_dependent_latency_and_small_tile_overhe
     assert program_order_ns > 2 * overlapped_ns
 
 
+def chains_in_a_loop(trip: int, length: int = 40) -> LoopStream:
+    """`trip` independent iterations, each a load and a chain of `length` dependent one-element Vector
+    instructions (the load keeps the loop from being vectorized)."""
+    s = LoopStream()
+    acc = s.tensor("sbuf", (128, trip * (length + 1)), site=1)
+    x = s.tensor("hbm", (128, trip))
+    for k in s.loop(trip):
+        base = k * (length + 1)
+        s.emit("dma", "dma", [s.at(acc, (0, 128), (base, base + 1))], [s.at(x, (0, 128), (k, k + 1))], site=2)
+        for j in range(length):
+            s.emit("ew", "dve", [s.at(acc, (0, 128), (base + j + 1, base + j + 2))],
+                   [s.at(acc, (0, 128), (base + j, base + j + 1))], fn="copy")
+    return s
+
+
+def test_a_loop_of_two_hides_only_what_the_other_iteration_fills():
+    """Two interleaved chains hide one instruction's occupancy of each wait, not the whole wait: wrapping
+    dependent work in a two-trip loop must not buy the timing of a long loop."""
+    per_instruction = {}
+    for trip in (2, 64):
+        s = chains_in_a_loop(trip)
+        overlapped_ns, issued = s.time()
+        assert all(st.extra.get("overlapped") == trip for st in issued)
+        program_order_ns, _ = s.time(claims=[])
+        assert overlapped_ns < program_order_ns
+        per_instruction[trip] = overlapped_ns / (trip * 40)
+    assert per_instruction[2] > 1.5 * per_instruction[64], per_instruction
+
+
 def dependent_chain(trip: int) -> LoopStream:
     """acc[:, k] = acc[:, k - 1] * x: each iteration reads what the one before wrote (a sequential loop)."""
     s = LoopStream()
