@@ -102,7 +102,10 @@ def attack_growth(frames: list, key_known: bool) -> int:
 
         def sample() -> None:
             while not stop.is_set():
-                peak[0] = max(peak[0], child.ps.memory_info().rss)
+                try:
+                    peak[0] = max(peak[0], child.ps.memory_info().rss)
+                except psutil.NoSuchProcess:      # the child was stopped before the sampler saw `stop`
+                    return
                 time.sleep(0.005)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
