@@ -80,20 +80,6 @@ def loops_of(raw, n_instrs: int) -> list[Loop]:
     return [] if stack else top
 
 
-def innermost(raw, n_instrs: int) -> list[Loop]:
-    """The loops with no loop inside, in order."""
-    found: list[Loop] = []
-
-    def walk(loops) -> None:
-        for lp in loops:
-            if lp.inner:
-                walk(lp.inner)
-            else:
-                found.append(lp)
-    walk(loops_of(raw, n_instrs))
-    return found
-
-
 def _base(a) -> int:
     t = a.tensor
     return t.alias if t.alias != -1 else t.tid

@@ -198,7 +198,7 @@ def test_malformed_loop_records_are_ignored():
         [[0, 1, 0, 2.5], [5, 1, 1, 2.5], [9, 1, -1, 2.5]],               # not integers
     ]
     for record in bad:
-        assert loops.innermost(record, n) == []
+        assert loops.loops_of(record, n) == []
         assert s.time(claims=record)[0] == honest_ns
 
 
@@ -211,10 +211,11 @@ def test_checking_the_loops_stops_at_the_deadline():
         loops.transform(steps, s.loops, P, deadline=time.monotonic() - 1)
 
 
-def test_only_innermost_loops_are_transformed():
+def test_the_record_nests_inner_loops_in_their_outer_loop():
     s = conv_rows(256, 64)
-    found = loops.innermost(s.loops, len(s.instrs))
-    assert [lp.trip for lp in found] == [64] * 4
+    top = loops.loops_of(s.loops, len(s.instrs))
+    assert [lp.trip for lp in top] == [4] and [lp.trip for lp in top[0].inner] == [64] * 4
+    assert not any(lp.inner for lp in top[0].inner)
 
 
 def test_a_spilled_tile_written_one_column_at_a_time_moves_whole_rows():

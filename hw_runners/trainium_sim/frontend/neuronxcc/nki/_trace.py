@@ -81,8 +81,7 @@ class Recorder:
         self.program: tuple = ()         # the instance being traced: its index along each grid dimension
         self.shared: list = []           # nl.shared_hbm tensors of the grid's first instance, in order
         self.shared_next = 0
-        # affine_range iterations, for the trusted side to find loops the compiler may vectorize or overlap:
-        # [first instruction, loop id, iteration, trip count] as each starts; iteration -1 as the loop ends
+        # affine_range iterations for the trusted loop model (_affine.py): [first instr, loop id, k (-1: end), trip]
         self.loops: list[list] = []
         self.loop_ids = 0
         self.loops_dropped = False      # past MAX_LOOP_EVENTS: none are sent (the kernel is timed in program order)
