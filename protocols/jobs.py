@@ -152,11 +152,16 @@ class PlanRequest(Payload):
 
 
 class CodeRequest(Payload):
+    """Implement `plan` on the parent. Without a plan (one-phase mode) the coder also chooses: it picks one of
+    `menu`, says how it applies it and writes the kernel in one answer, and returns that plan with the code."""
     problem: Problem
     parent: Parent
-    plan: Plan
     model: Name
     seed: Seed
+    plan: Plan | None = None
+    menu: Annotated[list[MenuOption], msgspec.Meta(max_length=256)] = []   # one-phase: the options offered
+    iteration: Annotated[int, msgspec.Meta(ge=0)] = 0                    # one-phase: the step, for the prompt
+    iterations: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class RepairRequest(Payload):
@@ -188,6 +193,7 @@ class CodeResult(Payload):
     code: Code
     model: Name
     calls: Calls = []
+    plan: Plan | None = None            # one-phase mode: the plan the same answer chose and described
 
 
 class EvalReport(Payload):

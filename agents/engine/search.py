@@ -4,7 +4,10 @@ Pure logic, no sockets: the coordinator feeds results in and dispatches the
 jobs that come out. Within an iteration nothing waits for a stage: a plan
 immediately yields K code jobs, a code immediately yields its evaluation, a
 failed evaluation immediately yields a repair. Only the beam selection at the
-end of an iteration waits for the iteration's jobs.
+end of an iteration waits for the iteration's jobs. In one-phase mode a parent's
+N menus go straight to K code jobs each, whose answers bring their own plan; a
+run that continues another starts from that run's final beam, evaluated again
+here as the children of its starting kernel.
 
 Everything random or order-dependent is derived from content: job ids hash
 what the job is, the dropout draw of a plan request is seeded by (run seed,
@@ -16,17 +19,16 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass
 from typing import Annotated, Any
 
-
 from autocomp_zmq.agents.engine.allocation import ModelAllocation
+from autocomp_zmq.agents.engine.candidates import Candidate, PriorTrace  # noqa: F401 - PriorTrace re-exported
 from autocomp_zmq.agents.engine.fullcheck import FullChecks
-from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, Kernel, SearchSettings, SearchSummary, code_hash,
+from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, SearchSettings, SearchSummary, code_hash,
                                                content_id, eval_job, never_seeded, seed_of)
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.agents.store import RunStore
-from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest,
+from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Plan, PlanRequest,
                             PlanResult, Problem, RepairRequest)
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
@@ -41,48 +43,11 @@ class BeamConfig(SearchSettings, frozen=True, kw_only=True):
     dropout: Annotated[bounded(float, ge=0, lt=1), opt(
         "Menu dropout: the probability that a menu option is left out of a plan request (the paper: 0.7-0.8).",
         metavar="P")] = 0.7
+    one_phase: Annotated[bool, opt(
+        "One-phase mode (Autocomp's skip_planning): one model call picks an option from the offered menu, says how it "
+        "applies it and writes the kernel; N menus per candidate, K samples each, all from the coding models.")] = False
     # emulate the original's stage-serial schedule (benchmarks; a TOML key, no flag)
     stage_barriers: Annotated[bool, opt()] = False
-
-
-@dataclass(frozen=True)
-class PriorTrace:
-    """Schedule reuse: the plans recorded on a similar workload, offered in order as the plans of the first
-    iterations (every plan of iteration t carries step t, with only its menu option); then normal search."""
-    problem: Problem
-    plans: tuple[Plan, ...]
-
-
-@dataclass
-class Candidate:
-    id: str
-    code: str
-    parent_id: str | None
-    iteration: int
-    origin: str                     # initial | code | repair
-    plan: Plan | None = None
-    plan_job: str | None = None
-    model: str | None = None
-    repairs: int = 0
-    result: EvalReport | None = None    # a full check's report replaces a sampled one
-
-    @property
-    def correct(self) -> bool:
-        return self.result is not None and self.result.correct and self.result.latency is not None
-
-    @property
-    def latency(self) -> float:
-        return float(self.result.latency) if self.correct else float("inf")
-
-    def as_parent(self) -> Parent:
-        r = self.result
-        return Parent(id=self.id, code=self.code, latency=r.latency if r else None,
-                      feedback_text=r.feedback_text if r else "", metrics=r.feedback if r else {})
-
-    def as_kernel(self) -> Kernel:
-        r = self.result
-        return Kernel(self.id, self.code, self.latency, r.utilization, r.roofline_fraction,
-                      r.feedback.get("upper_bound"))
 
 
 class BeamSearch(FullChecks):
@@ -93,8 +58,9 @@ class BeamSearch(FullChecks):
 
     def __init__(self, cfg: BeamConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
                  store: RunStore | None = None, seeded: IsSeeded = never_seeded,
-                 prior: PriorTrace | None = None) -> None:
+                 prior: PriorTrace | None = None, continued: tuple[str, ...] = ()) -> None:
         self.cfg = cfg
+        self.continued = continued      # --continue-from: the other run's final beam, evaluated again here
         self.prior = prior
         self.problem = problem
         self.menu = menu
@@ -124,8 +90,10 @@ class BeamSearch(FullChecks):
 
     # -- SearchPolicy -------------------------------------------------------------------
     def start(self) -> None:
-        cand = self._candidate(self.initial_code, None, 0, "initial")
-        self._emit_eval(cand)
+        base = self._candidate(self.initial_code, None, 0, "initial")
+        self._emit_eval(base)
+        for code in self.continued:     # children of the start, so that speedups and lineages read from it
+            self._emit_eval(self._candidate(code, base, 0, "continued"))
         self._drain()
 
     def next_jobs(self) -> list[Job]:
@@ -289,7 +257,13 @@ class BeamSearch(FullChecks):
             return
         parent = self.candidates[job.ctx["parent_id"]]
         fresh = content_id("candidate", parent.id, result.code) not in self.candidates
-        cand = self._candidate(result.code, parent, job.iteration, job.kind, plan=job.ctx["plan"],
+        plan = job.ctx["plan"]
+        if plan is None:                # one-phase: the plan came with the code, and is kept as a plan job's would be
+            plan = result.plan or Plan(text="(the answer described no plan)", option_id="")
+            if self.store:
+                self.store.add_plan(job.id, parent.id, job.iteration, result.model or job.model, plan,
+                                    [o.id for o in job.payload.menu])
+        cand = self._candidate(result.code, parent, job.iteration, job.kind, plan=plan,
                                plan_job=job.ctx["plan_job"], model=result.model or job.model,
                                repairs=job.ctx.get("repairs", 0))
         if fresh:
@@ -307,20 +281,21 @@ class BeamSearch(FullChecks):
                 return
             self.baseline = base
             self.beam = [base]
-        else:
-            old_best = self.best.latency
-            while True:         # the beam's members checked in full; one found wrong makes room for the next
-                new = [c for c in self.candidates.values()
-                       if c.iteration == it and c.correct and c.latency < self.candidates[c.parent_id].latency]
-                pool: dict[str, Candidate] = {}
-                for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
-                    pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
-                beam = list(pool.values())[:self.cfg.beam]
-                if self._check_in_full(beam):
-                    return      # resumed by the checks' results (_drain)
-                if all(c.correct for c in beam):
-                    break
-            self.beam = beam
+        old_best = self.best.latency
+        while True:         # the beam's members checked in full; one found wrong makes room for the next
+            # this iteration's children that beat their parent (in iteration 0, the continued run's kernels)
+            new = [c for c in self.candidates.values() if c.iteration == it and c.parent_id is not None
+                   and c.correct and c.latency < self.candidates[c.parent_id].latency]
+            pool: dict[str, Candidate] = {}
+            for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
+                pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
+            beam = list(pool.values())[:self.cfg.beam]
+            if self._check_in_full(beam):
+                return      # resumed by the checks' results (_drain)
+            if all(c.correct for c in beam):
+                break
+        self.beam = beam
+        if it > 0:
             self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
             self._learn(it)
         if self.store:
@@ -333,10 +308,15 @@ class BeamSearch(FullChecks):
             return
         self.iteration += 1
         slots, codes = len(self.beam) * self.cfg.plans, self.cfg.codes
-        plan_models = self.allocation.deal("plan", slots, self.iteration, self.plans_emitted)
+        plan_models = [] if self.cfg.one_phase else self.allocation.deal("plan", slots, self.iteration,
+                                                                         self.plans_emitted)
         code_models = self.allocation.deal("code", slots * codes, self.iteration, self.plans_emitted * codes)
         for k, (parent, j) in enumerate((p, j) for p in self.beam for j in range(self.cfg.plans)):
-            self._emit_plan(parent, j, plan_models[k], code_models[k * codes:(k + 1) * codes])
+            models = code_models[k * codes:(k + 1) * codes]
+            if self.cfg.one_phase:
+                self._emit_one_phase(parent, j, models)
+            else:
+                self._emit_plan(parent, j, plan_models[k], models)
             self.plans_emitted += 1
         if not self.outstanding:
             self.done, self.stop_reason = True, "no jobs left to run"
@@ -348,13 +328,34 @@ class BeamSearch(FullChecks):
             if c.iteration == it and c.parent_id is not None:
                 plan_job = self.jobs.get(c.plan_job or "")
                 self.allocation.learn("code", c.model, c.id in beam)
-                self.allocation.learn("plan", plan_job.model if plan_job else None, c.id in beam)
+                if plan_job is not None and plan_job.kind == "plan":     # one-phase kernels had no planner
+                    self.allocation.learn("plan", plan_job.model, c.id in beam)
 
-    def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
+    def _offered(self, parent: Candidate, j: int) -> tuple[int, list[MenuOption]]:
+        """The seed of the j-th plan (or one-phase menu) of a parent, and the menu options its dropout draw keeps."""
         seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
         rng = random.Random(seed)
         kept = [o for o in self.menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(self.menu)]
         rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
+        return seed, kept
+
+    def _emit_one_phase(self, parent: Candidate, j: int, models: list[str]) -> None:
+        """One-phase mode: the j-th menu of a parent, given to K code jobs that each choose and implement."""
+        seed, kept = self._offered(parent, j)
+        menu_ids = [o.id for o in kept]
+        for c, model in enumerate(models):
+            request = CodeRequest(problem=self.problem, parent=parent.as_parent(), model=model, menu=kept,
+                                  seed=seed_of(self.cfg.seed, "one-phase", seed, c), iteration=self.iteration,
+                                  iterations=self.cfg.iterations)
+            # like a plan job's id, with the sample index c: K identical prompts are still K samples
+            jid = content_id("one-phase", parent.id, self.iteration, j, c, model, menu_ids, request.seed) \
+                if self.seeded(model) else content_id("one-phase", code_hash(parent.code), self.iteration, j, c,
+                                                      model, menu_ids)
+            self._emit(Job(jid, "code", self.iteration, request, model,
+                           ctx={"parent_id": parent.id, "plan": None, "plan_job": jid}))
+
+    def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
+        seed, kept = self._offered(parent, j)
         prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
             else None
         if prior is not None:   # schedule reuse: this step of the recorded trace, with just its option

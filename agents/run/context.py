@@ -32,6 +32,7 @@ class RunContext:
     replay: RunStore | None         # --replay: the recorded run whose answers are replayed
     policy: type[SearchPolicy]
     initial_code: str
+    continued: dict | None = None   # --continue-from: the other run's final beam (agents/run/continuation.py)
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,10 @@ from autocomp_zmq.agents.run.context import Display, Resumed, RunContext
 from autocomp_zmq.agents.run.progress import Progress
 from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.run.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
-from autocomp_zmq.agents.run import problemsource
-from autocomp_zmq.agents.run import reuse
-from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_sampling, evaluate_start,
-                                              menu_of, no_offline_moves, open_store, prior_of, read_kernel,
-                                              reused_trace, run_prices, start_code)
+from autocomp_zmq.agents.run import continuation, problemsource, reuse
+from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_modes, check_sampling,
+                                              evaluate_start, menu_of, no_offline_moves, open_store, prior_of,
+                                              read_kernel, reused_trace, run_prices, start_code)
 from autocomp_zmq.agents.store import STORE_FORMAT, RunStore, last_iteration
 from autocomp_zmq.agents.engine.policy import SearchPolicy, SearchSettings, config_class, policy_class
 from autocomp_zmq.bus.auth import SecretError, load_secret, write_secret
@@ -194,6 +193,7 @@ def _prepare(cfg: RunConfig, resumed: Resumed | None, definition: ProblemDefinit
     if replay:
         specs = {role: [s for s in role_specs if s.offline] for role, role_specs in specs.items()}
     check_sampling(cfg, specs)
+    check_modes(cfg, specs)
     prices = run_prices(cfg, specs)
     _preflight(cfg, specs)
     try:
@@ -201,13 +201,18 @@ def _prepare(cfg: RunConfig, resumed: Resumed | None, definition: ProblemDefinit
     except SlurmError as exc:
         raise RunError(str(exc)) from None
     policy = policy_class(cfg.search.policy)     # known: the configuration was checked against it
-    code = resumed.initial_code if resumed else start_code(cfg, problem, profile)
+    wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
+    continued = continuation.of(cfg, policy, wire_problem, resumed and resumed.store, RUNS_DIR)
+    if resumed:
+        code = resumed.initial_code
+    else:   # a continued run starts from the other run's start (speedups compare alike), unless --kernel says
+        code = continued["initial_code"] if continued and not cfg.task.kernel else start_code(cfg, problem, profile)
     if not replay:
         check_cap_admits_a_call(cfg, specs["planner"], prices, problem.family, code or "")
-    wire_problem = problemsource.wire(problem, info.latency_unit, cfg.task.isa)
     return RunContext(cfg=cfg, target=target, info=info, profile=profile, problem=problem, wire_problem=wire_problem,
                       menu=menu_of(target, profile, problem.family), specs=specs, prices=prices, replay=replay,
-                      policy=policy, initial_code=code)
+                      policy=policy, initial_code=code, continued=continued)
+
 
 
 def _execute(cfg: RunConfig, run_dir: Path, resumed: Resumed | None, display: Display,
@@ -222,8 +227,9 @@ def _execute(cfg: RunConfig, run_dir: Path, resumed: Resumed | None, display: Di
     halt = no_offline_moves(ctx.specs["planner"], wire_problem)
 
     def make_search(store: RunStore) -> SearchPolicy:
+        more = {"continued": tuple(ctx.continued["kernels"])} if ctx.continued else {}
         search = ctx.policy(search_cfg, wire_problem, code, ctx.menu, store, seeded=answers_from_seed,
-                            prior=prior_of(trace))
+                            prior=prior_of(trace), **more)
         if halt:
             search.halt(halt)
         return search
@@ -263,6 +269,8 @@ def _execute(cfg: RunConfig, run_dir: Path, resumed: Resumed | None, display: Di
             store.set_meta("config", cfg.to_dict())
             store.set_meta("initial_code", code)
             store.set_meta("problem", wire_problem.to_dict())
+            if ctx.continued:
+                store.set_meta("continued_from", ctx.continued)   # resume reads it, never the other run again
             if trace:
                 store.set_meta("reused_trace", trace)   # what the first iterations were offered (resume reads it)
             write_atomic(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=1))

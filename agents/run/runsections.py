@@ -52,6 +52,10 @@ class Task(_Section):
     schedule_scope: Annotated[Literal["project", "global"], opt(
         "Which recorded traces --reuse auto may pick: project (those of runs started from this directory) or "
         "global (every run's in the library).", metavar="SCOPE", resume=LOCAL)] = "project"
+    continue_from: Annotated[str | None, opt(
+        "Start from another run's final beam (a run directory, or the name or id of a run under runs/): its kernels, "
+        "evaluated again by this run, are the first parents, and its starting kernel this run's (unless --kernel). "
+        "Same target, problem and ISA profile only.", metavar="RUN_DIR|ID")] = None
     out: Annotated[str | None, opt("Run directory to create (none: runs/PROBLEM-TIME).", "-o", metavar="DIR")] = None
     # the target's own options (trainium: platform, lnc, latency_percentile, ...): --target-option NAME=VALUE or
     # [task.target_options]; every evaluator of the run is built with them, and a resumed run keeps them

@@ -54,6 +54,20 @@ def check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
                            "budget comes out of the output limit)")
 
 
+def check_modes(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
+    """Search modes the offline agents or other options cannot go with, refused before anything starts."""
+    if not cfg.search.options.get("one_phase"):
+        return
+    offline = sorted({s.text for s in specs["coder"] if s.offline})
+    if offline:
+        raise RunError(f"--one-phase: the coding model chooses the optimization and writes the kernel in one answer, "
+                       f"which {', '.join(offline)} cannot do (it implements the plans it is given): give --model or "
+                       "--code-model an LLM")
+    if cfg.task.reuse:
+        raise RunError("--one-phase with --reuse: a reused trace's plans are given to planners, and one-phase mode "
+                       "has none; drop one of the two")
+
+
 def menu_of(target: Target, profile: IsaProfile, family: str | None = None) -> list[MenuOption]:
     """The target's optimization menu as the ISA profile and the problem's family show it."""
     try:

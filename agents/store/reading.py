@@ -215,6 +215,14 @@ def last_iteration(db: sqlite3.Connection) -> int | None:
     return db.execute("SELECT MAX(iteration) FROM beams").fetchone()[0]
 
 
+def final_frontier(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(candidate id, code) of every member of the latest iteration's frontier, best first."""
+    rows = db.execute(f"SELECT b.candidate_id, {_kept(db, 'candidates', 'code')} FROM beams b JOIN candidates c "
+                      "ON c.id = b.candidate_id WHERE b.iteration = (SELECT MAX(iteration) FROM beams) "
+                      "ORDER BY b.rank").fetchall()
+    return _texts(db, rows, 1)
+
+
 def frontier_members(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT DISTINCT candidate_id FROM beams")}
 

@@ -22,7 +22,7 @@ import time
 from autocomp_zmq.agents.workers.llm.faults import backoff_s, classify, root_cause, status_of
 from autocomp_zmq.agents.workers.llm.batches import Batcher
 from autocomp_zmq.agents.workers.llm.limits import AdaptiveLimit, headroom_of
-from autocomp_zmq.agents.workers.llm.parse import AnswerError, parse_code, parse_plan
+from autocomp_zmq.agents.workers.llm.parse import AnswerError, parse_code, parse_one_phase, parse_plan
 from autocomp_zmq.agents.workers.llm.prompts import Prompt, pack, render
 from autocomp_zmq.agents.workers.llm.providers import CallOptions, Client, Completion
 from autocomp_zmq.agents.workers.llm.pricing import BATCH_PROVIDERS, PROMPT_OVERHEAD_TOKENS
@@ -92,6 +92,11 @@ class LLMAgent:
                 titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
                 plan = parse_plan(done.text, [o.id for o in req.menu], titles, list(p["titles"]))
                 return PlanResult(plan=plan, model=model, calls=calls)
+            if kind == "code" and req.plan is None:     # one-phase: the answer chose, planned and implemented
+                titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
+                plan, code = parse_one_phase(done.text, [o.id for o in req.menu], titles, list(p["titles"]),
+                                             p["fence_tags"], p["entry_point"], p["fence"])
+                return CodeResult(code=code, plan=plan, model=model, calls=calls)
             code = parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
             return CodeResult(code=code, model=model, calls=calls)
         except AnswerError as exc:

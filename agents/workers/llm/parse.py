@@ -323,3 +323,19 @@ def _after_includes(kernel: str, helpers: list[str]) -> str:
     at = max((i + 1 for i, line in enumerate(lines) if _INCLUDE.match(line)), default=0)
     head, rest = "".join(ln + "\n" for ln in lines[:at]), "\n".join(lines[at:]).lstrip("\n")
     return "\n".join(part for part in (head, *helpers, rest) if part)
+
+
+def parse_one_phase(answer: str, menu_ids: list[str], titles: dict[str, str], known: list[str],
+                    fence_tags: tuple[str, ...], entry_point: str, language: str) -> tuple[Plan, str]:
+    """A one-phase answer (a choice, its plan and the kernel in one): the kernel as parse_code finds it, and the plan
+    as parse_plan reads the prose around the code blocks. A kernel whose answer says too little to read as a plan is
+    kept, with its prose (or a note that there was none) as a free-text plan: the call was paid for."""
+    code = parse_code(answer, fence_tags, entry_point, language)
+    text = strip_reasoning(answer)
+    fenced = {i for b in _blocks(text) for i in b.span}
+    prose = "\n".join(line for i, line in enumerate(text.split("\n")) if i not in fenced).strip()
+    try:
+        return parse_plan(prose, menu_ids, titles, known), code
+    except AnswerError:
+        return Plan(text=prose if len(prose) >= 20 else "(the answer gave its kernel without a plan)",
+                    option_id="", choice=FREE_TEXT), code

@@ -2,7 +2,8 @@
 
 Every prompt is two parts. The prefix (prompts/common/prefix.md) is the same for every plan, code and
 repair call of a run: the target's reference (ISA), rules, full optimization menu (as the run's ISA
-profile and problem family see it) and examples. The rest (prompts/common/plan.md, code.md, repair.md)
+profile and problem family see it) and examples. The rest (prompts/common/plan.md, code.md, repair.md, and
+one_phase.md for a code request without a plan, which chooses and implements in one answer)
 holds everything that varies: the role, problem, code, feedback, the options offered in this step, the
 plan, the error, the task. Providers cache the prefix (agents/workers/llm/providers.py), so after the first call
 of a run it is billed at the cached rate. string.Template ($name) because code is full of braces.
@@ -90,16 +91,30 @@ def _option(plan) -> str:
 
 def plan_prompt(req: PlanRequest) -> Prompt:
     p, parent = _pack_of(req.problem), req.parent
-    # numbered: planners often name their choice by its number ("Selected optimization: 3) ..."); the definitions
-    # are in the prefix
-    menu = "\n".join(f"{n}. {o.id}: {o.title}" for n, o in enumerate(req.menu, 1))
     return Prompt(p["prefix"], template("plan").substitute(
         fence=p["fence"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
-        prior=_prior(req), menu=menu, iteration=req.iteration, iterations=req.iterations))
+        prior=_prior(req), menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations))
+
+
+def _offered(menu) -> str:
+    # numbered: planners often name their choice by its number ("Selected optimization: 3) ..."); the definitions
+    # are in the prefix
+    return "\n".join(f"{n}. {o.id}: {o.title}" for n, o in enumerate(menu, 1))
+
+
+def one_phase_prompt(req: CodeRequest) -> Prompt:
+    """One-phase mode: a code request without a plan, whose answer chooses an option, plans and implements it."""
+    p, parent = _pack_of(req.problem), req.parent
+    return Prompt(p["prefix"], template("one_phase").substitute(
+        fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
+        latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
+        menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations))
 
 
 def code_prompt(req: CodeRequest) -> Prompt:
+    if req.plan is None:
+        return one_phase_prompt(req)
     p, parent, plan = _pack_of(req.problem), req.parent, req.plan
     return Prompt(p["prefix"], template("code").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
