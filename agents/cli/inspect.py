@@ -152,6 +152,9 @@ def print_view(console: Console, v: RunView) -> None:
         console.print(Text(f"Reused the optimization trace of {v.reused.get('problem', {}).get('name')} "
                            f"({v.reused.get('run_dir', '?')}) as the plans of iterations 1-{len(steps)}: "
                            + ", ".join(s["option_id"] for s in steps)))
+    if v.continued:
+        console.print(Text(f"Continued from {v.continued.get('run_dir', '?')}: the {len(v.continued.get('kernels', []))} "
+                           "kernels of its final beam, evaluated again here, were the first parents"))
     shared = v.kernels - v.evaluations
     line = plural(v.evaluations, 'evaluation') + (f" of {plural(v.kernels, 'kernel')} ({shared} identical to one "
                                                   "evaluated before)" if shared > 0 else "")

@@ -84,6 +84,9 @@ def print_candidate(console: Console, index: CandidateIndex, cid: str, unit: str
     elif c.origin == "initial":
         out(heading("Plan"))
         out(Text("none: the starting kernel"))
+    elif c.origin == "continued":
+        out(heading("Plan"))
+        out(Text("none here: a kernel of the final beam of the run this one continued (--continue-from)"))
     else:
         out(heading("Plan"))
         out(Text(f"not recorded (plan job {c.plan_job or '-'})"))

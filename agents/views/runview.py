@@ -109,6 +109,7 @@ class RunView:
     calls: list[tuple[float, float]]   # (created, cost) of every model call, in time order
     nodes: list[Node]
     reused: dict | None = None   # the optimization trace the run's first iterations reused (--reuse)
+    continued: dict | None = None   # the run whose final beam this one started from (--continue-from)
     index: CandidateIndex | None = None   # load(details=True): every candidate in full, for the report
     kernels: int = 0             # evaluated kernels: `evaluations` and those that shared an identical one's
     noops: int = 0               # plans that proposed nothing (not failures: agents/engine/failures.py)
@@ -313,6 +314,7 @@ def _load(db: sqlite3.Connection, run_dir: Path, details: bool = False) -> RunVi
                    lineage=lineage, iterations=iterations,
                    options=sorted(options.values(), key=lambda o: (-o.accepted, -o.plans, o.option_id)),
                    failures=_failures(db), usage=usage, calls=calls, nodes=nodes, reused=_meta(db, "reused_trace"),
+                   continued=_meta(db, "continued_from"),
                    index=detached_index(db, all_calls, set(chain)) if details else None,
                    kernels=store.evaluated_kernels(db), duration_s=_duration(db, summary, is_locked(run_dir)),
                    noops=sum(is_noop(error) for _, error in store.failed_jobs(db)), plan_choices=store.plan_choices(db))

@@ -1,0 +1,108 @@
+"""Autocomp's search modes in whole runs whose models are a local server speaking the OpenAI wire format: one-phase
+mode (one call chooses, plans and writes; every call stored and priced, the plan shown) and a run that continues
+another run's final beam (its kernels evaluated again here; another problem refused before anything starts)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.llm.fake_servers import HWLOOP, FakeLLM, smart_answer
+from tests.system.runkit import candidate_codes, finish, launch, plan_texts, query, summary, write_config
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(400)]
+
+PLAN = "Hand the whole GEMM to gemmini_loop_ws in blocks that fit half the scratchpad."
+
+
+def one_phase_script(prompt, n):
+    """A model that answers a one-phase prompt with its choice, its plan and the kernel."""
+    if "# Your role: optimizer" not in prompt:
+        return 200, {}, smart_answer(prompt)
+    menu = prompt.split("## Options offered in this step", 1)[1].split("\n## ", 1)[0]
+    option = re.search(r"^\d+\. ([\w.-]+): ", menu, re.M).group(1)
+    return 200, {}, f"OPTION: {option}\nPLAN:\n{PLAN}\n\n```c\n{HWLOOP}```\n"
+
+
+def test_one_phase_run_makes_only_coding_calls_each_stored_and_priced_and_shows_their_plans(tmp_path):
+    fake = FakeLLM(script=one_phase_script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        prices = tmp_path / "prices.toml"
+        prices.write_text(f'["{model}"]\ninput = 1.0\noutput = 2.0\n')
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=2, codes=2, model=[model],
+                           one_phase=True, prices=str(prices))
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
+        shown = finish(launch("show", str(run)))
+        best = json.loads((run / "best.json").read_text())
+        one = finish(launch("show", str(run), "--candidate", best["best_id"]))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
+    prompts = [r["body"]["messages"][-1]["content"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    assert len(prompts) == 4 and all("# Your role: optimizer" in p for p in prompts)   # N x K, no planner
+    calls = query(run, "SELECT job_id, role, tokens_in, tokens_out, cost, outcome FROM model_calls")
+    assert len(calls) == 4 and {c[1] for c in calls} == {"coder"}
+    # priced like any call: 1000 tokens in at $1/M and 200 out at $2/M
+    assert all(c[2:4] == (1000, 200) and c[4] == pytest.approx(0.0014) and c[5] == "ok" for c in calls)
+    code_jobs = {row[0] for row in query(run, "SELECT id FROM jobs WHERE kind = 'code'")}
+    plans = plan_texts(run)
+    assert set(plans) == {c[0] for c in calls} <= code_jobs      # each call's plan, kept under its job
+    assert all(text == PLAN and option for option, text in plans.values())
+    assert not query(run, "SELECT 1 FROM jobs WHERE kind = 'plan'")
+    assert PLAN[:40] in shown, shown
+    assert "Plan: option" in one and PLAN in one, one
+    config = json.loads((run / "config.json").read_text())
+    assert config["search"]["options"]["one_phase"] is True
+
+
+def test_one_phase_with_the_offline_heuristic_is_refused_before_anything_starts(tmp_path):
+    run = tmp_path / "run"
+    proc = launch("run", "--problem", "gemm-256x256x256", "--one-phase", "--out", str(run))
+    out = finish(proc)
+    assert proc.returncode == 2 and "error: --one-phase" in out and "heuristic" in out and not run.exists(), out
+
+
+def test_a_run_continues_from_another_runs_final_beam_evaluated_again(tmp_path):
+    first = tmp_path / "runs" / "first"
+    cfg = write_config(tmp_path / "first.toml", iterations=2, beam=2, plans=2, codes=1)
+    finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(first)))
+    final = [cid for cid, in query(first, "SELECT candidate_id FROM beams WHERE iteration = "
+                                          "(SELECT MAX(iteration) FROM beams) ORDER BY rank")]
+    first_codes = candidate_codes(first)
+    final_codes = [first_codes[cid] for cid in final]
+    start = json.loads(query(first, "SELECT value FROM meta WHERE key = 'initial_code'")[0][0])
+    assert any(code != start for code in final_codes), "the first run found nothing to continue from"
+
+    fake = FakeLLM()
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "second.toml", iterations=1, beam=2, plans=1, codes=1, model=[model])
+        second = tmp_path / "second"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(second),
+                            "--continue-from", str(first)))
+        shown = finish(launch("show", str(second)))
+        other = tmp_path / "other"
+        refused = launch("run", "--config", str(cfg), "--problem", "gemm-512x512x512", "--out", str(other),
+                         "--continue-from", str(first))
+        refusal = finish(refused)
+    finally:
+        fake.close()
+    assert "Speedup" in out, out
+    # the first run's final beam entered as children of the same start, each evaluated by this run's evaluators
+    continued = query(second, "SELECT c.id, e.job_id FROM candidates c JOIN evals e ON e.candidate_id = c.id "
+                              "WHERE c.origin = 'continued'")
+    codes = candidate_codes(second)
+    assert sorted(codes[cid] for cid, _ in continued) == sorted(c for c in final_codes if c != start)
+    evaluated = {row[0] for row in query(second, "SELECT id FROM jobs WHERE kind = 'eval' AND state = 'done'")}
+    assert all(job in evaluated for _, job in continued)
+    first_beam = [codes[cid] for cid, in query(second, "SELECT candidate_id FROM beams WHERE iteration = 0 "
+                                                     "ORDER BY rank")]
+    assert first_beam[0] == final_codes[0]          # the other run's best is this run's first parent
+    assert json.loads(query(second, "SELECT value FROM meta WHERE key = 'initial_code'")[0][0]) == start
+    assert summary(second)["speedup"] >= summary(first)["speedup"] * 0.999
+    assert "Continued from" in shown and str(first) in shown, shown
+    assert refused.returncode == 2 and "a run continues only a run of the same problem" in refusal, refusal
+    assert not other.exists()
