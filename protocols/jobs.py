@@ -162,6 +162,7 @@ class CodeRequest(Payload):
     menu: Annotated[list[MenuOption], msgspec.Meta(max_length=256)] = []   # one-phase: the options offered
     iteration: Annotated[int, msgspec.Meta(ge=0)] = 0                    # one-phase: the step, for the prompt
     iterations: Annotated[int, msgspec.Meta(ge=0)] = 0
+    edits: bool = False                 # answer with edits to the parent's code, not the whole kernel
 
 
 class RepairRequest(Payload):

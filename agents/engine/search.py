@@ -17,19 +17,18 @@ run that replays stored results reaches exactly the same beam.
 """
 from __future__ import annotations
 
-import random
 from collections import deque
 from typing import Annotated, Any
 
 from autocomp_zmq.agents.engine.allocation import ModelAllocation
+from autocomp_zmq.agents.engine.beamjobs import BeamJobs
 from autocomp_zmq.agents.engine.candidates import Candidate, PriorTrace  # noqa: F401 - PriorTrace re-exported
 from autocomp_zmq.agents.engine.fullcheck import FullChecks
 from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, SearchSettings, SearchSummary, code_hash,
-                                               content_id, eval_job, never_seeded, seed_of)
+                                               content_id, eval_job, never_seeded)
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.agents.store import RunStore
-from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, MenuOption, Plan, PlanRequest,
-                            PlanResult, Problem, RepairRequest)
+from autocomp_zmq.protocols.jobs import Answer, CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
 
@@ -46,11 +45,15 @@ class BeamConfig(SearchSettings, frozen=True, kw_only=True):
     one_phase: Annotated[bool, opt(
         "One-phase mode (Autocomp's skip_planning): one model call picks an option from the offered menu, says how it "
         "applies it and writes the kernel; N menus per candidate, K samples each, all from the coding models.")] = False
+    code_edits: Annotated[bool, opt(
+        "Coders answer with edits (old/new pairs) to the current kernel instead of the whole file (Autocomp's "
+        "use_edits; for large kernels); edits that cannot be applied are given back, asking for the whole "
+        "kernel.")] = False
     # emulate the original's stage-serial schedule (benchmarks; a TOML key, no flag)
     stage_barriers: Annotated[bool, opt()] = False
 
 
-class BeamSearch(FullChecks):
+class BeamSearch(FullChecks, BeamJobs):
     """The paper's beam search: B parents, N plans each (menu dropout), K codes per plan, repairs; every parent
     and result checked on all of its output (FullChecks)."""
 
@@ -222,19 +225,6 @@ class BeamSearch(FullChecks):
                     and result.error_kind != "lost" and cand.plan is not None:
                 self._emit_repair(cand)
 
-    def _emit_repair(self, cand: Candidate) -> None:
-        models = self.cfg.code_models
-        model = models[(seed_of("repair-model", cand.id)) % len(models)]
-        r = cand.result
-        request = RepairRequest(problem=self.problem, plan=cand.plan, code=cand.code,
-                                error=(r.error or "unknown failure")[:60000], stdout=r.stdout[:60000],
-                                model=model, seed=seed_of(self.cfg.seed, "repair", cand.id))
-        jid = content_id("repair", cand.id, model, cand.repairs) if self.seeded(model) else \
-            content_id("repair", cand.code, request.error, cand.plan.text, model)
-        self._emit(Job(jid, "repair", self.iteration, request, model,
-                       ctx={"parent_id": cand.parent_id, "plan": cand.plan, "plan_job": cand.plan_job,
-                            "repairs": cand.repairs + 1}))
-
     def _on_plan(self, job: Job, result: PlanResult | None, error: str | None) -> None:
         if result is None:
             return
@@ -242,15 +232,7 @@ class BeamSearch(FullChecks):
         if self.store:
             self.store.add_plan(job.id, job.ctx["parent_id"], job.iteration, result.model or job.model, plan,
                                 [o.id for o in job.payload.menu])
-        parent = self.candidates[job.ctx["parent_id"]]
-        for c, model in enumerate(job.ctx["code_models"]):
-            request = CodeRequest(problem=self.problem, parent=parent.as_parent(), plan=plan, model=model,
-                                  seed=seed_of(self.cfg.seed, "code", job.id, c))
-            # the paper's K samples per plan: K independent calls, even when their prompts are identical
-            # (the sample index c is part of the job's identity, so resume replays each one)
-            jid = content_id("code", job.id, c, model)
-            self._emit(Job(jid, "code", job.iteration, request, model,
-                           ctx={"parent_id": parent.id, "plan": plan, "plan_job": job.id}))
+        self._emit_codes(job, plan)
 
     def _on_code(self, job: Job, result: CodeResult | None, error: str | None) -> None:
         if result is None:
@@ -330,49 +312,6 @@ class BeamSearch(FullChecks):
                 self.allocation.learn("code", c.model, c.id in beam)
                 if plan_job is not None and plan_job.kind == "plan":     # one-phase kernels had no planner
                     self.allocation.learn("plan", plan_job.model, c.id in beam)
-
-    def _offered(self, parent: Candidate, j: int) -> tuple[int, list[MenuOption]]:
-        """The seed of the j-th plan (or one-phase menu) of a parent, and the menu options its dropout draw keeps."""
-        seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
-        rng = random.Random(seed)
-        kept = [o for o in self.menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(self.menu)]
-        rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
-        return seed, kept
-
-    def _emit_one_phase(self, parent: Candidate, j: int, models: list[str]) -> None:
-        """One-phase mode: the j-th menu of a parent, given to K code jobs that each choose and implement."""
-        seed, kept = self._offered(parent, j)
-        menu_ids = [o.id for o in kept]
-        for c, model in enumerate(models):
-            request = CodeRequest(problem=self.problem, parent=parent.as_parent(), model=model, menu=kept,
-                                  seed=seed_of(self.cfg.seed, "one-phase", seed, c), iteration=self.iteration,
-                                  iterations=self.cfg.iterations)
-            # like a plan job's id, with the sample index c: K identical prompts are still K samples
-            jid = content_id("one-phase", parent.id, self.iteration, j, c, model, menu_ids, request.seed) \
-                if self.seeded(model) else content_id("one-phase", code_hash(parent.code), self.iteration, j, c,
-                                                      model, menu_ids)
-            self._emit(Job(jid, "code", self.iteration, request, model,
-                           ctx={"parent_id": parent.id, "plan": None, "plan_job": jid}))
-
-    def _emit_plan(self, parent: Candidate, j: int, model: str, code_models: list[str]) -> None:
-        seed, kept = self._offered(parent, j)
-        prior = self.prior.plans[self.iteration - 1] if self.prior and self.iteration <= len(self.prior.plans) \
-            else None
-        if prior is not None:   # schedule reuse: this step of the recorded trace, with just its option
-            kept = [o for o in self.menu if o.id == prior.option_id] or kept
-        request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
-                              iteration=self.iteration, iterations=self.cfg.iterations, seed=seed, prior=prior,
-                              prior_problem=self.prior.problem if prior else None, stale=self.stale_iterations)
-        menu_ids = [o.id for o in kept]
-        reused = [prior.option_id, prior.text] if prior else []   # the ids of runs without reuse stay as they were
-        # the paper's N plans per parent are N independent calls: the sample index j is part of the job's
-        # identity, so two identical prompts are still two samples and resume replays each one. The run's
-        # length is left out so that a run extended on resume reuses the answers it already has.
-        jid = content_id("plan", parent.id, self.iteration, j, model, menu_ids, seed, *reused) \
-            if self.seeded(model) else content_id("plan", code_hash(parent.code), self.iteration, j, model, menu_ids,
-                                                   *reused)
-        self._emit(Job(jid, "plan", self.iteration, request, model,
-                       ctx={"parent_id": parent.id, "code_models": code_models}))
 
     def _stop_reason(self) -> str:
         cfg = self.cfg

@@ -54,16 +54,20 @@ def check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
                            "budget comes out of the output limit)")
 
 
+# Modes whose coding calls only a model can answer, and what each asks of it
+LLM_CODER_MODES = {"one_phase": "the coding model chooses the optimization and writes the kernel in one answer",
+                   "code_edits": "the coding model answers with edits to the current kernel"}
+
+
 def check_modes(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
     """Search modes the offline agents or other options cannot go with, refused before anything starts."""
-    if not cfg.search.options.get("one_phase"):
-        return
+    options = cfg.search.options
     offline = sorted({s.text for s in specs["coder"] if s.offline})
-    if offline:
-        raise RunError(f"--one-phase: the coding model chooses the optimization and writes the kernel in one answer, "
-                       f"which {', '.join(offline)} cannot do (it implements the plans it is given): give --model or "
-                       "--code-model an LLM")
-    if cfg.task.reuse:
+    for mode, what in LLM_CODER_MODES.items():
+        if options.get(mode) and offline:
+            raise RunError(f"--{mode.replace('_', '-')}: {what}, which {', '.join(offline)} cannot do (it implements "
+                           "the plans it is given, whole): give --model or --code-model an LLM")
+    if options.get("one_phase") and cfg.task.reuse:
         raise RunError("--one-phase with --reuse: a reused trace's plans are given to planners, and one-phase mode "
                        "has none; drop one of the two")
 

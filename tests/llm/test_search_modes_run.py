@@ -106,3 +106,84 @@ def test_a_run_continues_from_another_runs_final_beam_evaluated_again(tmp_path):
     assert "Continued from" in shown and str(first) in shown, shown
     assert refused.returncode == 2 and "a run continues only a run of the same problem" in refusal, refusal
     assert not other.exists()
+
+
+def edits_of(*pairs) -> str:
+    return "The change as edits.\n```json\n" + json.dumps({"edits": [{"old": o, "new": n} for o, n in pairs]}) + \
+        "\n```\n"
+
+
+def current_code(prompt: str) -> str:
+    return prompt.split("## Current code", 1)[1].split("```c\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_edits_that_apply_make_the_kernel_and_edits_that_do_not_are_given_back_for_the_whole_kernel(tmp_path):
+    """Every second implementer answer quotes a line the kernel does not have: its job asks again for the whole
+    kernel, with the reason; both calls are stored and priced, and the run still finds the FSM kernel."""
+    implementer = iter(range(10_000))
+
+    def script(prompt, n):
+        if "# Your role: implementer" in prompt and "Your edits could not be applied" not in prompt:
+            old = current_code(prompt) if next(implementer) % 2 == 0 else "no such line in the kernel;"
+            return 200, {}, edits_of((old, HWLOOP))
+        return 200, {}, smart_answer(prompt)
+
+    fake = FakeLLM(script=script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=2, codes=2, model=[model],
+                           code_edits=True)
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
+    calls = query(run, "SELECT job_id, role, outcome, tokens_in FROM model_calls WHERE role = 'coder'")
+    by_job: dict[str, list[str]] = {}
+    for job, _, outcome, tokens_in in calls:
+        assert tokens_in == 1000
+        by_job.setdefault(job, []).append(outcome)
+    assert len(by_job) == 4
+    given_back = [o for o in by_job.values() if len(o) == 2]
+    assert len(given_back) == 2 and all(o[0].startswith("unusable edits, the whole kernel asked for: edit 1: its old text")
+                                        and o[1] == "ok" for o in given_back)
+    assert all(o == ["ok"] for o in by_job.values() if len(o) == 1)
+    fallbacks = [r["body"]["messages"][-1]["content"] for r in fake.requests
+                 if "Your edits could not be applied" in r["body"]["messages"][-1]["content"]]
+    assert len(fallbacks) == 2 and all("no such line in the kernel" in p and "matches nowhere" in p for p in fallbacks)
+    assert all(code == HWLOOP for code in candidate_codes(run).values() if "gemmini_loop_ws" in code)
+
+
+def _one_phase_edit_job(model: str):
+    import msgspec
+
+    from autocomp_zmq.protocols.jobs import CodeRequest
+    return msgspec.convert({"problem": {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm"},
+                            "parent": {"id": "p", "code": "void solution() {\n  naive();\n}\n", "latency": 100.0},
+                            "model": model, "seed": 1, "edits": True, "iteration": 1, "iterations": 2,
+                            "menu": [{"id": "loop-ws", "title": "Use the hardware loop"}]}, CodeRequest)
+
+
+def test_the_agent_applies_one_phase_edits_and_keeps_every_call_when_nothing_usable_comes_back():
+    from autocomp_zmq.agents.workers.llm.agent import LLMAgent
+    from autocomp_zmq.agents.workers.llm.providers import CallOptions
+    from autocomp_zmq.agents.workers.worker import JobFailed
+
+    answers = iter([f"OPTION: loop-ws\nPLAN:\n{PLAN}\n" + edits_of(("  naive();", "  gemmini_loop_ws_all();")),
+                    "```json\n{\"edits\": [{\"old\": \"naive\"\n```", "Sorry, here is a description only."])
+    fake = FakeLLM(script=lambda prompt, n: (200, {}, next(answers)))
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        agent = LLMAgent([model], call_options=CallOptions(timeout_s=10, max_retries=0))
+        done = agent.handle("code", _one_phase_edit_job(model))
+        with pytest.raises(JobFailed) as failed:
+            agent.handle("code", _one_phase_edit_job(model))
+    finally:
+        fake.close()
+    assert done.code == "void solution() {\n  gemmini_loop_ws_all();\n}\n" and len(done.calls) == 1
+    assert done.plan.option_id == "loop-ws" and done.plan.text.startswith(PLAN)
+    calls = failed.value.calls
+    assert [c.outcome.split(":")[0] for c in calls] == ["unusable edits, the whole kernel asked for",
+                                                        "unusable answer"]
+    assert "not valid JSON" in calls[0].outcome and "Your edits could not be applied" in calls[1].prompt
+    assert all(c.tokens_in == 1000 and c.answer for c in calls)

@@ -1,5 +1,8 @@
 """The 'llm' implementation of the planner, coder and repairer roles: render the prompt from the target's
-pack, call the job's model, read the answer as real models write it (agents/workers/llm/parse.py).
+pack, call the job's model, read the answer as real models write it (agents/workers/llm/parse.py). A code job
+without a plan (one-phase mode) is answered with the plan the model chose beside its kernel; one asked for edits
+(--code-edits) gets the parent's code with the answer's edits applied (agents/workers/llm/edits.py), and edits that
+cannot be read or applied go back to the model, in one more call, asking for the whole kernel.
 
 Calls run on an asyncio loop in a background thread, at most --llm-concurrency at a time per model, fewer while
 the provider answers 429 or its rate-limit headers say its window is nearly spent (agents/workers/llm/limits.py); with
@@ -22,14 +25,17 @@ import time
 from autocomp_zmq.agents.workers.llm.faults import backoff_s, classify, root_cause, status_of
 from autocomp_zmq.agents.workers.llm.batches import Batcher
 from autocomp_zmq.agents.workers.llm.limits import AdaptiveLimit, headroom_of
-from autocomp_zmq.agents.workers.llm.parse import AnswerError, parse_code, parse_one_phase, parse_plan
-from autocomp_zmq.agents.workers.llm.prompts import Prompt, pack, render
+from autocomp_zmq.agents.workers.llm.edits import apply_edits, parse_edits
+from autocomp_zmq.agents.workers.llm.parse import AnswerError, parse_code, parse_plan, plan_in_prose
+from autocomp_zmq.agents.workers.llm.prompts import Prompt, pack, render, whole_kernel_prompt
 from autocomp_zmq.agents.workers.llm.providers import CallOptions, Client, Completion
 from autocomp_zmq.agents.workers.llm.pricing import BATCH_PROVIDERS, PROMPT_OVERHEAD_TOKENS
 from autocomp_zmq.agents.workers.llm.specs import first_limit, parse_spec
 from autocomp_zmq.agents.workers.worker import JobFailed
-from autocomp_zmq.protocols.jobs import BILLED_UNKNOWN, Answer, CodeResult, ModelCall, PlanResult, Request
+from autocomp_zmq.protocols.jobs import (BILLED_UNKNOWN, Answer, CodeRequest, CodeResult, ModelCall, Plan, PlanResult,
+                                         Request)
 
+OUTCOME_CHARS = 200           # ModelCall.outcome's limit (protocols/envelope.py Name)
 _FINISH_WORDS = {"refusal": "the model refused to answer", "content_filter": "the provider's content filter "
                  "blocked the answer", "empty": "the provider returned no answer"}
 
@@ -92,16 +98,33 @@ class LLMAgent:
                 titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
                 plan = parse_plan(done.text, [o.id for o in req.menu], titles, list(p["titles"]))
                 return PlanResult(plan=plan, model=model, calls=calls)
-            if kind == "code" and req.plan is None:     # one-phase: the answer chose, planned and implemented
-                titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
-                plan, code = parse_one_phase(done.text, [o.id for o in req.menu], titles, list(p["titles"]),
-                                             p["fence_tags"], p["entry_point"], p["fence"])
-                return CodeResult(code=code, plan=plan, model=model, calls=calls)
-            code = parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
-            return CodeResult(code=code, model=model, calls=calls)
+            plan = req.plan
+            if kind == "code" and plan is None:      # one-phase: the answer chose and planned too
+                plan = plan_in_prose(done.text, [o.id for o in req.menu],
+                                     {**p["titles"], **{o.id: o.title for o in req.menu}}, list(p["titles"]))
+            if kind == "code" and req.edits:
+                code = self._from_edits(req, plan, p, done, calls)
+            else:
+                code = parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
+            return CodeResult(code=code, model=model, calls=calls, plan=None if req.plan else plan)
         except AnswerError as exc:
             calls[-1].outcome = f"unusable answer: {exc.kind}"
             raise JobFailed(f"unusable answer from {model}: {exc}", calls=calls) from None
+
+    def _from_edits(self, req: CodeRequest, plan: Plan, p: dict, done: Completion, calls: list[ModelCall]) -> str:
+        """The parent's code with the answer's edits applied. Edits that cannot be read or applied (unless the answer
+        gave the whole kernel anyway) go back to the model with why, asking for the whole kernel: one more call."""
+        try:
+            return apply_edits(req.parent.code, parse_edits(done.text))
+        except AnswerError as exc:
+            why = str(exc)
+        try:
+            return parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
+        except AnswerError:
+            # an outcome is a short name (the reason is whole in the next call's prompt)
+            calls[-1].outcome = f"unusable edits, the whole kernel asked for: {why}"[:OUTCOME_CHARS]
+        done = self._answer(req.model, whole_kernel_prompt(req, plan, why), calls)
+        return parse_code(done.text, p["fence_tags"], p["entry_point"], p["fence"])
 
     def _answer(self, model: str, prompt: Prompt, calls: list[ModelCall]) -> Completion:
         """The model's finished answer; a truncated, refused or failed call raises JobFailed with every try made."""

@@ -11,7 +11,7 @@ from autocomp_zmq.protocols.jobs import Plan
 
 # Accepted code fence tags by kernel language (a target's descriptor may name its own).
 FENCE_TAGS = {"c": ("c", "cpp", "c++", "h", "cc"), "python": ("python", "py", "python3")}
-KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_plan")
+KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_plan", "bad_edits")
 
 
 class AnswerError(ValueError):
@@ -325,17 +325,23 @@ def _after_includes(kernel: str, helpers: list[str]) -> str:
     return "\n".join(part for part in (head, *helpers, rest) if part)
 
 
-def parse_one_phase(answer: str, menu_ids: list[str], titles: dict[str, str], known: list[str],
-                    fence_tags: tuple[str, ...], entry_point: str, language: str) -> tuple[Plan, str]:
-    """A one-phase answer (a choice, its plan and the kernel in one): the kernel as parse_code finds it, and the plan
-    as parse_plan reads the prose around the code blocks. A kernel whose answer says too little to read as a plan is
-    kept, with its prose (or a note that there was none) as a free-text plan: the call was paid for."""
-    code = parse_code(answer, fence_tags, entry_point, language)
+def plan_in_prose(answer: str, menu_ids: list[str], titles: dict[str, str], known: list[str]) -> Plan:
+    """The plan of an answer that also holds code or edits (one-phase mode): parse_plan on the prose around its code
+    blocks. An answer that says too little to read as a plan gets its prose (or a note that there was none) as a
+    free-text plan: its kernel is kept, since the call was paid for."""
     text = strip_reasoning(answer)
     fenced = {i for b in _blocks(text) for i in b.span}
     prose = "\n".join(line for i, line in enumerate(text.split("\n")) if i not in fenced).strip()
     try:
-        return parse_plan(prose, menu_ids, titles, known), code
+        return parse_plan(prose, menu_ids, titles, known)
     except AnswerError:
         return Plan(text=prose if len(prose) >= 20 else "(the answer gave its kernel without a plan)",
-                    option_id="", choice=FREE_TEXT), code
+                    option_id="", choice=FREE_TEXT)
+
+
+def parse_one_phase(answer: str, menu_ids: list[str], titles: dict[str, str], known: list[str],
+                    fence_tags: tuple[str, ...], entry_point: str, language: str) -> tuple[Plan, str]:
+    """A one-phase answer (a choice, its plan and the kernel in one): its plan_in_prose and the kernel as parse_code
+    finds it."""
+    code = parse_code(answer, fence_tags, entry_point, language)
+    return plan_in_prose(answer, menu_ids, titles, known), code

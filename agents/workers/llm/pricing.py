@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autocomp_zmq.agents.workers.llm.specs import ModelSpec, SpecError, first_limit, parse_spec
-from autocomp_zmq.protocols.jobs import BILLED_NONE, BILLED_UNKNOWN
+from autocomp_zmq.protocols.jobs import BILLED_NONE, BILLED_UNKNOWN, Plan
 
 PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
 PRICES_HELP = ('give one in a prices file (--prices FILE, a TOML table ["MODEL_SPEC"] with input = and output = in '
@@ -198,6 +198,7 @@ def catalogue_version() -> str:
 # -- what the coordinator asks -----------------------------------------------------------------------
 PROMPT_OVERHEAD_TOKENS = 64   # chat-format tokens around the two messages
 UNRENDERED_PACK_BYTES = 512 * 1024   # the bound taken for a prompt pack the coordinator cannot render
+_NO_PLAN = Plan(text="", option_id="")   # a one-phase job's plan, unknown before its answer: counted apart
 
 
 def usage_of(call) -> Usage:
@@ -208,17 +209,24 @@ def usage_of(call) -> Usage:
 def job_worst_case(book: PriceBook, spec: ModelSpec, kind: str, request, max_tokens: int) -> float | None:
     """The most a plan, code or repair job can cost: its first call at half of max_tokens and, if that answer
     is cut off, one more at max_tokens (agents/workers/llm/agent.py), each with its prompt at one token per byte (a
-    byte-level tokenizer never makes more tokens than bytes) and every prompt token at the dearest input price."""
-    from autocomp_zmq.agents.workers.llm.prompts import render
+    byte-level tokenizer never makes more tokens than bytes) and every prompt token at the dearest input price. A
+    code job asked for edits may ask once more for the whole kernel (the same again, with the reason and, in
+    one-phase mode, the plan the model wrote: at most max_tokens more prompt tokens)."""
+    import msgspec
+
+    from autocomp_zmq.agents.workers.llm.prompts import EDITS_ERROR_CHARS, render, whole_kernel_prompt
+    fallback = kind == "code" and request.edits
     try:
         prompt_bytes = len(render(kind, request).text.encode())
+        if fallback:    # the reason given back: at most EDITS_ERROR_CHARS characters of 4 bytes
+            whole = whole_kernel_prompt(request, request.plan or _NO_PLAN, "")
+            fallback_bytes = len(whole.text.encode()) + 4 * EDITS_ERROR_CHARS
     except ValueError:   # no prompt pack here (a plug-in agent's target): the request plus more than any pack
-        import msgspec
-        prompt_bytes = len(msgspec.json.encode(request)) + UNRENDERED_PACK_BYTES
-    tokens_in = prompt_bytes + PROMPT_OVERHEAD_TOKENS
+        prompt_bytes = fallback_bytes = len(msgspec.json.encode(request)) + UNRENDERED_PACK_BYTES
+    prompts = [prompt_bytes] + ([fallback_bytes + (0 if request.plan else max_tokens)] if fallback else [])
     first = first_limit(max_tokens)
     limits = (first, max_tokens) if first < max_tokens else (first,)
-    costs = [book.worst_case(spec, tokens_in, limit) for limit in limits]
+    costs = [book.worst_case(spec, size + PROMPT_OVERHEAD_TOKENS, limit) for size in prompts for limit in limits]
     return None if None in costs else sum(costs)
 
 

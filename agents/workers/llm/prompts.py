@@ -3,7 +3,8 @@
 Every prompt is two parts. The prefix (prompts/common/prefix.md) is the same for every plan, code and
 repair call of a run: the target's reference (ISA), rules, full optimization menu (as the run's ISA
 profile and problem family see it) and examples. The rest (prompts/common/plan.md, code.md, repair.md, and
-one_phase.md for a code request without a plan, which chooses and implements in one answer)
+one_phase.md for a code request without a plan, which chooses and implements in one answer; deliver_whole.md or
+deliver_edits.md says how the kernel comes back, edits_failed.md asks for it whole after edits that failed)
 holds everything that varies: the role, problem, code, feedback, the options offered in this step, the
 plan, the error, the task. Providers cache the prefix (agents/workers/llm/providers.py), so after the first call
 of a run it is billed at the cached rate. string.Template ($name) because code is full of braces.
@@ -15,11 +16,13 @@ import hashlib
 from dataclasses import dataclass
 from string import Template
 
+import msgspec
+
 from autocomp_zmq.agents.console import latency_text
 from autocomp_zmq.hw_runners.base import PROMPTS_DIR as PROMPTS
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.hw_runners.pack import read_pack
-from autocomp_zmq.protocols.jobs import CodeRequest, Parent, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Parent, Plan, PlanRequest, Problem, RepairRequest
 
 @dataclass(frozen=True)
 class Prompt:
@@ -103,13 +106,19 @@ def _offered(menu) -> str:
     return "\n".join(f"{n}. {o.id}: {o.title}" for n, o in enumerate(menu, 1))
 
 
+def _deliver(req: CodeRequest, fence: str) -> str:
+    """How a coder returns its kernel: whole, or as edits to the current code (--code-edits)."""
+    return template("deliver_edits" if req.edits else "deliver_whole").substitute(fence=fence).strip()
+
+
 def one_phase_prompt(req: CodeRequest) -> Prompt:
     """One-phase mode: a code request without a plan, whose answer chooses an option, plans and implements it."""
     p, parent = _pack_of(req.problem), req.parent
     return Prompt(p["prefix"], template("one_phase").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
-        menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations))
+        menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations,
+        deliver=_deliver(req, p["fence"])))
 
 
 def code_prompt(req: CodeRequest) -> Prompt:
@@ -118,7 +127,18 @@ def code_prompt(req: CodeRequest) -> Prompt:
     p, parent, plan = _pack_of(req.problem), req.parent, req.plan
     return Prompt(p["prefix"], template("code").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
-        latency=_latency(parent, req.problem.latency_unit), plan=plan.text, option=_option(plan)))
+        latency=_latency(parent, req.problem.latency_unit), plan=plan.text, option=_option(plan),
+        deliver=_deliver(req, p["fence"])))
+
+
+EDITS_ERROR_CHARS = 4000     # of the reason a coder's edits could not be applied, given back to it
+
+
+def whole_kernel_prompt(req: CodeRequest, plan: Plan, error: str) -> Prompt:
+    """After edits that could not be applied: the plan (in one-phase mode, the one the answer chose) to implement
+    with the whole kernel returned, and why the edits failed."""
+    whole = code_prompt(msgspec.structs.replace(req, plan=plan, edits=False))
+    return Prompt(whole.prefix, whole.body + template("edits_failed").substitute(error=error[:EDITS_ERROR_CHARS]))
 
 
 def repair_prompt(req: RepairRequest) -> Prompt:
