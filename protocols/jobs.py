@@ -149,6 +149,8 @@ class PlanRequest(Payload):
     # search steps since the best kernel last improved: a planner may take bigger steps when its small ones
     # have all been tried (the heuristic then combines two changes)
     stale: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # a translation iteration: the problem's reference to write the kernel from (the menu: translation strategies)
+    reference: Text = ""
 
 
 class CodeRequest(Payload):
@@ -163,6 +165,7 @@ class CodeRequest(Payload):
     iteration: Annotated[int, msgspec.Meta(ge=0)] = 0                    # one-phase: the step, for the prompt
     iterations: Annotated[int, msgspec.Meta(ge=0)] = 0
     edits: bool = False                 # answer with edits to the parent's code, not the whole kernel
+    reference: Text = ""                # a translation iteration: the problem's reference the kernel is written from
 
 
 class RepairRequest(Payload):

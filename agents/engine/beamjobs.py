@@ -37,18 +37,28 @@ class BeamJobs:
         parent = self.candidates[plan_job.ctx["parent_id"]]
         for c, model in enumerate(plan_job.ctx["code_models"]):
             request = CodeRequest(problem=self.problem, parent=parent.as_parent(), plan=plan, model=model,
-                                  seed=seed_of(self.cfg.seed, "code", plan_job.id, c), edits=self.cfg.code_edits)
+                                  seed=seed_of(self.cfg.seed, "code", plan_job.id, c), edits=self.cfg.code_edits,
+                                  reference=self._reference(plan_job.iteration))
             # the paper's K samples per plan: K independent calls, even when their prompts are identical
             # (the sample index c is part of the job's identity, so resume replays each one)
             jid = content_id("code", plan_job.id, c, model, *_edits_mark(self.cfg))
             self._emit(Job(jid, "code", plan_job.iteration, request, model,
                            ctx={"parent_id": parent.id, "plan": plan, "plan_job": plan_job.id}))
 
+    def _translating(self, iteration: int) -> bool:
+        """Whether an iteration is one of the first --translate-iters, which write the kernel from the reference."""
+        return self.translation is not None and iteration <= self.cfg.translate_iters
+
+    def _reference(self, iteration: int) -> str:
+        return self.translation.reference if self._translating(iteration) else ""
+
     def _offered(self, parent: Candidate, j: int) -> tuple[int, list[MenuOption]]:
-        """The seed of the j-th plan (or one-phase menu) of a parent, and the menu options its dropout draw keeps."""
+        """The seed of the j-th plan (or one-phase menu) of a parent, and the menu options its dropout draw keeps (of
+        the translation menu in a translation iteration)."""
         seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
         rng = random.Random(seed)
-        kept = [o for o in self.menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(self.menu)]
+        menu = list(self.translation.menu) if self._translating(self.iteration) else self.menu
+        kept = [o for o in menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(menu)]
         rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
         return seed, kept
 
@@ -59,7 +69,8 @@ class BeamJobs:
         for c, model in enumerate(models):
             request = CodeRequest(problem=self.problem, parent=parent.as_parent(), model=model, menu=kept,
                                   seed=seed_of(self.cfg.seed, "one-phase", seed, c), iteration=self.iteration,
-                                  iterations=self.cfg.iterations, edits=self.cfg.code_edits)
+                                  iterations=self.cfg.iterations, edits=self.cfg.code_edits,
+                                  reference=self._reference(self.iteration))
             # like a plan job's id, with the sample index c: K identical prompts are still K samples
             jid = content_id("one-phase", parent.id, self.iteration, j, c, model, menu_ids, request.seed,
                              *_edits_mark(self.cfg)) if self.seeded(model) else \
@@ -76,7 +87,8 @@ class BeamJobs:
             kept = [o for o in self.menu if o.id == prior.option_id] or kept
         request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=kept, model=model,
                               iteration=self.iteration, iterations=self.cfg.iterations, seed=seed, prior=prior,
-                              prior_problem=self.prior.problem if prior else None, stale=self.stale_iterations)
+                              prior_problem=self.prior.problem if prior else None, stale=self.stale_iterations,
+                              reference=self._reference(self.iteration))
         menu_ids = [o.id for o in kept]
         reused = [prior.option_id, prior.text] if prior else []   # the ids of runs without reuse stay as they were
         # the paper's N plans per parent are N independent calls: the sample index j is part of the job's

@@ -1,11 +1,11 @@
-"""What beam search (agents/engine/search.py) keeps about each kernel it has seen, and the recorded trace a run may
-reuse: plain records, no decisions."""
+"""What beam search (agents/engine/search.py) keeps about each kernel it has seen, the recorded trace a run may reuse
+and what its translation iterations offer: plain records, no decisions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from autocomp_zmq.agents.engine.policy import Kernel
-from autocomp_zmq.protocols.jobs import EvalReport, Parent, Plan, Problem
+from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, Parent, Plan, Problem
 
 # Where a candidate came from: the run's starting kernel, a kernel of the final beam of the run this one continues
 # (--continue-from), a coder's answer, a repairer's answer
@@ -18,6 +18,14 @@ class PriorTrace:
     iterations (every plan of iteration t carries step t, with only its menu option); then normal search."""
     problem: Problem
     plans: tuple[Plan, ...]
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What translation iterations (--translate-iters) offer instead of the optimization menu: the target's
+    translation menu, and the problem's reference source that every plan and code job of them carries."""
+    reference: str
+    menu: tuple[MenuOption, ...]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from autocomp_zmq.agents.engine.allocation import ModelAllocation
 from autocomp_zmq.agents.engine.beamjobs import BeamJobs
-from autocomp_zmq.agents.engine.candidates import Candidate, PriorTrace  # noqa: F401 - PriorTrace re-exported
+from autocomp_zmq.agents.engine.candidates import Candidate, PriorTrace, Translation  # noqa: F401 - re-exported
 from autocomp_zmq.agents.engine.fullcheck import FullChecks
 from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, SearchSettings, SearchSummary, code_hash,
                                                content_id, eval_job, never_seeded)
@@ -45,6 +45,13 @@ class BeamConfig(SearchSettings, frozen=True, kw_only=True):
     one_phase: Annotated[bool, opt(
         "One-phase mode (Autocomp's skip_planning): one model call picks an option from the offered menu, says how it "
         "applies it and writes the kernel; N menus per candidate, K samples each, all from the coding models.")] = False
+    translate_iters: Annotated[bounded(int, ge=0), opt(
+        "Translation iterations (Autocomp's translate_iters): the first N iterations write the kernel from the "
+        "problem's reference (numpy; PyTorch for cuda) with the target's translation menu; a correct translation "
+        "within --translate-slack of its parent enters the beam ahead of the kernels it was written beside.",
+        metavar="N")] = 0
+    translate_slack: Annotated[bounded(float, ge=1), opt(
+        "How many times slower than its parent a translation may be and still enter the beam.", metavar="X")] = 15.0
     code_edits: Annotated[bool, opt(
         "Coders answer with edits (old/new pairs) to the current kernel instead of the whole file (Autocomp's "
         "use_edits; for large kernels); edits that cannot be applied are given back, asking for the whole "
@@ -61,8 +68,10 @@ class BeamSearch(FullChecks, BeamJobs):
 
     def __init__(self, cfg: BeamConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
                  store: RunStore | None = None, seeded: IsSeeded = never_seeded,
-                 prior: PriorTrace | None = None, continued: tuple[str, ...] = ()) -> None:
+                 prior: PriorTrace | None = None, continued: tuple[str, ...] = (),
+                 translation: Translation | None = None) -> None:
         self.cfg = cfg
+        self.translation = translation  # --translate-iters: the reference and the translation menu
         self.continued = continued      # --continue-from: the other run's final beam, evaluated again here
         self.prior = prior
         self.problem = problem
@@ -264,12 +273,16 @@ class BeamSearch(FullChecks, BeamJobs):
             self.baseline = base
             self.beam = [base]
         old_best = self.best.latency
+        # a translation may be slower than the kernel it was written beside: within the slack, it goes first
+        translating = it > 0 and self._translating(it)
+        slack = self.cfg.translate_slack if translating else 1.0
+        by_latency = lambda cs: sorted(cs, key=lambda c: (c.latency, c.id))   # noqa: E731
         while True:         # the beam's members checked in full; one found wrong makes room for the next
             # this iteration's children that beat their parent (in iteration 0, the continued run's kernels)
             new = [c for c in self.candidates.values() if c.iteration == it and c.parent_id is not None
-                   and c.correct and c.latency < self.candidates[c.parent_id].latency]
+                   and c.correct and c.latency < slack * self.candidates[c.parent_id].latency]
             pool: dict[str, Candidate] = {}
-            for c in sorted(self.beam + new, key=lambda c: (c.latency, c.id)):
+            for c in by_latency(new) + by_latency(self.beam) if translating else by_latency(self.beam + new):
                 pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
             beam = list(pool.values())[:self.cfg.beam]
             if self._check_in_full(beam):
@@ -277,7 +290,7 @@ class BeamSearch(FullChecks, BeamJobs):
             if all(c.correct for c in beam):
                 break
         self.beam = beam
-        if it > 0:
+        if it > 0 and not translating:   # translating is not stalling
             self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
             self._learn(it)
         if self.store:

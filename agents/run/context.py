@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autocomp_zmq.agents.engine.candidates import Translation
 from autocomp_zmq.agents.engine.policy import SearchPolicy
 from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.rundir import RunLock
@@ -33,6 +34,13 @@ class RunContext:
     policy: type[SearchPolicy]
     initial_code: str
     continued: dict | None = None   # --continue-from: the other run's final beam (agents/run/continuation.py)
+    translation: Translation | None = None   # --translate-iters: reference and menu (agents/run/translation.py)
+
+    def modes(self) -> dict:
+        """The search modes' arguments of the policy's constructor, only those a run uses (a plug-in policy that
+        takes none of them is built as before)."""
+        return {**({"continued": tuple(self.continued["kernels"])} if self.continued else {}),
+                **({"translation": self.translation} if self.translation else {})}
 
 
 @dataclass(frozen=True)

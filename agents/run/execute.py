@@ -30,7 +30,7 @@ from autocomp_zmq.agents.run.context import Display, Resumed, RunContext
 from autocomp_zmq.agents.run.progress import Progress
 from autocomp_zmq.agents.run.runconfig import ConfigError, RunConfig, flat_view, resume_config
 from autocomp_zmq.agents.run.rundir import RunDirError, RunLock, keep_private, prepare_new, write_atomic
-from autocomp_zmq.agents.run import continuation, problemsource, reuse
+from autocomp_zmq.agents.run import continuation, problemsource, reuse, translation
 from autocomp_zmq.agents.run.runstart import (RunError, check_cap_admits_a_call, check_modes, check_sampling,
                                               evaluate_start, menu_of, no_offline_moves, open_store, prior_of,
                                               read_kernel, reused_trace, run_prices, start_code)
@@ -211,7 +211,8 @@ def _prepare(cfg: RunConfig, resumed: Resumed | None, definition: ProblemDefinit
         check_cap_admits_a_call(cfg, specs["planner"], prices, problem.family, code or "")
     return RunContext(cfg=cfg, target=target, info=info, profile=profile, problem=problem, wire_problem=wire_problem,
                       menu=menu_of(target, profile, problem.family), specs=specs, prices=prices, replay=replay,
-                      policy=policy, initial_code=code, continued=continued)
+                      policy=policy, initial_code=code, continued=continued,
+                      translation=translation.of(cfg, info, profile, problem, policy))
 
 
 
@@ -227,9 +228,8 @@ def _execute(cfg: RunConfig, run_dir: Path, resumed: Resumed | None, display: Di
     halt = no_offline_moves(ctx.specs["planner"], wire_problem)
 
     def make_search(store: RunStore) -> SearchPolicy:
-        more = {"continued": tuple(ctx.continued["kernels"])} if ctx.continued else {}
         search = ctx.policy(search_cfg, wire_problem, code, ctx.menu, store, seeded=answers_from_seed,
-                            prior=prior_of(trace), **more)
+                            prior=prior_of(trace), **ctx.modes())
         if halt:
             search.halt(halt)
         return search

@@ -54,7 +54,7 @@ def check_sampling(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
                            "budget comes out of the output limit)")
 
 
-# Modes whose coding calls only a model can answer, and what each asks of it
+# Modes whose coding calls only a model can answer, and what each asks of it (--translate-iters: its planners too)
 LLM_CODER_MODES = {"one_phase": "the coding model chooses the optimization and writes the kernel in one answer",
                    "code_edits": "the coding model answers with edits to the current kernel"}
 
@@ -67,9 +67,15 @@ def check_modes(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
         if options.get(mode) and offline:
             raise RunError(f"--{mode.replace('_', '-')}: {what}, which {', '.join(offline)} cannot do (it implements "
                            "the plans it is given, whole): give --model or --code-model an LLM")
-    if options.get("one_phase") and cfg.task.reuse:
-        raise RunError("--one-phase with --reuse: a reused trace's plans are given to planners, and one-phase mode "
-                       "has none; drop one of the two")
+    planners = offline if options.get("one_phase") else sorted({s.text for s in specs["planner"] if s.offline})
+    if options.get("translate_iters") and (offline or planners):
+        raise RunError(f"--translate-iters: translating the problem's reference takes a model, and "
+                       f"{', '.join(sorted(set(offline + planners)))} only optimizes kernels it knows: give --model "
+                       "an LLM (and --code-model, if set)")
+    for mode in ("one_phase", "translate_iters"):
+        if options.get(mode) and cfg.task.reuse:
+            raise RunError(f"--{mode.replace('_', '-')} with --reuse: a reused trace's plans are the first "
+                           "iterations' plans, which this mode shapes otherwise; drop one of the two")
 
 
 def menu_of(target: Target, profile: IsaProfile, family: str | None = None) -> list[MenuOption]:

@@ -187,3 +187,41 @@ def test_the_agent_applies_one_phase_edits_and_keeps_every_call_when_nothing_usa
                                                         "unusable answer"]
     assert "not valid JSON" in calls[0].outcome and "Your edits could not be applied" in calls[1].prompt
     assert all(c.tokens_in == 1000 and c.answer for c in calls)
+
+
+def test_translation_iterations_write_the_kernel_from_the_reference_with_the_translation_menu(tmp_path):
+    import tomllib
+
+    from tests.system.runkit import ROOT
+    translations = {o["id"] for o in tomllib.loads((ROOT / "prompts/gemmini-sim/translate.toml").read_text())["option"]}
+    fake = FakeLLM()
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, model=[model],
+                           translate_iters=1)
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
+    prompts = [r["body"]["messages"][-1]["content"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    step = lambda p: int(re.search(r"step (\d+) of", p).group(1))   # noqa: E731
+    plans = [p for p in prompts if "# Your role: planner" in p]
+    offered = lambda p: set(re.findall(r"^\d+\. ([\w.-]+): ", p.split("## Options offered", 1)[1], re.M))  # noqa
+    first, second = [p for p in plans if step(p) == 1], [p for p in plans if step(p) == 2]
+    assert first and second
+    assert all("## Reference to translate" in p and "def reference(A: np.ndarray" in p for p in first)
+    assert all(offered(p) <= translations for p in first)
+    assert not any("Reference to translate" in p or offered(p) & translations for p in second)
+    coders = [p for p in prompts if "# Your role: implementer" in p]
+    assert any("## Reference to translate" in p for p in coders) and not all("Reference to" in p for p in coders)
+    options = {row[0] for row in query(run, "SELECT option_id FROM plans WHERE iteration = 1")}
+    assert options and options <= translations
+    assert json.loads((run / "config.json").read_text())["search"]["options"]["translate_iters"] == 1
+
+
+def test_translation_with_the_offline_heuristic_is_refused_before_anything_starts(tmp_path):
+    run = tmp_path / "run"
+    proc = launch("run", "--problem", "gemm-256x256x256", "--translate-iters", "1", "--out", str(run))
+    out = finish(proc)
+    assert proc.returncode == 2 and "error: --translate-iters" in out and not run.exists(), out

@@ -4,7 +4,8 @@ Every prompt is two parts. The prefix (prompts/common/prefix.md) is the same for
 repair call of a run: the target's reference (ISA), rules, full optimization menu (as the run's ISA
 profile and problem family see it) and examples. The rest (prompts/common/plan.md, code.md, repair.md, and
 one_phase.md for a code request without a plan, which chooses and implements in one answer; deliver_whole.md or
-deliver_edits.md says how the kernel comes back, edits_failed.md asks for it whole after edits that failed)
+deliver_edits.md says how the kernel comes back, edits_failed.md asks for it whole after edits that failed, and
+reference.md shows a translation step the reference it translates)
 holds everything that varies: the role, problem, code, feedback, the options offered in this step, the
 plan, the error, the task. Providers cache the prefix (agents/workers/llm/providers.py), so after the first call
 of a run it is billed at the cached rate. string.Template ($name) because code is full of braces.
@@ -88,6 +89,11 @@ def _prior(req: PlanRequest) -> str:
             f"and addresses to fit this shape. Answer with OPTION: {req.prior.option_id}.\n")
 
 
+def _reference(req: PlanRequest | CodeRequest) -> str:
+    """A translation step's reference (prompts/common/reference.md), else nothing."""
+    return template("reference").substitute(source=req.reference.rstrip("\n")) if req.reference else ""
+
+
 def _option(plan) -> str:
     return plan.option_id or "none named; the plan is free text"
 
@@ -97,7 +103,8 @@ def plan_prompt(req: PlanRequest) -> Prompt:
     return Prompt(p["prefix"], template("plan").substitute(
         fence=p["fence"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
-        prior=_prior(req), menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations))
+        prior=_prior(req), menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations,
+        reference=_reference(req)))
 
 
 def _offered(menu) -> str:
@@ -118,7 +125,7 @@ def one_phase_prompt(req: CodeRequest) -> Prompt:
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
         menu=_offered(req.menu), iteration=req.iteration, iterations=req.iterations,
-        deliver=_deliver(req, p["fence"])))
+        deliver=_deliver(req, p["fence"]), reference=_reference(req)))
 
 
 def code_prompt(req: CodeRequest) -> Prompt:
@@ -128,7 +135,7 @@ def code_prompt(req: CodeRequest) -> Prompt:
     return Prompt(p["prefix"], template("code").substitute(
         fence=p["fence"], correctness=p["correctness"], problem=_problem(req.problem), code=parent.code,
         latency=_latency(parent, req.problem.latency_unit), plan=plan.text, option=_option(plan),
-        deliver=_deliver(req, p["fence"])))
+        deliver=_deliver(req, p["fence"]), reference=_reference(req)))
 
 
 EDITS_ERROR_CHARS = 4000     # of the reason a coder's edits could not be applied, given back to it
