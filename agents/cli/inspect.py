@@ -152,6 +152,12 @@ def print_view(console: Console, v: RunView) -> None:
         console.print(Text(f"Reused the optimization trace of {v.reused.get('problem', {}).get('name')} "
                            f"({v.reused.get('run_dir', '?')}) as the plans of iterations 1-{len(steps)}: "
                            + ", ".join(s["option_id"] for s in steps)))
+    c = v.config    # the search modes the run used (README: Search modes)
+    modes = [text for text, on in (("one-phase", c.get("one_phase")), ("code as edits", c.get("code_edits")),
+                                   (f"{c.get('translate_iters')} translation iterations", c.get("translate_iters")))
+             if on]
+    if modes:
+        console.print(Text("Search modes: " + ", ".join(modes)))
     if v.continued:
         console.print(Text(f"Continued from {v.continued.get('run_dir', '?')}: the {len(v.continued.get('kernels', []))} "
                            "kernels of its final beam, evaluated again here, were the first parents"))

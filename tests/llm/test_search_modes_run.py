@@ -52,7 +52,7 @@ def test_one_phase_run_makes_only_coding_calls_each_stored_and_priced_and_shows_
     assert set(plans) == {c[0] for c in calls} <= code_jobs      # each call's plan, kept under its job
     assert all(text == PLAN and option for option, text in plans.values())
     assert not query(run, "SELECT 1 FROM jobs WHERE kind = 'plan'")
-    assert PLAN[:40] in shown, shown
+    assert PLAN[:40] in shown and "Search modes: one-phase" in shown, shown
     assert "Plan: option" in one and PLAN in one, one
     config = json.loads((run / "config.json").read_text())
     assert config["search"]["options"]["one_phase"] is True
