@@ -220,7 +220,9 @@ class CandidateIndex:
                 found = [by_parent_code[(b.parent_id, code)] for b in failed if (b.parent_id, code) in by_parent_code]
             for cid in dict.fromkeys(found):
                 self.made_by.setdefault(cid, []).append(job_id)
-                self.led_to.setdefault(job_id, []).append(cid)
+                led = self.led_to.setdefault(job_id, [])
+                if cid not in led:      # a one-phase code job is also the plan job of what it wrote
+                    led.append(cid)
         for c in self.calls:
             c.candidates = self.led_to.get(c.job_id or "", [])
 

@@ -38,6 +38,7 @@ def test_one_phase_run_makes_only_coding_calls_each_stored_and_priced_and_shows_
         shown = finish(launch("show", str(run)))
         best = json.loads((run / "best.json").read_text())
         one = finish(launch("show", str(run), "--candidate", best["best_id"]))
+        listed = finish(launch("show", str(run), "--calls"))
     finally:
         fake.close()
     assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
@@ -54,6 +55,8 @@ def test_one_phase_run_makes_only_coding_calls_each_stored_and_priced_and_shows_
     assert not query(run, "SELECT 1 FROM jobs WHERE kind = 'plan'")
     assert PLAN[:40] in shown and "Search modes: one-phase" in shown, shown
     assert "Plan: option" in one and PLAN in one, one
+    # a one-phase job is its kernel's code job and plan job: the kernel is listed once beside its call
+    assert best["best_id"][:12] in listed and not re.search(r"\b([0-9a-f]{12}), \1\b", listed), listed
     config = json.loads((run / "config.json").read_text())
     assert config["search"]["options"]["one_phase"] is True
 
