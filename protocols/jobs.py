@@ -134,6 +134,9 @@ class ModelCall(Payload):
 Calls = Annotated[list[ModelCall], msgspec.Meta(max_length=64)]
 
 
+MAX_PROPOSALS = 32          # new menu options one proposal may bring
+
+
 class PlanRequest(Payload):
     problem: Problem
     parent: Parent
@@ -151,6 +154,8 @@ class PlanRequest(Payload):
     stale: Annotated[int, msgspec.Meta(ge=0)] = 0
     # a translation iteration: the problem's reference to write the kernel from (the menu: translation strategies)
     reference: Text = ""
+    # model-proposed options: propose up to this many new menu options for the parent instead of a plan
+    propose: Annotated[int, msgspec.Meta(ge=0, le=MAX_PROPOSALS)] = 0
 
 
 class CodeRequest(Payload):
@@ -188,9 +193,11 @@ class EvalRequest(Payload):
 
 
 class PlanResult(Payload):
-    plan: Plan
+    """A plan; or, for a request that asked for proposals (PlanRequest.propose), the new menu options proposed."""
     model: Name
+    plan: Plan | None = None
     calls: Calls = []
+    proposals: Annotated[list[MenuOption], msgspec.Meta(max_length=MAX_PROPOSALS)] = []
 
 
 class CodeResult(Payload):

@@ -56,8 +56,8 @@ def test_options_land_in_their_sections_and_the_policy_section_gets_its_defaults
     cfg = RunConfig.of(beam=2, max_cost=1.5, bind="tcp://0.0.0.0:5555", search="beam")
     assert (cfg.budget.max_cost, cfg.bus.bind, cfg.search.policy) == (1.5, "tcp://0.0.0.0:5555", "beam")
     assert cfg.search.options == {"beam": 2, "plans": 4, "codes": 2, "dropout": 0.7, "one_phase": False,
-                                  "translate_iters": 0, "translate_slack": 15.0, "code_edits": False,
-                                  "stage_barriers": False}
+                                  "translate_iters": 0, "translate_slack": 15.0, "propose_options": 0,
+                                  "code_edits": False, "stage_barriers": False}
     assert cfg.flat()["beam"] == 2 and cfg.flat()["max_cost"] == 1.5
     assert build(cfg.to_dict()) == cfg            # what a run stores reads back unchanged
 

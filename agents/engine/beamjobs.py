@@ -57,10 +57,30 @@ class BeamJobs:
         the translation menu in a translation iteration)."""
         seed = seed_of(self.cfg.seed, "plan", self.iteration, parent.id, j)
         rng = random.Random(seed)
-        menu = list(self.translation.menu) if self._translating(self.iteration) else self.menu
+        menu = list(self.translation.menu) if self._translating(self.iteration) else \
+            self.menu + self.proposed.get(parent.id, [])
         kept = [o for o in menu if rng.random() < 1.0 - self.cfg.dropout] or [rng.choice(menu)]
         rng.shuffle(kept)   # offered in a seeded order: no option gains from its place in the menu file
         return seed, kept
+
+    def _emit_steps(self, parent: Candidate, steps: list) -> None:
+        """A parent's N plans, or N one-phase menus: each step (j, plan model, its K code models)."""
+        for j, model, code_models in steps:
+            if self.cfg.one_phase:
+                self._emit_one_phase(parent, j, code_models)
+            else:
+                self._emit_plan(parent, j, model, code_models)
+
+    def _emit_proposal(self, parent: Candidate, model: str, steps: list) -> None:
+        """Model-proposed options: a planner call for new menu options for this parent, its steps emitted after."""
+        request = PlanRequest(problem=self.problem, parent=parent.as_parent(), menu=[], model=model,
+                              iteration=self.iteration, iterations=self.cfg.iterations,
+                              seed=seed_of(self.cfg.seed, "propose", self.iteration, parent.id),
+                              propose=self.cfg.propose_options)
+        jid = content_id("propose", parent.id, self.iteration, model, request.seed, request.propose) \
+            if self.seeded(model) else content_id("propose", code_hash(parent.code), self.iteration, model,
+                                                  request.propose)
+        self._emit(Job(jid, "plan", self.iteration, request, model, ctx={"parent_id": parent.id, "steps": steps}))
 
     def _emit_one_phase(self, parent: Candidate, j: int, models: list[str]) -> None:
         """One-phase mode: the j-th menu of a parent, given to K code jobs that each choose and implement."""

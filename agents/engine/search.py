@@ -28,7 +28,8 @@ from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, SearchSettings, Se
                                                content_id, eval_job, never_seeded)
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.agents.store import RunStore
-from autocomp_zmq.protocols.jobs import Answer, CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
+from autocomp_zmq.protocols.jobs import (MAX_PROPOSALS, Answer, CodeResult, EvalReport, MenuOption, Plan, PlanResult,
+                                         Problem)
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
 
@@ -52,6 +53,10 @@ class BeamConfig(SearchSettings, frozen=True, kw_only=True):
         metavar="N")] = 0
     translate_slack: Annotated[bounded(float, ge=1), opt(
         "How many times slower than its parent a translation may be and still enter the beam.", metavar="X")] = 15.0
+    propose_options: Annotated[bounded(int, ge=0, le=MAX_PROPOSALS), opt(
+        "Model-proposed menu options (Autocomp's menu_strategy = \"one-shot\"): each iteration, one planner call "
+        "per beam candidate proposes up to N new options for it, offered beside the menu's (dropout applies to "
+        "both).", metavar="N")] = 0
     code_edits: Annotated[bool, opt(
         "Coders answer with edits (old/new pairs) to the current kernel instead of the whole file (Autocomp's "
         "use_edits; for large kernels); edits that cannot be applied are given back, asking for the whole "
@@ -72,6 +77,7 @@ class BeamSearch(FullChecks, BeamJobs):
                  translation: Translation | None = None) -> None:
         self.cfg = cfg
         self.translation = translation  # --translate-iters: the reference and the translation menu
+        self.proposed: dict[str, list[MenuOption]] = {}   # --propose-options: this iteration's, by parent
         self.continued = continued      # --continue-from: the other run's final beam, evaluated again here
         self.prior = prior
         self.problem = problem
@@ -152,6 +158,8 @@ class BeamSearch(FullChecks, BeamJobs):
                 continue
             if job.id not in self.outstanding:
                 done += job.kind == "eval"
+            elif "steps" in job.ctx:       # a proposal: every plan of its parent still to come
+                waiting += len(job.ctx["steps"]) * self.cfg.codes
             else:
                 waiting += self.cfg.codes if job.kind == "plan" else 1
         return done, done + waiting
@@ -235,6 +243,10 @@ class BeamSearch(FullChecks, BeamJobs):
                 self._emit_repair(cand)
 
     def _on_plan(self, job: Job, result: PlanResult | None, error: str | None) -> None:
+        if "steps" in job.ctx:      # a proposal of new options: the parent's plans now (the menu alone if it failed)
+            self.proposed[job.ctx["parent_id"]] = list(result.proposals) if result else []
+            self._emit_steps(self.candidates[job.ctx["parent_id"]], job.ctx["steps"])
+            return
         if result is None:
             return
         plan = result.plan
@@ -306,13 +318,17 @@ class BeamSearch(FullChecks, BeamJobs):
         plan_models = [] if self.cfg.one_phase else self.allocation.deal("plan", slots, self.iteration,
                                                                          self.plans_emitted)
         code_models = self.allocation.deal("code", slots * codes, self.iteration, self.plans_emitted * codes)
-        for k, (parent, j) in enumerate((p, j) for p in self.beam for j in range(self.cfg.plans)):
-            models = code_models[k * codes:(k + 1) * codes]
-            if self.cfg.one_phase:
-                self._emit_one_phase(parent, j, models)
+        proposing = self.cfg.propose_options and not self._translating(self.iteration)
+        n = self.cfg.plans
+        for b, parent in enumerate(self.beam):
+            # (j, its plan model, its K code models): the k-th sample of the iteration is parent b's j-th
+            steps = [(j, plan_models[k] if plan_models else None, code_models[k * codes:(k + 1) * codes])
+                     for j, k in ((j, b * n + j) for j in range(n))]
+            self.plans_emitted += len(steps)
+            if proposing:   # the parent's plans wait for the options proposed for it
+                self._emit_proposal(parent, self.cfg.plan_models[b % len(self.cfg.plan_models)], steps)
             else:
-                self._emit_plan(parent, j, plan_models[k], models)
-            self.plans_emitted += 1
+                self._emit_steps(parent, steps)
         if not self.outstanding:
             self.done, self.stop_reason = True, "no jobs left to run"
 

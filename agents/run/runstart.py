@@ -72,6 +72,10 @@ def check_modes(cfg: RunConfig, specs: dict[str, list[ModelSpec]]) -> None:
         raise RunError(f"--translate-iters: translating the problem's reference takes a model, and "
                        f"{', '.join(sorted(set(offline + planners)))} only optimizes kernels it knows: give --model "
                        "an LLM (and --code-model, if set)")
+    planners = sorted({s.text for s in specs["planner"] if s.offline})
+    if options.get("propose_options") and planners:
+        raise RunError(f"--propose-options: a planning model proposes new menu options, which "
+                       f"{', '.join(planners)} cannot do: give --model an LLM")
     for mode in ("one_phase", "translate_iters"):
         if options.get(mode) and cfg.task.reuse:
             raise RunError(f"--{mode.replace('_', '-')} with --reuse: a reused trace's plans are the first "

@@ -228,3 +228,35 @@ def test_translation_with_the_offline_heuristic_is_refused_before_anything_start
     proc = launch("run", "--problem", "gemm-256x256x256", "--translate-iters", "1", "--out", str(run))
     out = finish(proc)
     assert proc.returncode == 2 and "error: --translate-iters" in out and not run.exists(), out
+
+
+def test_model_proposed_options_are_offered_to_the_planners_and_chosen(tmp_path):
+    def script(prompt, n):
+        if "# Your role: strategist" in prompt:
+            return 200, {}, ("- Hand it to the loop FSM: one gemmini_loop_ws call for the whole GEMM\n"
+                             "- Keep B resident: load each B panel once")
+        if "# Your role: planner" in prompt:
+            menu = prompt.split("## Options offered in this step", 1)[1].split("\n## ", 1)[0]
+            new = re.findall(r"^\d+\. (new-[0-9a-f]+): Hand it to the loop FSM", menu, re.M)
+            if new:
+                return 200, {}, f"OPTION: {new[0]}\nPLAN:\n{PLAN}"
+        return 200, {}, smart_answer(prompt)
+
+    fake = FakeLLM(script=script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=2, codes=1, model=[model],
+                           propose_options=2, dropout=0.0)
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
+    prompts = [r["body"]["messages"][-1]["content"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    roles = [re.search(r"# Your role: (\w+)", p).group(1) for p in prompts]
+    assert roles.count("strategist") == 1 and roles.count("planner") == 2
+    assert roles.index("strategist") < roles.index("planner")       # the plans wait for the proposal
+    chosen = {option for option, _ in plan_texts(run).values()}
+    assert len(chosen) == 1 and chosen.pop().startswith("new-")
+    calls = query(run, "SELECT role, outcome FROM model_calls")
+    assert sorted(calls) == [("coder", "ok")] * 2 + [("planner", "ok")] * 3

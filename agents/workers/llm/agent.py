@@ -2,7 +2,8 @@
 pack, call the job's model, read the answer as real models write it (agents/workers/llm/parse.py). A code job
 without a plan (one-phase mode) is answered with the plan the model chose beside its kernel; one asked for edits
 (--code-edits) gets the parent's code with the answer's edits applied (agents/workers/llm/edits.py), and edits that
-cannot be read or applied go back to the model, in one more call, asking for the whole kernel.
+cannot be read or applied go back to the model, in one more call, asking for the whole kernel. A plan job that asks
+for proposals is answered with new menu options for its parent (agents/workers/llm/proposals.py).
 
 Calls run on an asyncio loop in a background thread, at most --llm-concurrency at a time per model, fewer while
 the provider answers 429 or its rate-limit headers say its window is nearly spent (agents/workers/llm/limits.py); with
@@ -27,6 +28,7 @@ from autocomp_zmq.agents.workers.llm.batches import Batcher
 from autocomp_zmq.agents.workers.llm.limits import AdaptiveLimit, headroom_of
 from autocomp_zmq.agents.workers.llm.edits import apply_edits, parse_edits
 from autocomp_zmq.agents.workers.llm.parse import AnswerError, parse_code, parse_plan, plan_in_prose
+from autocomp_zmq.agents.workers.llm.proposals import parse_proposals
 from autocomp_zmq.agents.workers.llm.prompts import Prompt, pack, render, whole_kernel_prompt
 from autocomp_zmq.agents.workers.llm.providers import CallOptions, Client, Completion
 from autocomp_zmq.agents.workers.llm.pricing import BATCH_PROVIDERS, PROMPT_OVERHEAD_TOKENS
@@ -94,6 +96,9 @@ class LLMAgent:
         done = self._answer(model, prompt, calls)
         try:
             p = pack(req.problem.target, req.problem.isa, req.problem.family)
+            if kind == "plan" and req.propose:        # model-proposed menu options for the parent
+                proposals = parse_proposals(done.text, req.propose, list(p["titles"].values()))
+                return PlanResult(proposals=proposals, model=model, calls=calls)
             if kind == "plan":
                 titles = {**p["titles"], **{o.id: o.title for o in req.menu}}
                 plan = parse_plan(done.text, [o.id for o in req.menu], titles, list(p["titles"]))

@@ -11,7 +11,7 @@ from autocomp_zmq.protocols.jobs import Plan
 
 # Accepted code fence tags by kernel language (a target's descriptor may name its own).
 FENCE_TAGS = {"c": ("c", "cpp", "c++", "h", "cc"), "python": ("python", "py", "python3")}
-KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_plan", "bad_edits")
+KINDS = ("empty", "refusal", "no_code", "no_entry_point", "no_plan", "bad_edits", "no_options")
 
 
 class AnswerError(ValueError):

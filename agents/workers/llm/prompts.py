@@ -4,8 +4,8 @@ Every prompt is two parts. The prefix (prompts/common/prefix.md) is the same for
 repair call of a run: the target's reference (ISA), rules, full optimization menu (as the run's ISA
 profile and problem family see it) and examples. The rest (prompts/common/plan.md, code.md, repair.md, and
 one_phase.md for a code request without a plan, which chooses and implements in one answer; deliver_whole.md or
-deliver_edits.md says how the kernel comes back, edits_failed.md asks for it whole after edits that failed, and
-reference.md shows a translation step the reference it translates)
+deliver_edits.md says how the kernel comes back, edits_failed.md asks for it whole after edits that failed,
+reference.md shows a translation step the reference it translates, and propose.md asks for new menu options)
 holds everything that varies: the role, problem, code, feedback, the options offered in this step, the
 plan, the error, the task. Providers cache the prefix (agents/workers/llm/providers.py), so after the first call
 of a run it is billed at the cached rate. string.Template ($name) because code is full of braces.
@@ -98,7 +98,18 @@ def _option(plan) -> str:
     return plan.option_id or "none named; the plan is free text"
 
 
+def propose_prompt(req: PlanRequest) -> Prompt:
+    """Model-proposed options: a plan request that asks for new menu options for its parent, not for a plan."""
+    p, parent = _pack_of(req.problem), req.parent
+    return Prompt(p["prefix"], template("propose").substitute(
+        fence=p["fence"], problem=_problem(req.problem), code=parent.code, count=req.propose,
+        latency=_latency(parent, req.problem.latency_unit), feedback=parent.feedback_text or "none",
+        iteration=req.iteration, iterations=req.iterations))
+
+
 def plan_prompt(req: PlanRequest) -> Prompt:
+    if req.propose:
+        return propose_prompt(req)
     p, parent = _pack_of(req.problem), req.parent
     return Prompt(p["prefix"], template("plan").substitute(
         fence=p["fence"], problem=_problem(req.problem), code=parent.code,
