@@ -154,7 +154,8 @@ def print_view(console: Console, v: RunView) -> None:
                            + ", ".join(s["option_id"] for s in steps)))
     c = v.config    # the search modes the run used (README: Search modes)
     modes = [text for text, on in (("one-phase", c.get("one_phase")), ("code as edits", c.get("code_edits")),
-                                   (f"{c.get('translate_iters')} translation iterations", c.get("translate_iters")))
+                                   (f"{c.get('translate_iters')} translation iterations", c.get("translate_iters")),
+                                   (f"up to {c.get('propose_options')} proposed options", c.get("propose_options")))
              if on]
     if modes:
         console.print(Text("Search modes: " + ", ".join(modes)))
