@@ -208,8 +208,7 @@ def bounded(result: EvalResult) -> EvalResult:
 class Target(abc.ABC):
     """A hardware target: a simulator or a device runner."""
     name: ClassVar[str]
-    # the directory of target.toml; None: the folder of the class's module (set by the registry when it
-    # loads the class), which subclasses inherit
+    # the directory of target.toml; None: the folder of the module of the class that sets `name` (home_of)
     home: ClassVar[Path | None] = None
 
     @classmethod
@@ -290,7 +289,16 @@ class Target(abc.ABC):
 
 @functools.cache
 def _info(cls: type[Target]) -> TargetInfo:
-    return TargetInfo.load(Path(cls.home) if cls.home else Path(inspect.getfile(cls)).resolve().parent, cls.name)
+    return TargetInfo.load(home_of(cls), cls.name)
+
+
+def home_of(cls: type[Target]) -> Path:
+    """Where a target's target.toml is: its `home`, else the folder of the class that names the target (a
+    subclass of a built-in target, such as a benchmark's, keeps its parent's descriptor)."""
+    if cls.home:
+        return Path(cls.home)
+    owner = next((k for k in cls.__mro__ if "name" in vars(k) and k is not Target), cls)
+    return Path(inspect.getfile(owner)).resolve().parent
 
 
 def target_names() -> list[str]:

@@ -4,12 +4,11 @@ Three sources, one table (the product's plug-in mechanism, plugins.py): the fold
 target.toml names its class (`class = "module:Class"`); command targets, folders whose target.toml has a
 [command] table (hostcpu/, and the folders in $AUTOCOMP_TARGET_PATH); and the `autocomp_zmq.targets`
 entry-point group of installed packages (`name = "module:Class"`), which may replace a built-in name. A
-target's module is imported the first time the target is used; its class then learns its name (if it does not
-declare one) and its home (the folder of its module, if it does not set one)."""
+target's module is imported the first time the target is used; its class then learns its name if it does not
+declare one (its home, unless it sets one, is its module's folder: base.home_of)."""
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import tomllib
 from pathlib import Path
@@ -99,6 +98,4 @@ def _load(entry: plugins.Entry, folder: Path | None) -> type[Target]:
     elif declared != entry.name:
         raise plugins.PluginError(f"target {entry.name!r} ({entry.origin}): its class {cls.__qualname__} calls "
                                   f"itself {declared!r}")
-    if cls.home is None:
-        cls.home = Path(inspect.getfile(cls)).resolve().parent
     return cls
