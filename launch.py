@@ -167,7 +167,8 @@ def with_config_options(names: tuple[str, ...] | None = None):
                                          annotation=Annotated[Optional[base], opt]))
         # --help shows the panels in the order of the sections (a panel appears where its first option does)
         order = [None, *(f"Options: {section}" for section in help_panels())]
-        panel = {p.name: getattr(typing.get_args(p.annotation)[-1], "rich_help_panel", None) for p in own}
+        panel = {p.name: getattr((typing.get_args(p.annotation) or (None,))[-1], "rich_help_panel", None)
+                 for p in own}
         own = sorted((p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
                      key=lambda p: order.index(panel[p.name]) if panel[p.name] in order else len(order))
         fn.__signature__ = inspect.Signature(own)
@@ -176,9 +177,10 @@ def with_config_options(names: tuple[str, ...] | None = None):
     return deco
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @with_config_options()
-def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options, by section "
+def run(ctx: typer.Context,
+        config: Annotated[Optional[Path], typer.Option(help="TOML file with any of these options, by section "
                                                        "(\\[budget] max_cost = 5) or by name (underscores for "
                                                        "dashes); flags override it.", metavar="FILE",
                                                        show_default="none")] = None,
@@ -202,13 +204,16 @@ def run(config: Annotated[Optional[Path], typer.Option(help="TOML file with any 
     given = {k: v for k, v in options.items() if v is not None}
     from autocomp_zmq.agents.run.execute import RunError, execute
     from autocomp_zmq.agents.run.runconfig import ConfigError, build, flat_view, from_toml, merge, sectioned
-    from autocomp_zmq.agents.run.runflags import option_values
+    from autocomp_zmq.agents.run.runflags import option_values, policy_flags
     # warnings before the run directory exists (a model without a price, ...) are lines on the terminal, as the
     # run's own are, never raw JSON records above an error line
     logsetup.to_run_dir(None, err)
     try:
         options = merge(from_toml(config) if config else {}, sectioned(given))
         options = merge(options, {"search": {"options": option_values(search_option or [])}})
+        if ctx.args:         # flags the command does not declare: the chosen policy's own options
+            policy_own = policy_flags(ctx.args, options.get("search", {}).get("policy"))
+            options = merge(options, {"search": {"options": policy_own}})
         if target_option:
             options = merge(options, {"task": {"target_options": option_values(target_option, "--target-option")}})
         if resume and "out" in options.get("task", {}):
@@ -345,8 +350,8 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
     for name in target_names():
         try:
             info = target_info(name)
-        except DescriptorError as exc:
-            err.print(f"error: {exc}", markup=False)
+        except (DescriptorError, UnknownTargetError) as exc:     # a broken plug-in is named, the others listed
+            err.print(f"error: {exc.args[0] if exc.args else exc}", markup=False)
             continue
         if as_json:
             print(json.dumps({"name": name, "language": info.language, "latency_unit": info.latency_unit,
@@ -365,11 +370,13 @@ def targets(as_json: Annotated[bool, typer.Option("--json", help="Print JSON lin
 from autocomp_zmq.agents.cli.inspect import register as _register_inspect  # noqa: E402
 from autocomp_zmq.agents.cli.problems import register as _register_problems  # noqa: E402
 from autocomp_zmq.agents.cli.cluster import register as _register_cluster  # noqa: E402
+from autocomp_zmq.agents.cli.plugins import register as _register_plugins  # noqa: E402
 from autocomp_zmq.packbuilder.cli import register as _register_build_target  # noqa: E402
 _register_problems(app, console, err, _fail, _target)   # problems (listing, checking, importing KernelBench)
 _register_inspect(app, console, err)
 _register_cluster(app, console, _fail, with_config_options)   # secret, workers
 _register_build_target(app, console, _fail)   # a target's prompt pack from its documentation
+_register_plugins(app, console)    # what is plugged in, and each policy's own flags
 
 
 if __name__ == "__main__":

@@ -1,24 +1,9 @@
-"""Hardware targets. Each subpackage registers itself on import; third-party
-targets can register through the `autocomp_zmq.targets` entry-point group. A
-folder without Python whose target.toml has a [command] table (hostcpu/, or
-one named in $AUTOCOMP_TARGET_PATH) is registered by the command/ subpackage."""
+"""Hardware targets: the interface every target implements (base.py) and the table that finds them
+(registry.py). A target is a subpackage whose target.toml names its class, a folder without Python whose
+target.toml has a [command] table (hostcpu/, or one named in $AUTOCOMP_TARGET_PATH), or a class an installed
+package declares in the `autocomp_zmq.targets` entry-point group; none is imported until it is used."""
 from __future__ import annotations
 
-import functools
-import importlib
-import pkgutil
-from importlib.metadata import entry_points
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, get_target, target_names
 
-
-@functools.cache
-def load_builtin_targets() -> None:
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.ispkg:
-            importlib.import_module(f"{__name__}.{mod.name}")
-    for ep in entry_points(group="autocomp_zmq.targets"):
-        ep.load()
-
-
-from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, get_target, register, target_names  # noqa: E402
-
-__all__ = ["EvalResult", "Problem", "Target", "get_target", "register", "target_names"]
+__all__ = ["EvalResult", "Problem", "Target", "get_target", "target_names"]

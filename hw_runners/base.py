@@ -9,9 +9,10 @@ which also hold their problems and offline heuristic): its prompt pack
 (prompts/<target>/ for the built-in ones), optimization menu, problems
 directory, kernel language, code fence,
 entry point, latency unit, how many evaluators a host runs, its sandbox
-profile and its offline heuristic agent. Targets register themselves with
-@register("name") (third-party ones through the `autocomp_zmq.targets` entry
-point group); nothing else in the product names a target.
+profile and its offline heuristic agent. The registry (registry.py) finds
+each target by its target.toml (`class = "module:Class"`), its [command]
+table, or the `autocomp_zmq.targets` entry-point group, and imports its
+class only when it is used; nothing else in the product names a target.
 """
 from __future__ import annotations
 
@@ -207,8 +208,7 @@ def bounded(result: EvalResult) -> EvalResult:
 class Target(abc.ABC):
     """A hardware target: a simulator or a device runner."""
     name: ClassVar[str]
-    # the directory of target.toml; None: the folder of the module that registers the class (register below),
-    # which subclasses inherit
+    # the directory of target.toml; None: the folder of the module of the class that sets `name` (home_of)
     home: ClassVar[Path | None] = None
 
     @classmethod
@@ -289,35 +289,28 @@ class Target(abc.ABC):
 
 @functools.cache
 def _info(cls: type[Target]) -> TargetInfo:
-    return TargetInfo.load(Path(cls.home) if cls.home else Path(inspect.getfile(cls)).resolve().parent, cls.name)
+    return TargetInfo.load(home_of(cls), cls.name)
 
 
-_REGISTRY: dict[str, type[Target]] = {}
-
-
-def register(name: str):
-    def deco(cls: type[Target]) -> type[Target]:
-        cls.name = name
-        if cls.home is None:
-            cls.home = Path(inspect.getfile(cls)).resolve().parent
-        _REGISTRY[name] = cls
-        return cls
-    return deco
+def home_of(cls: type[Target]) -> Path:
+    """Where a target's target.toml is: its `home`, else the folder of the class that names the target (a
+    subclass of a built-in target, such as a benchmark's, keeps its parent's descriptor)."""
+    if cls.home:
+        return Path(cls.home)
+    owner = next((k for k in cls.__mro__ if "name" in vars(k) and k is not Target), cls)
+    return Path(inspect.getfile(owner)).resolve().parent
 
 
 def target_names() -> list[str]:
-    from autocomp_zmq.hw_runners import load_builtin_targets
-    load_builtin_targets()
-    return sorted(_REGISTRY)
+    """Every target's name (hw_runners/registry.py: nothing is imported)."""
+    from autocomp_zmq.hw_runners import registry
+    return registry.target_names()
 
 
 def target_class(name: str) -> type[Target]:
-    from autocomp_zmq.hw_runners import load_builtin_targets
-    load_builtin_targets()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownTargetError(f"unknown target {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+    """A target's class, its module imported on first use (UnknownTargetError: unknown or unusable)."""
+    from autocomp_zmq.hw_runners import registry
+    return registry.target_class(name)
 
 
 def target_info(name: str) -> TargetInfo:

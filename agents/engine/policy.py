@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import importlib
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import msgspec
 
+from autocomp_zmq import plugins
 from autocomp_zmq.protocols.jobs import Answer, EvalReport, EvalRequest, Failure, Plan, Problem, Request
 
 
@@ -178,13 +177,15 @@ class UnknownPolicyError(ValueError):
 
 def policies() -> dict[str, str]:
     """name -> "module:Class" of every search policy: the built-in ones and the autocomp_zmq.policies
-    entry points. Nothing is imported here."""
-    return {**POLICIES, **{ep.name: ep.value for ep in entry_points(group="autocomp_zmq.policies")}}
+    entry points (plugins.py). Nothing is imported here."""
+    return {name: entry.path for name, entry in plugins.table("policies", POLICIES).items()}
 
 
 def policy_class(name: str) -> type:
-    known = policies()
+    known = plugins.table("policies", POLICIES)
     if name not in known:
         raise UnknownPolicyError(f"unknown search policy {name!r}; available: {', '.join(sorted(known))}")
-    module, _, attr = known[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    try:
+        return plugins.load(known[name], "policies")
+    except plugins.PluginError as exc:
+        raise UnknownPolicyError(str(exc)) from exc

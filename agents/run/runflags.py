@@ -1,8 +1,9 @@
 """The run options on command lines: the flags `run` and `worker` offer (built from the declarations in
-agents/run/runconfig.py, one help panel per section), the arguments that pass options to a worker process, and
---search-option pairs."""
+agents/run/runconfig.py, one help panel per section), a chosen policy's own flags, the arguments that pass options
+to a worker process, and --search-option pairs."""
 from __future__ import annotations
 
+import difflib
 import json
 
 import tomllib
@@ -12,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from autocomp_zmq.agents.engine.policy import DEFAULT_POLICY, config_class, policy_class
+from autocomp_zmq.agents.engine.policy import DEFAULT_POLICY, UnknownPolicyError, config_class, policy_class
 from autocomp_zmq.agents.run.runconfig import (SECTIONS, ConfigError, RunConfig, declared_options, flag_of,
                                                policy_options)
 
@@ -27,9 +28,9 @@ WORKER_OPTIONS = (*BUS_WORKER_OPTIONS, "call_timeout_s", "call_retries", "temper
 
 def cli_options(names: tuple[str, ...] | None = None) -> list[tuple[str, Any, dict, Any, str]]:
     """(name, plain type, declaration, default, section) of the options a command offers as flags, in
-    declaration order: every section's, then the default policy's own (section "search: beam"). Only the default
-    policy's options are flags: the flags exist before --search is read, so another policy's options are given
-    as --search-option NAME=VALUE or in [search.options]."""
+    declaration order: every section's, then the default policy's own (section "search: beam"). These flags exist
+    before --search is read: another policy's options are read from the arguments left over (policy_flags), and
+    `launch.py plugins` lists them."""
     specs = [(name, hint, decl, cls, section) for section, cls in SECTIONS.items()
              for name, (hint, decl) in declared_options(cls).items()]
     default = config_class(policy_class(DEFAULT_POLICY))
@@ -130,3 +131,40 @@ def option_values(pairs: list[str], flag: str = "--search-option") -> dict:
         into[keys[-1]] = value
     return out
 
+
+
+def policy_flags(args: list[str], policy: str | None) -> dict:
+    """The options of a non-default policy given as flags (`--search greedy --menu-size 3`): the arguments the
+    command line did not know, read against that policy's declared options (a bool is --name / --no-name, any
+    other type --name VALUE or --name=VALUE, VALUE read as in --search-option). Anything else is an error that
+    names what the policy offers."""
+    policy = policy or DEFAULT_POLICY
+    if policy == DEFAULT_POLICY:        # its options are declared flags already: what is left is unknown
+        raise ConfigError(f"no such option: {args[0]} (`launch.py run --help` lists them)")
+    try:
+        declared = policy_options(policy)
+    except UnknownPolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    offered = {flag_of(name): (name, plain_type(hint)) for name, (hint, _) in declared.items()}
+    pairs, rest = [], list(args)
+    while rest:
+        arg = rest.pop(0)
+        flag, eq, text = arg.partition("=")
+        negated = flag.startswith("--no-") and offered.get("--" + flag[5:], (None, None))[1] is bool
+        name, kind = offered.get("--" + flag[5:] if negated else flag, (None, None))
+        if name is None:
+            close = difflib.get_close_matches(flag, list(offered), n=1)
+            choices = ", ".join(offered) or "none"
+            raise ConfigError(f"no such option: {arg} (search policy {policy!r} takes {choices}"
+                              + (f"; did you mean {close[0]}?)" if close else ")"))
+        if kind is bool:
+            if eq:
+                raise ConfigError(f"{flag} is a switch: write {flag} or --no-{flag[2:]}")
+            pairs.append(f"{name}={'false' if negated else 'true'}")
+            continue
+        if not eq:
+            if not rest:
+                raise ConfigError(f"{flag} needs a value")
+            text = rest.pop(0)
+        pairs.append(f"{name}={text}")
+    return option_values(pairs, "--" + policy)

@@ -1,17 +1,16 @@
 """Every agent implementation, in one table: ROLE.NAME -> "module:Class".
 
 The built-in ones are listed here; other packages add theirs under the same ROLE.NAME keys in the
-`autocomp_zmq.agents` entry-point group (e.g. `planner.mine = "my_pkg.agents:MyPlanner"`), and a plug-in may
+`autocomp_zmq.agents` entry-point group (the product's one plug-in mechanism, plugins.py) (e.g. `planner.mine = "my_pkg.agents:MyPlanner"`), and a plug-in may
 also replace a built-in name. A class is imported only by the worker that runs it (a heuristic planner never
 loads the LLM SDKs). Its constructor declares the options it takes as keyword parameters, and is given those
 and no others (construct).
 """
 from __future__ import annotations
 
-import importlib
 import inspect
-from importlib.metadata import entry_points
 
+from autocomp_zmq import plugins
 from autocomp_zmq.protocols.jobs import ROLES
 
 _AGENTS = "autocomp_zmq.agents.workers"
@@ -32,23 +31,29 @@ class RegistryError(ValueError):
     """An unknown role or implementation, or an option the implementation does not take."""
 
 
-def implementations(role: str) -> dict[str, str]:
-    """name -> "module:Class" of every implementation of a role, built-in and plug-in. Nothing is imported."""
+def entries(role: str) -> dict[str, plugins.Entry]:
+    """name -> entry (ROLE.NAME, "module:Class", origin) of every implementation of a role. Nothing is imported."""
     if role not in ROLES:
         raise RegistryError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
-    table = dict(BUILTIN)
-    table.update((ep.name, ep.value) for ep in entry_points(group="autocomp_zmq.agents"))
-    return {key.partition(".")[2]: path for key, path in table.items() if key.partition(".")[0] == role}
+    return {key.partition(".")[2]: entry for key, entry in plugins.table("agents", BUILTIN).items()
+            if key.partition(".")[0] == role}
+
+
+def implementations(role: str) -> dict[str, str]:
+    """name -> "module:Class" of every implementation of a role, built-in and plug-in. Nothing is imported."""
+    return {name: entry.path for name, entry in entries(role).items()}
 
 
 def load(role: str, name: str | None = None) -> type:
     """The class of a role's implementation (its default when name is None), importing only its module."""
-    impls = implementations(role)
+    impls = entries(role)
     name = name or DEFAULT[role]
     if name not in impls:
         raise RegistryError(f"role {role} has no implementation {name!r}; choose from {', '.join(impls)}")
-    module, _, attr = impls[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    try:
+        return plugins.load(impls[name], "agents")
+    except plugins.PluginError as exc:
+        raise RegistryError(str(exc)) from exc
 
 
 def accepts(cls: type) -> set[str] | None:

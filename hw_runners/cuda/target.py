@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autocomp_zmq import sandbox
-from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded
 from autocomp_zmq.hw_runners.cuda import clock, environment, metrics
 from autocomp_zmq.hw_runners.cuda.gpu import DEFAULT_LOCK_DIR, GpuClaim, claim_gpu, host_gpus, peaks_for
 from autocomp_zmq.hw_runners.cuda.judge import judge
@@ -83,9 +83,10 @@ class Options:
 
 _CLAIMS: dict[Path, GpuClaim] = {}
 
-@register("cuda")
+
 class Cuda(Target):
     """NVIDIA GPUs through PyTorch: one evaluator per GPU."""
+    name = "cuda"
 
     def __init__(self, **options) -> None:
         if isinstance(options.get("limits"), dict):

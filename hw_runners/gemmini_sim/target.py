@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from autocomp_zmq import sandbox
-from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.base import EvalResult, IsaProfile, Problem, Target, bounded
 from autocomp_zmq.hw_runners.gemmini_sim import configs as gconfigs, feedback
 from autocomp_zmq.hw_runners.gemmini_sim.autocompbody import AutocompBodyError, with_problem_signature
 from autocomp_zmq.hw_runners.gemmini_sim.policy import PolicyError, check_source
@@ -138,9 +138,9 @@ class Options:
                                                  fsize_bytes=min(self.run_limits.fsize_bytes, KERNEL_OUTPUT_BYTES))
 
 
-@register("gemmini-sim")
 class GemminiSim(Target):
     """Embedded Gemmini model: the default target, needs only a C compiler."""
+    name = "gemmini-sim"
 
     def __init__(self, **options) -> None:
         if isinstance(options.get("timing"), dict):

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from autocomp_zmq import sandbox
-from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, bounded
 from autocomp_zmq.hw_runners.trainium import harness
 from autocomp_zmq.hw_runners.trainium.metrics import (PEAKS, PERCENTILES, PROFILE_LIMIT, feedback_text,
                                                       latencies, max_errors, mismatch, performance, profile_metrics,
@@ -116,9 +116,9 @@ class Options:
 _CLAIMS: dict[Path, CoreClaim] = {}     # this process's core, per lock directory: held until the process exits
 
 
-@register("trainium")
 class Trainium(Target):
     """Real Trainium through the Neuron SDK: one evaluator per NeuronCore."""
+    name = "trainium"
 
     def __init__(self, **options) -> None:
         if isinstance(options.get("limits"), dict):   # the fields given, over this target's defaults

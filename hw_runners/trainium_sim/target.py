@@ -25,7 +25,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from autocomp_zmq import sandbox
-from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded, register
+from autocomp_zmq.hw_runners.base import DEFAULT_ISA, EvalResult, IsaProfile, Problem, Target, bounded
 from autocomp_zmq.hw_runners.trainium_sim import costmodel, feedback, fp8, heap, ops, slicing, tracer
 from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, mismatch
 from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
@@ -104,9 +104,9 @@ class Options:
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
 
 
-@register("trainium-sim")
 class TrainiumSim(Target):
     """Embedded NeuronCore-v2 model for NKI kernels."""
+    name = "trainium-sim"
 
     def __init__(self, **options) -> None:
         if isinstance(options.get("limits"), dict):

@@ -1,7 +1,7 @@
 """A search-policy plug-in outside the product (registered as `greedy` in the autocomp_zmq.policies
 entry-point group by tests/system/test_plugin_policy.py): hill climbing. Each step asks for one plan on the
 best kernel so far (the whole menu offered, in a seeded order), implements it once, evaluates it and keeps it
-if it is faster. It knows the product only through agents/engine/policy.py: the SearchPolicy protocol it implements,
+if it is faster. It knows the product only through autocomp_zmq.sdk: the SearchPolicy protocol it implements,
 the RunRecord it writes (so show, report and runs work on its runs) and the shared job helpers."""
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import random
 from collections import deque
 from typing import Annotated
 
-from autocomp_zmq.agents.engine.policy import (Job, Kernel, RunRecord, SearchSettings, SearchSummary, content_id,
-                                               eval_job, never_seeded, seed_of)
-from autocomp_zmq.agents.engine.options import bounded, opt
-from autocomp_zmq.protocols.jobs import CodeRequest, EvalReport, Parent, PlanRequest
+from autocomp_zmq.sdk import (CodeRequest, EvalReport, Job, Kernel, Parent, PlanRequest, RunRecord, SearchSettings,
+                              SearchSummary, content_id, eval_job, never_seeded, opt, seed_of)
+from autocomp_zmq.sdk import option_bounds as bounded
 
 
 class GreedyConfig(SearchSettings, frozen=True, kw_only=True):

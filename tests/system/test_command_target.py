@@ -13,7 +13,6 @@ import psutil
 import pytest
 
 from autocomp_zmq.hw_runners import get_target
-from autocomp_zmq.hw_runners.command import register_folder
 from tests.system.runkit import ROOT
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -23,8 +22,9 @@ FAKE = ROOT / "tests" / "command_target"
 
 @pytest.fixture(scope="module")
 def fake():
-    register_folder(FAKE)
-    target = get_target("fake-command")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOCOMP_TARGET_PATH", str(FAKE))
+        target = get_target("fake-command")
     return target, target.problem("echo")
 
 

@@ -31,7 +31,11 @@ def _launch(env, *args) -> subprocess.CompletedProcess:
 
 def test_a_plugin_policy_runs_and_its_run_shows_and_reports(plugin_env, tmp_path):
     run = tmp_path / "run"
-    proc = _launch(plugin_env, "run", "--search", "greedy", "--search-option", "menu_size=6", "--problem",
+    listed = [json.loads(line) for line in _launch(plugin_env, "plugins", "--json").stdout.splitlines()]
+    greedy = next(row for row in listed if row["kind"] == "policy" and row["name"] == "greedy")
+    assert greedy["flags"] == "--menu-size" and greedy["origin"] == "greedy_policy_plugin (plug-in)"
+    # its own option as a flag, as the default policy's are
+    proc = _launch(plugin_env, "run", "--search", "greedy", "--menu-size", "6", "--problem",
                    "gemm-256x256x256", "-T", "5", "--evaluators", "1", "--out", str(run), "--no-live")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     best = json.loads((run / "best.json").read_text())

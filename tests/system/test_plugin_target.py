@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 def plugin_env(tmp_path):
     """An environment in which the tiny plug-in is installed."""
     agent = "tests.tiny_target.agent:TinyAgent"
-    return install_plugin(tmp_path, "tiny_target_plugin", "[autocomp_zmq.targets]\ntiny = tests.tiny_target\n\n"
+    return install_plugin(tmp_path, "tiny_target_plugin", "[autocomp_zmq.targets]\ntiny = tests.tiny_target:TinyTarget\n\n"
                           f"[autocomp_zmq.agents]\nplanner.tiny = {agent}\ncoder.tiny = {agent}\n"
                           f"repairer.tiny = {agent}\n")
 
@@ -82,3 +82,20 @@ def test_a_plugin_agent_implementation_is_offered_by_the_worker(plugin_env):
     help_text = _launch(plugin_env, "worker", "--role", "planner", "--impl", "nope", "--connect", "tcp://127.0.0.1:9",
                         "--secret-file", "/nonexistent")
     assert help_text.returncode != 0 and "tiny" in help_text.stderr and "heuristic" in help_text.stderr
+
+
+def test_targets_are_imported_only_when_used_and_a_broken_plugin_is_named_not_fatal(tmp_path):
+    env = install_plugin(tmp_path, "broken_plugin", "[autocomp_zmq.targets]\nbroken = no_such_package.target:T\n"
+                                                    "unnamed = tests.tiny_target\n")
+    code = ("import sys; from autocomp_zmq.hw_runners import target_names; names = target_names(); "
+            "print(names); print(sorted(m for m in sys.modules if m.startswith('autocomp_zmq.hw_runners.')))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+    names, modules = out.stdout.splitlines()
+    assert "'broken'" in names and "'gemmini-sim'" in names, out.stderr
+    assert modules == "['autocomp_zmq.hw_runners.base', 'autocomp_zmq.hw_runners.registry']"   # no target loaded
+    listed = _launch(env, "targets", "--json")
+    assert listed.returncode == 0 and '"gemmini-sim"' in listed.stdout
+    assert "target 'broken' (broken_plugin (plug-in): 'no_such_package.target:T'): cannot import" in listed.stderr
+    assert "target 'unnamed' (broken_plugin (plug-in): 'tests.tiny_target'): write \"module:Class\"" in listed.stderr
+    refused = _launch(env, "eval", "--target", "broken", "--problem", "x", str(tmp_path / "k.c"))
+    assert refused.returncode == 2 and "cannot import no_such_package" in refused.stderr, refused.stderr

@@ -1,6 +1,6 @@
 """tiny: a plug-in target that lives entirely outside the product, to prove that adding a target
 takes new files only. It registers through the `autocomp_zmq.targets` entry point group (the test
-writes a dist-info that points here) and brings its own descriptor, prompt pack, problems and
+writes a dist-info naming tests.tiny_target:TinyTarget) and imports only autocomp_zmq.sdk and brings its own descriptor, prompt pack, problems and
 offline heuristic (heuristic.py).
 
 Its kernels are one line, `solution(tile=T, unroll=U, vectorize=V)`: parameters that are parsed,
@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from autocomp_zmq.hw_runners.base import EvalResult, Problem, Target, register
+from autocomp_zmq.sdk import EvalResult, Problem, Target
 
 HERE = Path(__file__).resolve().parent
 TILES = (1, 2, 4, 8, 16, 32, 64)
@@ -36,7 +36,6 @@ def latency_us(n: int, tile: int, unroll: int, vectorize: int) -> float:
     return round(n * 0.01 / lanes + loop_overhead + 0.5, 4)
 
 
-@register("tiny")
 class TinyTarget(Target):
     home = HERE
 

@@ -3,7 +3,7 @@
 heuristic. It serves the model named "tiny" and answers from the tiny target's rules of thumb."""
 from __future__ import annotations
 
-from autocomp_zmq.protocols.jobs import Answer, CodeResult, PlanResult, Request
+from autocomp_zmq.sdk import Answer, CodeResult, PlanResult, Request
 from tests.tiny_target.heuristic import TinyHeuristic
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import random
 
-from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
-from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, RepairRequest
+from autocomp_zmq.sdk import CodeRequest, HeuristicError, Plan, PlanRequest, RepairRequest
 from tests.tiny_target import TILES, parse, render
 
 STEPS = {

@@ -101,11 +101,11 @@ def test_hostcpu_is_a_command_target_declared_by_its_folder_alone():
 
 
 def test_the_target_path_names_target_folders_or_folders_of_them(monkeypatch, tmp_path):
-    from autocomp_zmq.hw_runners.command import target_folders
+    from autocomp_zmq.hw_runners.registry import command_folders
     from tests.conftest import ROOT
     fake = ROOT / "tests" / "command_target"
     monkeypatch.setenv("AUTOCOMP_TARGET_PATH", f"{tmp_path / 'missing'}:{fake.parent}")
-    found = target_folders()
+    found = command_folders()
     assert found[0].name == "hostcpu" and fake in found       # built-in first; tests/ holds one target folder
     monkeypatch.setenv("AUTOCOMP_TARGET_PATH", str(fake))
-    assert target_folders()[1:] == [fake]
+    assert command_folders()[1:] == [fake]

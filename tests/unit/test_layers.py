@@ -18,7 +18,7 @@ DATA = "problems"
 
 
 def _product_files() -> list[Path]:
-    files = [ROOT / "launch.py"]
+    files = [ROOT / "launch.py", ROOT / "plugins.py", ROOT / "sdk.py"]
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT)
