@@ -1,5 +1,5 @@
-"""The jobs of beam search (agents/engine/search.py): what each plan, code, one-phase and repair job asks, and its
-identity. A job's id is a content hash of what makes it that job (its parent, its sample index, its model, the menu
+"""The jobs of beam search (agents/engine/search.py): what each plan, code, one-phase, proposal and repair job asks,
+and its identity. A job's id is a content hash of what makes it that job (its parent, its sample index, its model, the menu
 it offers, ...), so that a resumed run finds every stored answer and identical requests are asked once; which of
 these a search makes, and when, is search.py's."""
 from __future__ import annotations

@@ -293,8 +293,9 @@ class BeamSearch(FullChecks, BeamJobs):
             # this iteration's children that beat their parent (in iteration 0, the continued run's kernels)
             new = [c for c in self.candidates.values() if c.iteration == it and c.parent_id is not None
                    and c.correct and c.latency < slack * self.candidates[c.parent_id].latency]
+            ranked = by_latency(new) + by_latency(self.beam) if translating else by_latency(self.beam + new)
             pool: dict[str, Candidate] = {}
-            for c in by_latency(new) + by_latency(self.beam) if translating else by_latency(self.beam + new):
+            for c in ranked:
                 pool.setdefault(code_hash(c.code), c)  # one entry per distinct code
             beam = list(pool.values())[:self.cfg.beam]
             if self._check_in_full(beam):
@@ -302,8 +303,9 @@ class BeamSearch(FullChecks, BeamJobs):
             if all(c.correct for c in beam):
                 break
         self.beam = beam
-        if it > 0 and not translating:   # translating is not stalling
-            self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
+        if it > 0:
+            if not translating:          # a translation step is not a stall
+                self.stale_iterations = 0 if self.best.latency < old_best else self.stale_iterations + 1
             self._learn(it)
         if self.store:
             self.store.set_beam(it, [(c.id, c.latency) for c in self.beam])

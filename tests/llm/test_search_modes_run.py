@@ -260,3 +260,31 @@ def test_model_proposed_options_are_offered_to_the_planners_and_chosen(tmp_path)
     assert len(chosen) == 1 and chosen.pop().startswith("new-")
     calls = query(run, "SELECT role, outcome FROM model_calls")
     assert sorted(calls) == [("coder", "ok")] * 2 + [("planner", "ok")] * 3
+
+
+def test_a_resumed_run_keeps_its_modes_and_never_reads_the_run_it_continued_again(tmp_path):
+    first = tmp_path / "first"
+    finish(launch("run", "--config", str(write_config(tmp_path / "first.toml", iterations=1, beam=2, plans=2, codes=1)),
+                  "--evaluators", "2", "--out", str(first)))
+    fake = FakeLLM(script=one_phase_script)
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=1, codes=1, model=[model],
+                           one_phase=True, patience=5)
+        run = tmp_path / "run"
+        finish(launch("run", "--config", str(cfg), "--evaluators", "1", "--out", str(run),
+                      "--continue-from", str(first)))
+        taken = json.loads(query(run, "SELECT value FROM meta WHERE key = 'continued_from'")[0][0])
+        (first / "run.db").rename(first / "moved.db")     # the other run is gone: resume needs nothing of it
+        refused = launch("run", "--resume", str(run), "--no-one-phase")
+        refusal = finish(refused)
+        out = finish(launch("run", "--resume", str(run), "-T", "2"))
+    finally:
+        fake.close()
+    assert refused.returncode == 2 and "cannot change on resume" in refusal and "one_phase" in refusal, refusal
+    assert "Finished: 2 iterations" in out, out
+    assert query(run, "SELECT MAX(iteration) FROM beams")[0][0] == 2
+    assert not query(run, "SELECT 1 FROM jobs WHERE kind = 'plan'")                 # one-phase in both sessions
+    assert {row[0] for row in query(run, "SELECT iteration FROM jobs WHERE kind = 'code'")} == {1, 2}
+    assert taken["run_dir"] == str(first) and taken["kernels"]
+    assert len(query(run, "SELECT 1 FROM candidates WHERE origin = 'continued'")) >= 1
