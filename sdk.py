@@ -12,7 +12,7 @@ and a worker that needs the job types does not import a target.
     Policies      SearchPolicy, SearchSettings, SearchSummary, RunRecord, Job, Kernel, content_id, eval_job,
                   seed_of, never_seeded, opt (an option's declaration), option_bounds (bounded numbers)
     Jobs          Request, Answer, PlanRequest, Plan, PlanResult, CodeRequest, CodeResult, RepairRequest,
-                  EvalReport, Parent, JobProblem (the wire's problem: a target, a name, sizes, an ISA profile)
+                  EvalReport, Parent, ProblemRef (which problem a job is about, as it travels)
     Heuristics    HeuristicError, NO_CHANGE, choose_option, variant_of
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "option_bounds": ("autocomp_zmq.agents.engine.options", "bounded"),
     **{name: (_JOBS, name) for name in ("Request", "Answer", "PlanRequest", "Plan", "PlanResult", "CodeRequest",
                                         "CodeResult", "RepairRequest", "EvalReport", "Parent")},
-    "JobProblem": (_JOBS, "Problem"),
+    "ProblemRef": (_JOBS, "ProblemRef"),
     "HeuristicError": (f"{_TOOLKIT}.errors", "HeuristicError"),
     "NO_CHANGE": (f"{_TOOLKIT}.errors", "NO_CHANGE"),
     "choose_option": (f"{_TOOLKIT}.choice", "choose_option"),
@@ -64,5 +64,4 @@ if TYPE_CHECKING:        # what type checkers and editors see: the same names, i
     from autocomp_zmq.hw_runners.toolkit.choice import choose_option, variant_of  # noqa: F401
     from autocomp_zmq.hw_runners.toolkit.errors import NO_CHANGE, HeuristicError  # noqa: F401
     from autocomp_zmq.protocols.jobs import (Answer, CodeRequest, CodeResult, EvalReport, Parent, Plan,  # noqa: F401
-                                             PlanRequest, PlanResult, RepairRequest, Request)
-    from autocomp_zmq.protocols.jobs import Problem as JobProblem  # noqa: F401
+                                             PlanRequest, PlanResult, ProblemRef, RepairRequest, Request)

@@ -40,9 +40,9 @@ from autocomp_zmq.bus.router import Router  # noqa: E402
 from autocomp_zmq.bus.timing import BusTiming  # noqa: E402
 from autocomp_zmq.protocols.control import Ack, Job  # noqa: E402
 from autocomp_zmq.protocols.envelope import MessageType  # noqa: E402
-from autocomp_zmq.protocols.jobs import EvalRequest, MenuOption, Problem, raw  # noqa: E402
+from autocomp_zmq.protocols.jobs import EvalRequest, MenuOption, ProblemRef, raw  # noqa: E402
 
-PROBLEM = Problem(target="gemmini-sim", name="synthetic", family="gemm", description="synthetic")
+PROBLEM = ProblemRef(target="gemmini-sim", name="synthetic", family="gemm", description="synthetic")
 MENU = [MenuOption(id=f"opt-{i}", title=f"option {i}", description="synthetic") for i in range(10)]
 
 

@@ -55,7 +55,10 @@ class ProblemDefinition(Payload, frozen=True):
         return h.hexdigest()
 
 
-class Problem(Payload, frozen=True):
+class ProblemRef(Payload, frozen=True):
+    """Which problem a job is about, as it travels: a target's problem by name (with its sizes and ISA profile),
+    or a user's problem file carried whole. An evaluator loads it into the target's Problem
+    (hw_runners/base.py), the one type of that name."""
     target: Name
     name: Name
     family: Name
@@ -138,7 +141,7 @@ MAX_PROPOSALS = 32          # new menu options one proposal may bring
 
 
 class PlanRequest(Payload):
-    problem: Problem
+    problem: ProblemRef
     parent: Parent
     menu: Annotated[list[MenuOption], msgspec.Meta(max_length=256)]
     model: Name
@@ -148,7 +151,7 @@ class PlanRequest(Payload):
     # schedule reuse: a plan recorded for a similar workload, offered as this step's plan; the planner
     # adapts it to this problem (the menu then holds just its option)
     prior: Plan | None = None
-    prior_problem: Problem | None = None   # the workload the prior plan was recorded on
+    prior_problem: ProblemRef | None = None   # the workload the prior plan was recorded on
     # search steps since the best kernel last improved: a planner may take bigger steps when its small ones
     # have all been tried (the heuristic then combines two changes)
     stale: Annotated[int, msgspec.Meta(ge=0)] = 0
@@ -161,7 +164,7 @@ class PlanRequest(Payload):
 class CodeRequest(Payload):
     """Implement `plan` on the parent. Without a plan (one-phase mode) the coder also chooses: it picks one of
     `menu`, says how it applies it and writes the kernel in one answer, and returns that plan with the code."""
-    problem: Problem
+    problem: ProblemRef
     parent: Parent
     model: Name
     seed: Seed
@@ -174,7 +177,7 @@ class CodeRequest(Payload):
 
 
 class RepairRequest(Payload):
-    problem: Problem
+    problem: ProblemRef
     plan: Plan
     code: Code
     error: Text
@@ -186,7 +189,7 @@ class RepairRequest(Payload):
 class EvalRequest(Payload):
     """Evaluate `code`. `full`: compare every output element, also where the target checks a sample (a candidate
     about to become a parent or the run's result; see EvalReport.sampled)."""
-    problem: Problem
+    problem: ProblemRef
     code: Code
     seed: Seed
     full: bool = False

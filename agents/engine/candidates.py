@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autocomp_zmq.agents.engine.policy import Kernel
-from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, Parent, Plan, Problem
+from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, Parent, Plan, ProblemRef
 
 # Where a candidate came from: the run's starting kernel, a kernel of the final beam of the run this one continues
 # (--continue-from), a coder's answer, a repairer's answer
@@ -16,7 +16,7 @@ ORIGINS = ("initial", "continued", "code", "repair")
 class PriorTrace:
     """Schedule reuse: the plans recorded on a similar workload, offered in order as the plans of the first
     iterations (every plan of iteration t carries step t, with only its menu option); then normal search."""
-    problem: Problem
+    problem: ProblemRef
     plans: tuple[Plan, ...]
 
 

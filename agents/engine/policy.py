@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import msgspec
 
 from autocomp_zmq import plugins
-from autocomp_zmq.protocols.jobs import Answer, EvalReport, EvalRequest, Failure, Plan, Problem, Request
+from autocomp_zmq.protocols.jobs import Answer, EvalReport, EvalRequest, Failure, Plan, ProblemRef, Request
 
 
 def content_id(*parts: Any) -> str:
@@ -41,7 +41,7 @@ def code_hash(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def eval_job(problem: Problem, code: str, eval_seed: int) -> tuple[str, EvalRequest]:
+def eval_job(problem: ProblemRef, code: str, eval_seed: int) -> tuple[str, EvalRequest]:
     """The id and request of the evaluation of code (the same code is evaluated once per run)."""
     profile = (problem.isa,) if problem.isa else ()   # the default profile keeps the ids of earlier runs
     # a user's problem file is part of what is evaluated (the same name may mean another file); problems

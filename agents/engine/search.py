@@ -29,7 +29,7 @@ from autocomp_zmq.agents.engine.policy import (IsSeeded, Job, SearchSettings, Se
 from autocomp_zmq.agents.engine.options import bounded, opt
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.protocols.jobs import (MAX_PROPOSALS, Answer, CodeResult, EvalReport, MenuOption, Plan, PlanResult,
-                                         Problem)
+                                         ProblemRef)
 
 _STAGE = {"plan": 0, "code": 1, "eval": 2, "repair": 3}  # order of the stage-serial schedule
 
@@ -71,7 +71,7 @@ class BeamSearch(FullChecks, BeamJobs):
 
     Config = BeamConfig
 
-    def __init__(self, cfg: BeamConfig, problem: Problem, initial_code: str, menu: list[MenuOption],
+    def __init__(self, cfg: BeamConfig, problem: ProblemRef, initial_code: str, menu: list[MenuOption],
                  store: RunStore | None = None, seeded: IsSeeded = never_seeded,
                  prior: PriorTrace | None = None, continued: tuple[str, ...] = (),
                  translation: Translation | None = None) -> None:

@@ -15,8 +15,8 @@ from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.workers.llm.pricing import PriceBook
 from autocomp_zmq.agents.workers.llm.specs import ModelSpec
 from autocomp_zmq.hw_runners.base import IsaProfile, Target, TargetInfo
-from autocomp_zmq.hw_runners.base import Problem as TargetProblem
-from autocomp_zmq.protocols.jobs import MenuOption, Problem
+from autocomp_zmq.hw_runners.base import Problem
+from autocomp_zmq.protocols.jobs import MenuOption, ProblemRef
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,8 @@ class RunContext:
     target: Target
     info: TargetInfo
     profile: IsaProfile
-    problem: TargetProblem          # the target's, with its kernels and references
-    wire_problem: Problem           # what every job carries
+    problem: Problem          # the target's, with its kernels and references
+    wire_problem: ProblemRef           # what every job carries
     menu: list[MenuOption]
     specs: dict[str, list[ModelSpec]]
     prices: PriceBook

@@ -15,7 +15,7 @@ from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.runstart import RunError
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.store.reading import damage_of, final_frontier, meta_of, open_read
-from autocomp_zmq.protocols.jobs import Problem
+from autocomp_zmq.protocols.jobs import ProblemRef
 
 
 def locate(spec: str, runs_dir: Path) -> Path:
@@ -41,17 +41,17 @@ def _read(run_dir: Path, query) -> Any:
         db.close()
 
 
-def _what(p: Problem) -> str:
+def _what(p: ProblemRef) -> str:
     return f"{p.name} on {p.target} (ISA profile {p.isa or 'default'}" + \
         (f", problem file {p.definition.path})" if p.definition else ")")
 
 
-def _same(theirs: Problem, ours: Problem) -> bool:
+def _same(theirs: ProblemRef, ours: ProblemRef) -> bool:
     digest = lambda p: p.definition.digest if p.definition else None   # noqa: E731
     return (theirs.target, theirs.name, theirs.isa, digest(theirs)) == (ours.target, ours.name, ours.isa, digest(ours))
 
 
-def load(spec: str, runs_dir: Path, problem: Problem) -> dict[str, Any]:
+def load(spec: str, runs_dir: Path, problem: ProblemRef) -> dict[str, Any]:
     """What this run takes from the run `spec` names: its directory and id, its starting kernel and the kernels of its
     final beam (best first). A damaged store, a run of another problem, target or ISA profile, or one that kept no
     beam yet is a RunError that says so."""
@@ -62,7 +62,7 @@ def load(spec: str, runs_dir: Path, problem: Problem) -> dict[str, Any]:
     stored, frontier, initial, run_id = _read(run_dir, lambda db: (
         meta_of(db, "problem"), final_frontier(db), meta_of(db, "initial_code"), meta_of(db, "run_id")))
     try:
-        theirs = msgspec.convert(stored, Problem)
+        theirs = msgspec.convert(stored, ProblemRef)
     except (msgspec.ValidationError, TypeError):
         raise RunError(f"--continue-from {run_dir}: its store records no problem (a run of an older version)") \
             from None
@@ -75,7 +75,7 @@ def load(spec: str, runs_dir: Path, problem: Problem) -> dict[str, Any]:
             "kernels": [code for _, code in frontier], "ids": [cid for cid, _ in frontier]}
 
 
-def of(cfg: RunConfig, policy: type, problem: Problem, resumed: RunStore | None, runs_dir: Path) -> dict | None:
+def of(cfg: RunConfig, policy: type, problem: ProblemRef, resumed: RunStore | None, runs_dir: Path) -> dict | None:
     """What the run takes from the run --continue-from names (None without it); a resumed run, what it took then."""
     if not cfg.task.continue_from:
         return None

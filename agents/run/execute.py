@@ -44,7 +44,7 @@ from autocomp_zmq.agents.run import slurm_evaluators
 from autocomp_zmq.cluster.slurm import SlurmError
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError
-from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
+from autocomp_zmq.protocols.jobs import ProblemRef, ProblemDefinition
 
 log = structlog.get_logger("agents.run")
 RUNS_DIR = Path("runs")                        # where runs go without --out: runs/ in the working directory
@@ -160,7 +160,7 @@ def _stored_definition(store: RunStore) -> ProblemDefinition | None:
     """The problem file a run stored when it started (None: a problem known by name, or an older run)."""
     stored = store.meta("problem") or {}
     try:
-        return msgspec.convert(stored, Problem).definition if stored.get("definition") else None
+        return msgspec.convert(stored, ProblemRef).definition if stored.get("definition") else None
     except msgspec.ValidationError as exc:
         raise RunError(f"the run's stored problem is unusable: {exc}") from None
 

@@ -9,9 +9,9 @@ import tomllib
 from pathlib import Path
 
 from autocomp_zmq.hw_runners.base import ProblemSizeError, Target, UnknownIsaError, UnknownProblemError
-from autocomp_zmq.hw_runners.base import Problem as TargetProblem
+from autocomp_zmq.hw_runners.base import Problem
 from autocomp_zmq.hw_runners.problemfile import DefinitionError, read, scan
-from autocomp_zmq.protocols.jobs import Problem, ProblemDefinition
+from autocomp_zmq.protocols.jobs import ProblemRef, ProblemDefinition
 
 
 class ProblemSourceError(ValueError):
@@ -63,7 +63,7 @@ def settle(options: dict, given: dict, definition: ProblemDefinition | None) -> 
     options["problem"], options["target"] = name, target
 
 
-def load(target: Target, name: str, isa: str | None, definition: ProblemDefinition | None) -> TargetProblem:
+def load(target: Target, name: str, isa: str | None, definition: ProblemDefinition | None) -> Problem:
     """The target's problem: from the definition if there is one, else by name."""
     try:
         if definition is None:
@@ -78,8 +78,8 @@ def load(target: Target, name: str, isa: str | None, definition: ProblemDefiniti
         raise ProblemSourceError(str(exc)) from None
 
 
-def wire(problem: TargetProblem, latency_unit: str, isa: str | None) -> Problem:
+def wire(problem: Problem, latency_unit: str, isa: str | None) -> ProblemRef:
     """The problem as jobs carry it (with its definition, so that evaluators elsewhere need no file)."""
-    return Problem(target=problem.target, name=problem.name, family=problem.family, dims=problem.dims,
+    return ProblemRef(target=problem.target, name=problem.name, family=problem.family, dims=problem.dims,
                    description=problem.description, latency_unit=latency_unit, isa=isa or "",
                    definition=problem.definition)

@@ -18,7 +18,7 @@ from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.store import RunStore, damage_of
 from autocomp_zmq.hw_runners.base import DescriptorError, IsaProfile, Target
 from autocomp_zmq.hw_runners.pack import menu_entries
-from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, Problem
+from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Plan, ProblemRef
 from autocomp_zmq.agents.engine.search import PriorTrace
 
 
@@ -103,7 +103,7 @@ def start_code(cfg: RunConfig, problem, profile: IsaProfile) -> str:
     return problem.kernel_source(role)
 
 
-def no_offline_moves(planners, problem: Problem) -> str:
+def no_offline_moves(planners, problem: ProblemRef) -> str:
     """Why a run whose every planner is the offline heuristic can do nothing beyond evaluating the starting
     kernel ("" when the heuristic has moves for the problem, or when a model plans)."""
     if not planners or not all(s.offline and s.model == "heuristic" for s in planners):
@@ -139,7 +139,7 @@ def read_kernel(path: str) -> str:
         raise RunError(f"cannot read the starting kernel {path}: {exc.strerror}") from None
 
 
-def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
+def evaluate_start(cfg: RunConfig, problem: ProblemRef, code: str,
                     eval_seed: int) -> tuple[str, EvalRequest, EvalReport] | None:
     """Evaluate the starting kernel here, before any agent starts, so that a wrong kernel fails in
     seconds; its result is stored as the run's first evaluation, not computed twice. Skipped when all
@@ -156,7 +156,7 @@ def evaluate_start(cfg: RunConfig, problem: Problem, code: str,
     return job_id, request, result
 
 
-def reused_trace(cfg: RunConfig, problem: Problem) -> dict | None:
+def reused_trace(cfg: RunConfig, problem: ProblemRef) -> dict | None:
     """--reuse auto or RUN_DIR: the recorded trace whose plans the run's first iterations offer."""
     if not cfg.task.reuse:
         return None
@@ -179,7 +179,7 @@ def prior_of(trace: dict | None) -> PriorTrace | None:
     if not trace:
         return None
     p = trace["problem"]
-    problem = Problem(target=trace["target"], name=p["name"], family=p["family"], dims=p["dims"],
+    problem = ProblemRef(target=trace["target"], name=p["name"], family=p["family"], dims=p["dims"],
                       description=p.get("description", ""), isa=trace.get("isa") or "")
     plans = tuple(Plan(text=s["text"] or "", option_id=s["option_id"], params=s.get("params") or {})
                   for s in trace["steps"])

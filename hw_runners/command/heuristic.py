@@ -11,17 +11,17 @@ import random
 
 from autocomp_zmq.hw_runners.toolkit.errors import NO_CHANGE, HeuristicError
 from autocomp_zmq.hw_runners.base import get_target
-from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, ProblemRef, RepairRequest
 
 
-def _folder_and_spec(problem: Problem):
+def _folder_and_spec(problem: ProblemRef):
     target = get_target(problem.target)
     folder, spec = target.problem_spec(target.problem(problem.name))
     return folder, spec
 
 
 class VariantHeuristic:
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: ProblemRef) -> str | None:
         _, spec = _folder_and_spec(problem)
         return None if spec.variant else (f"{problem.name} lists no schedule variants in its problem.toml "
                                           "(the offline heuristic of command targets only replays those)")

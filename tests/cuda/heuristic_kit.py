@@ -37,10 +37,10 @@ SMALL = {
 def wire_problem(name: str):
     """The problem as jobs carry it (agents/problemsource.wire), for the problem at its real sizes."""
     from autocomp_zmq.hw_runners.cuda.problems import load_specs, to_problem
-    from autocomp_zmq.protocols.jobs import Problem
+    from autocomp_zmq.protocols.jobs import ProblemRef
     spec = load_specs(PROBLEMS)[name]
     p = to_problem("cuda", spec)
-    return Problem(target="cuda", name=p.name, family=p.family, dims=p.dims, description=p.description,
+    return ProblemRef(target="cuda", name=p.name, family=p.family, dims=p.dims, description=p.description,
                    latency_unit="us")
 
 

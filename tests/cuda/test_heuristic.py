@@ -22,7 +22,7 @@ from autocomp_zmq.hw_runners.cuda.heuristic import gemm, rows
 from autocomp_zmq.hw_runners.cuda.heuristic.agent import CudaHeuristic, features
 from autocomp_zmq.hw_runners.cuda.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.hw_runners.cuda.heuristic.workload import recognize
-from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, ProblemRef, RepairRequest
 from tests.cuda.heuristic_kit import PROBLEMS, ROOT, SMALL, check_many, small_problems, wire_problem
 
 MENU = [MenuOption(id=o["id"], title=o["title"]) for o in
@@ -242,10 +242,10 @@ def test_unknown_families_and_unrenderable_references_are_refused_in_a_sentence(
                            ("torch.nn.functional.gelu(x)", "torch.nn.functional.gelu(x, approximate='tanh')",
                             "only the exact erf GELU"),
                            ("dtype=torch.bfloat16", "dtype=torch.float64", "dtype other than")):
-        problem = Problem(target="cuda", name=base.name, family="gemm", dims=base.dims,
+        problem = ProblemRef(target="cuda", name=base.name, family="gemm", dims=base.dims,
                           description=base.description.replace(old, new))
         assert said in h.supports(problem)
-    problem = Problem(target="cuda", name="mine", family="gemm", dims={"M": 64, "N": 64, "K": 64}, description="")
+    problem = ProblemRef(target="cuda", name="mine", family="gemm", dims={"M": 64, "N": 64, "K": 64}, description="")
     assert "reference source" in h.supports(problem)
     with pytest.raises(HeuristicError, match="none of the menu options"):
         _plan(wire_problem("softmax"), 0, [o for o in MENU if o.id in ("bank-conflicts", "implicit-gemm", "tma")])

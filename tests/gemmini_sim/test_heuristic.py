@@ -16,7 +16,7 @@ from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (ConvSchedule,
                                               render)
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.moves import OPTION_MUTATIONS, adapt, candidates, predict, retile
 from autocomp_zmq.hw_runners.base import target_info
-from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, ProblemRef, RepairRequest
 from . import simkit
 
 FSM_OPTIONS = {"loop-ws", "loop-ws-blocks", "loop-conv-ws", "conv-flatten-loop-ws"}
@@ -30,8 +30,8 @@ def _menu(fine: bool) -> list[MenuOption]:
             if not fine or o["id"] not in FSM_OPTIONS]
 
 
-def _wire(p) -> Problem:
-    return Problem(target="gemmini-sim", name=p.name, family=p.family, dims=dict(p.dims))
+def _wire(p) -> ProblemRef:
+    return ProblemRef(target="gemmini-sim", name=p.name, family=p.family, dims=dict(p.dims))
 
 
 def _sample(cls, flags, dims, grid, n, seed):
@@ -92,7 +92,7 @@ def test_foreign_code_maps_to_the_plain_schedule():
 ])
 def test_plans_under_fine_menus_never_use_the_loop_fsm(family, dims, start):
     agent, menu = GemminiHeuristic(), _menu(fine=True)
-    problem = Problem(target="gemmini-sim", name="x", family=family, dims=dims)
+    problem = ProblemRef(target="gemmini-sim", name="x", family=family, dims=dims)
     code = (target_info("gemmini-sim").problems / start).read_text()
     for step in range(3):   # from the baseline, then from the plans' own schedules
         chosen = []
@@ -118,7 +118,7 @@ def test_plans_under_fine_menus_never_use_the_loop_fsm(family, dims, start):
 
 def test_full_menus_still_offer_the_loop_fsm():
     agent = GemminiHeuristic()
-    problem = Problem(target="gemmini-sim", name="x", family="gemm", dims={"I": 256, "J": 256, "K": 256})
+    problem = ProblemRef(target="gemmini-sim", name="x", family="gemm", dims={"I": 256, "J": 256, "K": 256})
     code = (target_info("gemmini-sim").problems / "gemm_naive.c").read_text()
     menu = [o for o in _menu(fine=False) if o.id == "loop-ws"]
     plan = agent.plan(PlanRequest(problem=problem, parent=Parent(id="p", code=code), menu=menu, model="heuristic",
@@ -128,12 +128,12 @@ def test_full_menus_still_offer_the_loop_fsm():
 
 def test_a_prior_plan_is_adapted_to_the_new_shape():
     agent = GemminiHeuristic()
-    recorded_on = Problem(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
+    recorded_on = ProblemRef(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
                           dims={"I": 512, "J": 512, "K": 512})
     schedule = GemmSchedule(ti=8, tj=4, tk=32, double_buffer=True, prefetch=True, split_banks=True)
     prior = Plan(text="recorded", option_id="software-pipeline",
                  params={"mutation": "prefetch", "schedule": asdict(schedule), "variants": [asdict(schedule)]})
-    problem = Problem(target="gemmini-sim", name="gemm-128x256x64", family="gemm", dims={"I": 128, "J": 256, "K": 64})
+    problem = ProblemRef(target="gemmini-sim", name="gemm-128x256x64", family="gemm", dims={"I": 128, "J": 256, "K": 64})
     baseline = (target_info("gemmini-sim").problems / "gemm_baseline.c").read_text()
     menu = [o for o in _menu(fine=True) if o.id == "software-pipeline"]
     req = PlanRequest(problem=problem, parent=Parent(id="p", code=baseline), menu=menu, model="heuristic",
@@ -157,7 +157,7 @@ def test_a_prior_plan_is_adapted_to_the_new_shape():
 
 def test_repair_falls_back_to_safer_schedules():
     agent = GemminiHeuristic()
-    problem = Problem(target="gemmini-sim", name="x", family="gemm", dims={"I": 64, "J": 64, "K": 64})
+    problem = ProblemRef(target="gemmini-sim", name="x", family="gemm", dims={"I": 64, "J": 64, "K": 64})
     s = GemmSchedule(ti=2, tj=2, tk=4, double_buffer=True, prefetch=True)
     code = render(s, problem.dims)
     fixed = agent.repair(RepairRequest(problem=problem, plan=Plan(text="x", option_id="x"), code=code, error="e",
@@ -211,7 +211,7 @@ def test_the_plan_text_describes_every_kernel_its_coders_write():
     plan's coders write must be described in the plan's text."""
     from autocomp_zmq.hw_runners.gemmini_sim.heuristic.agent import _describe
     agent = GemminiHeuristic()
-    problem = Problem(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
+    problem = ProblemRef(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
                       dims={"I": 512, "J": 512, "K": 512})
     code = (target_info("gemmini-sim").problems / "gemm_naive.c").read_text()
     menu = _menu(fine=True)

@@ -17,7 +17,7 @@ from autocomp_zmq.agents.workers.heuristic import for_target
 from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, parse_schedule, render
-from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, ProblemRef, RepairRequest
 from tests.trainium_sim.simkit import SimKit, explain
 
 pytestmark = pytest.mark.system
@@ -194,7 +194,7 @@ def small_problem(kit: SimKit, family: str):
         case = dict(CASES[family])
         dims = case.pop("dims")
         made[family] = (kit.problem(name=f"h-{family}", **case),
-                        Problem(target="trainium-sim", name=f"h-{family}", family=family, dims=dims))
+                        ProblemRef(target="trainium-sim", name=f"h-{family}", family=family, dims=dims))
     return made[family]
 
 
@@ -308,7 +308,7 @@ MENU = [MenuOption(id=i, title=i) for i in ("max-tiles", "hoist-loads", "block-b
                                             "reduce-on-tensor", "combine-vector-ops", "online-softmax")]
 
 
-def plan_request(problem: Problem, code: str = "", metrics: dict | None = None, seed: int = 0,
+def plan_request(problem: ProblemRef, code: str = "", metrics: dict | None = None, seed: int = 0,
                  menu=MENU) -> PlanRequest:
     return PlanRequest(problem=problem, parent=Parent(id="p", code=code, metrics=metrics or {}), menu=menu,
                        model="heuristic", iteration=0, iterations=4, seed=seed)
@@ -316,7 +316,7 @@ def plan_request(problem: Problem, code: str = "", metrics: dict | None = None, 
 
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_plan_picks_an_applicable_option_and_the_coder_follows_it(family):
-    problem = Problem(target="trainium-sim", name=f"h-{family}", family=family, dims=CASES[family]["dims"])
+    problem = ProblemRef(target="trainium-sim", name=f"h-{family}", family=family, dims=CASES[family]["dims"])
     fam, h = FAMILIES[family], for_target("trainium-sim")
     for seed in range(4):
         plan = h.plan(plan_request(problem, seed=seed))        # a parent without a schedule: the naive start
@@ -340,7 +340,7 @@ def test_plan_picks_an_applicable_option_and_the_coder_follows_it(family):
 
 def test_plan_follows_the_feedback():
     """DMA traffic far above the compulsory bytes points a GEMM planner at hoisting loads."""
-    problem = Problem(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
+    problem = ProblemRef(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
     metrics = {"latency_us": 600.0, "dma_bytes": 64 << 20, "compulsory_bytes": 1 << 20, "binding_engine": "DMA",
                "engine_busy": {"DMA": 0.6, "Tensor": 0.05, "Vector": 0.02, "Scalar": 0.02, "GpSimd": 0.0},
                "instructions": {"DMA": 100}, "roofline_fraction": 0.05}
@@ -351,7 +351,7 @@ def test_plan_follows_the_feedback():
 
 
 def test_foreign_plan_is_implemented_from_its_option():
-    problem = Problem(target="trainium-sim", name="h-conv1d", family="conv1d", dims=CASES["conv1d"]["dims"])
+    problem = ProblemRef(target="trainium-sim", name="h-conv1d", family="conv1d", dims=CASES["conv1d"]["dims"])
     plan = Plan(text="batch several images per instruction", option_id="fewer-bigger-instructions")
     code = TrainiumHeuristic().code(CodeRequest(problem=problem, parent=Parent(id="p", code=""), plan=plan,
                                                 model="heuristic", seed=5))
@@ -359,7 +359,7 @@ def test_foreign_plan_is_implemented_from_its_option():
 
 
 def test_repair_falls_back_to_a_safer_schedule():
-    problem = Problem(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
+    problem = ProblemRef(target="trainium-sim", name="h-gemm", family="gemm", dims=CASES["gemm"]["dims"])
     fam = FAMILIES["gemm"]
     risky = fam.Schedule(tn=512, level=2, bm=2, bn=1, prefetch=True, evict="alternate")
     h = TrainiumHeuristic()
@@ -383,7 +383,7 @@ def test_repair_falls_back_to_a_safer_schedule():
 
 @pytest.mark.parametrize("family", ["no-such-family", "own:my-kernel"])
 def test_unsupported_problem_raises_a_clear_error(family):
-    problem = Problem(target="trainium-sim", name=family, family=family, dims={"S": 2048})
+    problem = ProblemRef(target="trainium-sim", name=family, family=family, dims={"S": 2048})
     h = for_target("trainium-sim")
     with pytest.raises(HeuristicError, match=r"cannot optimize .*use an LLM model \(--model \.\.\.\)"):
         h.plan(plan_request(problem))
@@ -393,9 +393,9 @@ def test_unsupported_problem_raises_a_clear_error(family):
 
 
 def test_sizes_the_schedules_cannot_cover_raise():
-    problem = Problem(target="trainium-sim", name="odd", family="transpose", dims={"D0": 2, "B": 100, "N": 512})
+    problem = ProblemRef(target="trainium-sim", name="odd", family="transpose", dims={"D0": 2, "B": 100, "N": 512})
     with pytest.raises(HeuristicError, match="do not fit the sizes"):
         TrainiumHeuristic().plan(plan_request(problem))
-    problem = Problem(target="trainium-sim", name="bare", family="gemm", dims={"M": 256})
+    problem = ProblemRef(target="trainium-sim", name="bare", family="gemm", dims={"M": 256})
     with pytest.raises(HeuristicError, match="does not declare the dims K, N"):
         TrainiumHeuristic().plan(plan_request(problem))

@@ -10,7 +10,7 @@ import pytest
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import FAMILIES, render
-from autocomp_zmq.protocols.jobs import Problem as WireProblem
+from autocomp_zmq.protocols.jobs import ProblemRef
 from tests.trainium_sim.test_heuristic import CASES, FEATURES, schedules_to_check
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 def test_the_heuristic_writes_csa_and_mha_in_v2():
     def wire(name, isa):
         p = get_target("trainium-sim").problem(name, isa)
-        return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
+        return ProblemRef(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
     agent = TrainiumHeuristic()
     for name in ("csa-2048", "csa-4096", "csa-16384", "mha"):
         assert agent.supports(wire(name, "nki2")) is None, name

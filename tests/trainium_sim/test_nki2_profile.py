@@ -10,7 +10,7 @@ from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import target_info
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, parse_schedule, render
-from autocomp_zmq.protocols.jobs import Problem as WireProblem
+from autocomp_zmq.protocols.jobs import ProblemRef
 from tests.system.runkit import finish, launch
 from tests.trainium_sim.simkit import SimKit, explain
 from tests.trainium_sim.test_heuristic import FEATURES, schedules_to_check, small_problem
@@ -75,7 +75,7 @@ def test_the_platform_option_wins_over_the_profile(tmp_path):
 def test_the_heuristic_writes_every_family_in_v2():
     def wire(name, isa):
         p = get_target("trainium-sim").problem(name, isa)
-        return WireProblem(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
+        return ProblemRef(target="trainium-sim", name=p.name, family=p.family, dims=p.dims, isa=isa)
     # every problem family the heuristic knows has a v2 renderer; "rowwise" (no problem's own family: a problem
     # file whose reference is a row-wise form) is written in NKI v1 only, and --isa nki2 refuses it saying so
     assert set(FAMILIES) - set(BODIES_V2) == {"rowwise"} and set(BODIES_V2) <= set(FAMILIES)

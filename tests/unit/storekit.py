@@ -9,9 +9,9 @@ from pathlib import Path
 
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
-from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem
+from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, ProblemRef
 
-PROBLEM = Problem(target="t", name="p", family="gemm")
+PROBLEM = ProblemRef(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(12)]
 PREFIX = "You are an expert [bold]performance[/bold] engineer. <script>alert(1)</script>\n" + "reference line\n" * 2000
 MODEL = "openai:fake-model"

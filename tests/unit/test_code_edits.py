@@ -13,7 +13,7 @@ from autocomp_zmq.agents.workers.llm.parse import AnswerError
 from autocomp_zmq.agents.workers.llm.pricing import PriceBook, job_worst_case
 from autocomp_zmq.agents.workers.llm.prompts import render, whole_kernel_prompt
 from autocomp_zmq.agents.workers.llm.specs import parse_spec
-from autocomp_zmq.protocols.jobs import CodeRequest, Parent, Plan, Problem
+from autocomp_zmq.protocols.jobs import CodeRequest, Parent, Plan, ProblemRef
 from tests.unit.test_search import MENU, PROBLEM
 from tests.unit.test_search_modes import run_one_phase
 
@@ -73,7 +73,7 @@ def test_a_bare_list_and_reasoning_before_the_block_are_read():
     assert edits == [Edit(old="a", new="b")]
 
 
-GEMMINI = Problem(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
+GEMMINI = ProblemRef(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
 
 
 def _request(**extra) -> CodeRequest:

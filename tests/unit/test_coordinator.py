@@ -22,10 +22,10 @@ from autocomp_zmq.bus.router import Router
 from autocomp_zmq.bus.transport import Transport
 from autocomp_zmq.protocols.control import NO_PAYLOAD, Ack, Job, Result
 from autocomp_zmq.protocols.envelope import MessageType, encode
-from autocomp_zmq.protocols.jobs import (Answer, CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, Problem,
+from autocomp_zmq.protocols.jobs import (Answer, CodeResult, EvalReport, MenuOption, ModelCall, Plan, PlanResult, ProblemRef,
                             decode_request)
 
-PROBLEM = Problem(target="t", name="p", family="gemm")
+PROBLEM = ProblemRef(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(6)]
 SMALL = BeamConfig(iterations=2, beam=2, plans=2, codes=1, seed=3, patience=10,
                      plan_models=("synthetic",), code_models=("synthetic",))

@@ -14,7 +14,7 @@ from autocomp_zmq.agents.workers.llm.prompts import render
 from autocomp_zmq.agents.workers.llm.proposals import parse_proposals
 from autocomp_zmq.agents.workers.llm.specs import parse_spec
 from autocomp_zmq.protocols.jobs import (CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest, PlanResult,
-                                         Problem)
+                                         ProblemRef)
 from tests.unit.test_search import MENU, PROBLEM
 
 ANSWER = """<think>which ideas are new?</think>
@@ -45,7 +45,7 @@ def test_an_answer_without_new_options_is_an_error_of_its_kind():
 
 
 def _propose_request(count=4):
-    return PlanRequest(problem=Problem(target="gemmini-sim", name="gemm-256x256x256", family="gemm"),
+    return PlanRequest(problem=ProblemRef(target="gemmini-sim", name="gemm-256x256x256", family="gemm"),
                        parent=Parent(id="p", code="void solution() {}", latency=10.0), menu=[], model="openai:gpt-4o",
                        iteration=2, iterations=5, seed=1, propose=count)
 

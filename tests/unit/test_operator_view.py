@@ -22,7 +22,7 @@ from autocomp_zmq.agents.run.runconfig import OPTIONS, ConfigError, RunConfig
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.views.runview import load, run_row
 from autocomp_zmq.agents.engine.search import BeamConfig, BeamSearch
-from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, Problem
+from autocomp_zmq.protocols.jobs import EvalReport, MenuOption, ProblemRef
 from tests.unit.storekit import build
 from tests.unit.test_coordinator import Rig, result
 

@@ -17,7 +17,7 @@ from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.agents.run.problemsource import wire
 from autocomp_zmq.hw_runners.base import target_class, target_info
 from autocomp_zmq.hw_runners.problemfile import read
-from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, Problem
+from autocomp_zmq.protocols.jobs import CodeRequest, MenuOption, Parent, Plan, PlanRequest, ProblemRef
 from tests.cuda.heuristic_kit import PROBLEMS as CUDA_PROBLEMS, ROOT, wire_problem
 
 EXAMPLES = ROOT / "problems" / "examples"
@@ -38,7 +38,7 @@ def _gemmini():
                                 ("gemm", {"I": 200, "J": 72, "K": 136}, "gemm_baseline.c"),
                                 ("conv3x3", {"P": 28, "C": 128}, "conv_baseline.c")]:
         for isa, menu in (("fine", _menu("gemmini-sim", fsm)), ("", _menu("gemmini-sim"))):
-            problem = Problem(target="gemmini-sim", name=f"{family}-{isa}", family=family, dims=dims, isa=isa)
+            problem = ProblemRef(target="gemmini-sim", name=f"{family}-{isa}", family=family, dims=dims, isa=isa)
             cases.append((problem, menu, (problems / start).read_text()))
     return agent, cases, lambda code, p: parse_schedule(code, p.family), lambda s, p: _describe(s)
 

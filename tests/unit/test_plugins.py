@@ -94,7 +94,7 @@ def test_the_sdk_offers_every_name_it_lists_and_refuses_others():
     assert sorted(dir(sdk)) == sorted(sdk.__all__)
     for name in sdk.__all__:
         assert getattr(sdk, name) is not None, name
-    assert sdk.Target.__module__ == "autocomp_zmq.hw_runners.base" and sdk.JobProblem.__name__ == "Problem"
+    assert sdk.Target.__module__ == "autocomp_zmq.hw_runners.base" and sdk.ProblemRef.__name__ == "ProblemRef"
     with pytest.raises(AttributeError, match="autocomp_zmq.sdk has no 'Coordinator'"):
         sdk.Coordinator       # noqa: B018
 

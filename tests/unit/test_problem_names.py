@@ -15,7 +15,7 @@ from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
 from autocomp_zmq.hw_runners.base import ProblemSizeError, UnknownProblemError, target_class
 from autocomp_zmq.hw_runners.problemfile import read
 from autocomp_zmq.protocols.envelope import decode, encode
-from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, Problem, ProblemDefinition
+from autocomp_zmq.protocols.jobs import EvalReport, EvalRequest, MenuOption, ProblemRef, ProblemDefinition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "problems" / "examples"
 
@@ -77,7 +77,7 @@ def test_names_that_follow_no_pattern_are_unknown_and_listed_names_are_unchanged
                                                                                                   (512, 1024)]
 
 
-def wire_of(target: str, name: str) -> Problem:
+def wire_of(target: str, name: str) -> ProblemRef:
     t = bare(target)
     return wire(t.problem(name), t.info().latency_unit, None)
 
@@ -126,11 +126,11 @@ def test_a_definition_travels_on_the_wire_and_old_messages_decode():
     assert back.problem.definition == p.definition and back.problem.definition.digest == p.definition.digest
     old = {"problem": {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm"}, "code": "x", "seed": 1}
     assert decode(encode(old), EvalRequest).problem.definition is None
-    assert msgspec.convert(msgspec.to_builtins(p), Problem) == p        # the run store's JSON round trip
+    assert msgspec.convert(msgspec.to_builtins(p), ProblemRef) == p        # the run store's JSON round trip
 
 
 def test_evaluation_ids_include_a_definition_and_keep_built_in_ids():
-    built_in = Problem(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
+    built_in = ProblemRef(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
     jid, _ = eval_job(built_in, "code", 3)
     assert jid == content_id("eval", "gemmini-sim", "gemm-256x256x256", code_hash("code"), 3)   # as before
     one = ProblemDefinition(path="a.toml", files={"a.toml": "name = 'a'"})
@@ -140,7 +140,7 @@ def test_evaluation_ids_include_a_definition_and_keep_built_in_ids():
 
 
 def test_a_search_halted_before_it_starts_evaluates_only_the_starting_kernel():
-    search = BeamSearch(BeamConfig(iterations=3, beam=1, plans=1, codes=1), Problem(target="t", name="p",
+    search = BeamSearch(BeamConfig(iterations=3, beam=1, plans=1, codes=1), ProblemRef(target="t", name="p",
                         family="own:p"), "start", [MenuOption(id="o", title="O")])
     search.halt("no offline moves for this problem; use --model (it is mine)")
     search.start()

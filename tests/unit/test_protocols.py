@@ -11,7 +11,7 @@ import pytest
 
 from autocomp_zmq.protocols.control import Ack, Hello, Job, Result
 from autocomp_zmq.protocols.envelope import MAX_HEADER_BYTES, ProtocolError, decode, encode, parse_header
-from autocomp_zmq.protocols.jobs import (EvalReport, EvalRequest, Failure, ModelCall, Plan, PlanResult, Problem, decode_failure,
+from autocomp_zmq.protocols.jobs import (EvalReport, EvalRequest, Failure, ModelCall, Plan, PlanResult, ProblemRef, decode_failure,
                             decode_request, decode_result, raw, stored_result, to_json)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ PROBLEM = {"target": "gemmini-sim", "name": "gemm-256x256x256", "family": "gemm"
 
 
 def test_eval_request_round_trips_inside_a_job_message():
-    req = EvalRequest(problem=Problem(**PROBLEM), code="void solution() {}", seed=3)
+    req = EvalRequest(problem=ProblemRef(**PROBLEM), code="void solution() {}", seed=3)
     job = decode(encode(Job(job_id="j", kind="eval", attempt=1, lease_s=5.0, payload=raw(req))), Job)
     assert decode_request("eval", job.payload) == req
     assert decode_request("eval", job.payload).problem.latency_unit == "cycles"

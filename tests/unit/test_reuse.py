@@ -8,7 +8,7 @@ import pytest
 
 from autocomp_zmq.agents.run import reuse
 from autocomp_zmq.agents.workers.llm.prompts import plan_prompt
-from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, Problem
+from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, ProblemRef
 
 
 def trace(name: str, dims: dict, family: str = "gemm", isa: str = "fine", target: str = "gemmini-sim",
@@ -66,9 +66,9 @@ def test_the_library_defaults_to_the_environment_then_the_user_data_dir(monkeypa
 
 
 def test_the_planning_prompt_carries_the_reused_plan():
-    problem = Problem(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
+    problem = ProblemRef(target="gemmini-sim", name="gemm-512x512x512", family="gemm",
                       dims={"I": 512, "J": 512, "K": 512}, isa="fine")
-    was = Problem(target="gemmini-sim", name="gemm-1024x1024x1024", family="gemm",
+    was = ProblemRef(target="gemmini-sim", name="gemm-1024x1024x1024", family="gemm",
                   dims={"I": 1024, "J": 1024, "K": 1024}, isa="fine")
     option = MenuOption(id="double-buffer-spad", title="Double-buffer", description="ping-pong")
     req = PlanRequest(problem=problem, parent=Parent(id="p", code="void solution() {}"), menu=[option],

@@ -11,9 +11,9 @@ import pytest
 
 from autocomp_zmq.agents.workers.llm.specs import answers_from_seed
 from autocomp_zmq.agents.engine.search import BeamSearch, BeamConfig
-from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, Problem
+from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Plan, PlanResult, ProblemRef
 
-PROBLEM = Problem(target="t", name="p", family="gemm")
+PROBLEM = ProblemRef(target="t", name="p", family="gemm")
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="d") for i in range(20)]
 
 

@@ -15,7 +15,7 @@ from autocomp_zmq.agents.store import RunStore, candidate_rows
 from autocomp_zmq.agents.workers.llm.parse import FREE_TEXT, OPTION_LINE, AnswerError, parse_one_phase
 from autocomp_zmq.agents.workers.llm.prompts import render
 from autocomp_zmq.agents.workers.llm.specs import parse_spec
-from autocomp_zmq.protocols.jobs import CodeRequest, CodeResult, EvalReport, Parent, Plan, Problem
+from autocomp_zmq.protocols.jobs import CodeRequest, CodeResult, EvalReport, Parent, Plan, ProblemRef
 from tests.unit import storekit
 from tests.unit.test_search import MENU, PROBLEM, answer, drive
 
@@ -89,7 +89,7 @@ def test_continued_kernels_are_evaluated_again_and_the_better_ones_form_the_firs
     assert {j.payload.parent.code for j in plans} == {"fast kernel", "naive"}
 
 
-def _finished_run(run_dir: Path, problem: Problem = storekit.PROBLEM, run_id: str | None = None) -> Path:
+def _finished_run(run_dir: Path, problem: ProblemRef = storekit.PROBLEM, run_id: str | None = None) -> Path:
     storekit.build(run_dir, iterations=2)
     store = RunStore(run_dir / "run.db")
     store.set_meta("problem", problem.to_dict())
@@ -116,9 +116,9 @@ def test_continue_from_takes_the_final_beam_best_first_by_directory_name_or_id(t
         continuation.load("nope", runs, storekit.PROBLEM)
 
 
-@pytest.mark.parametrize("other", [Problem(target="t", name="q", family="gemm"),
-                                   Problem(target="u", name="p", family="gemm"),
-                                   Problem(target="t", name="p", family="gemm", isa="fine")])
+@pytest.mark.parametrize("other", [ProblemRef(target="t", name="q", family="gemm"),
+                                   ProblemRef(target="u", name="p", family="gemm"),
+                                   ProblemRef(target="t", name="p", family="gemm", isa="fine")])
 def test_continue_from_refuses_another_problem_target_or_isa_profile(tmp_path, other):
     run = _finished_run(tmp_path / "run")
     with pytest.raises(RunError, match="a run continues only a run of the same problem, target and ISA profile"):
@@ -160,7 +160,7 @@ def test_a_one_phase_answer_without_code_is_an_error_of_its_kind():
 
 
 def test_the_one_phase_prompt_offers_the_menu_and_asks_for_the_choice_and_the_kernel():
-    problem = Problem(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
+    problem = ProblemRef(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
     from autocomp_zmq.protocols.jobs import MenuOption
     menu = [MenuOption(id="tile-x", title="Tile it"), MenuOption(id="unroll-y", title="Unroll it")]
     req = CodeRequest(problem=problem, parent=Parent(id="p", code="void f() {}", latency=100.0), model=LLM, seed=1,

@@ -10,9 +10,9 @@ import msgspec
 
 from autocomp_zmq.agents.store import (RunStore, candidate_rows, damage_of, expand, expand_request,
                                        finished_evaluations, plan_rows, trace_step)
-from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, PlanResult, Problem
+from autocomp_zmq.protocols.jobs import MenuOption, Parent, Plan, PlanRequest, PlanResult, ProblemRef
 
-PROBLEM = Problem(target="t", name="p", family="gemm", description="a long description " * 50)
+PROBLEM = ProblemRef(target="t", name="p", family="gemm", description="a long description " * 50)
 MENU = [MenuOption(id=f"opt-{i}", title=f"Option {i}", description="what it does " * 20) for i in range(12)]
 PARENT = Parent(id="p1", code="  step(A[i][k]);\n" * 300, latency=1000.0)
 

@@ -14,12 +14,12 @@ from autocomp_zmq.hw_runners.trainium_sim.heuristic.move import TRANSPOSE, TrSch
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.norm import LAYERNORM, RMSNORM
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.agent import TrainiumHeuristic, _features
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import parse_schedule, render
-from autocomp_zmq.protocols.jobs import MenuOption, Parent, PlanRequest, Problem
+from autocomp_zmq.protocols.jobs import MenuOption, Parent, PlanRequest, ProblemRef
 
 PAPER_GEMM = {"K": 8192, "M": 4096, "N": 8192}
 
 
-def plan_request(problem: Problem, code: str, metrics: dict, seed: int, menu: list[str]) -> PlanRequest:
+def plan_request(problem: ProblemRef, code: str, metrics: dict, seed: int, menu: list[str]) -> PlanRequest:
     return PlanRequest(problem=problem, parent=Parent(id="p", code=code, metrics=metrics),
                        menu=[MenuOption(id=i, title=i) for i in menu], model="heuristic", iteration=0, iterations=4,
                        seed=seed)
@@ -47,7 +47,7 @@ def test_gemm_dk_must_divide_the_contraction_tiles():
 
 def test_many_small_transfers_point_the_planner_at_merging_them():
     """Feedback where the DMA queue's fixed setups fill the latency: large-dma wins and merges k-tiles."""
-    problem = Problem(target="trainium-sim", name="g", family="gemm", dims=PAPER_GEMM)
+    problem = ProblemRef(target="trainium-sim", name="g", family="gemm", dims=PAPER_GEMM)
     parent = render(gemm.Schedule(level=2, bm=1, bn=2, order="nm"), PAPER_GEMM)
     metrics = {"latency_us": 8000.0, "dma_bytes": 3 << 28, "compulsory_bytes": 1 << 28, "binding_engine": "DMA",
                "engine_busy": {"DMA": 0.9, "Tensor": 0.6, "Vector": 0.0, "Scalar": 0.03, "GpSimd": 0.0},
@@ -164,7 +164,7 @@ def test_layernorm_statistics_without_a_scratch_row_fit_with_prefetch_at_the_pap
 def test_stalled_searches_get_two_step_moves():
     """While the search improves, every variant is one change away; once it has stalled for a while, most
     plans combine two changes, so a search whose single changes were all tried still has new kernels."""
-    problem = Problem(target="trainium-sim", name="t", family="transpose", dims={"D0": 8, "B": 512, "N": 512})
+    problem = ProblemRef(target="trainium-sim", name="t", family="transpose", dims={"D0": 8, "B": 512, "N": 512})
     start = TrSchedule(rowgroup=True)
     parent = render(start, problem.dims)
     menu = ["large-dma", "engine-balance", "multi-buffer", "max-tiles"]

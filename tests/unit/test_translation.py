@@ -16,10 +16,10 @@ from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.runstart import RunError, check_modes
 from autocomp_zmq.agents.workers.llm.prompts import render
 from autocomp_zmq.agents.workers.llm.specs import parse_spec
-from autocomp_zmq.hw_runners.base import Problem as TargetProblem
+from autocomp_zmq.hw_runners.base import Problem
 from autocomp_zmq.hw_runners.base import target_class
 from autocomp_zmq.protocols.jobs import CodeResult, EvalReport, MenuOption, Parent, Plan, PlanRequest, PlanResult, \
-    Problem
+    ProblemRef
 from tests.unit.test_search import MENU, PROBLEM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def test_trainium_and_cuda_problems_translate_their_own_reference(target, proble
     info = target_class(target).info()
     folder = info.problems / problem
     kernel = next(p for p in sorted(folder.iterdir()) if p.name != "reference.py" and p.suffix == ".py")
-    loaded = TargetProblem(name=problem, target=target, family=problem, dims={}, description="",
+    loaded = Problem(name=problem, target=target, family=problem, dims={}, description="",
                            kernels={"naive": kernel})
     profile = info.isa_profile(None)
     offered = translation.of(ON, info, profile, loaded, BeamSearch)
@@ -107,7 +107,7 @@ def test_translation_needs_a_model_and_does_not_go_with_reuse():
 
 
 def test_the_plan_prompt_shows_the_reference_only_in_a_translation_step():
-    problem = Problem(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
+    problem = ProblemRef(target="gemmini-sim", name="gemm-256x256x256", family="gemm")
     req = PlanRequest(problem=problem, parent=Parent(id="p", code="void solution() {}"), model="openai:m",
                       menu=[MenuOption(id="tile-the-product", title="Tile it")], iteration=1, iterations=3, seed=1)
     plain = render("plan", req).body

@@ -11,7 +11,7 @@ import time
 
 from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownTargetError, target_info
-from autocomp_zmq.protocols.jobs import Answer, CodeResult, PlanResult, Problem, Request
+from autocomp_zmq.protocols.jobs import Answer, CodeResult, PlanResult, ProblemRef, Request
 
 
 @functools.cache
@@ -31,7 +31,7 @@ def for_target(target: str):
     return _heuristic_class(target)()
 
 
-def unsupported(problem: Problem) -> str | None:
+def unsupported(problem: ProblemRef) -> str | None:
     """Why the offline heuristic has no moves for this problem, in a few words (None: it has some). Asked
     before a search starts, so that such a run ends after its starting kernel instead of failing every plan;
     a heuristic class answers through supports(problem) -> None | reason (one without it supports all)."""

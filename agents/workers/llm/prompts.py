@@ -23,7 +23,7 @@ from autocomp_zmq.agents.console import latency_text
 from autocomp_zmq.hw_runners.base import PROMPTS_DIR as PROMPTS
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError, target_info
 from autocomp_zmq.hw_runners.pack import read_pack
-from autocomp_zmq.protocols.jobs import CodeRequest, Parent, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Parent, Plan, PlanRequest, ProblemRef, RepairRequest
 
 @dataclass(frozen=True)
 class Prompt:
@@ -63,7 +63,7 @@ def template(kind: str) -> Template:
     return Template((PROMPTS / "common" / f"{kind}.md").read_text())
 
 
-def _pack_of(problem: Problem) -> dict:
+def _pack_of(problem: ProblemRef) -> dict:
     return pack(problem.target, problem.isa, problem.family)
 
 
@@ -73,7 +73,7 @@ def _latency(parent: Parent, unit: str) -> str:
     return latency_text(parent.latency, unit)
 
 
-def _problem(problem: Problem) -> str:
+def _problem(problem: ProblemRef) -> str:
     return f"{problem.name}: {problem.description}"
 
 

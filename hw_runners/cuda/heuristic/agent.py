@@ -21,7 +21,7 @@ from autocomp_zmq.hw_runners.toolkit.choice import choose_option, variant_of, va
 from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.cuda.heuristic.codegen import FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.hw_runners.cuda.heuristic.workload import Workload, recognize
-from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, ProblemRef, RepairRequest
 
 # Nsight Compute metrics (by name fragment) -> feature; values may come as numbers or strings such as "85.3 %"
 NCU = {"sm__throughput": "sm_pct", "warps_active": "occupancy_pct", "achieved_occupancy": "occupancy_pct",
@@ -67,13 +67,13 @@ def _error_kind(error: str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _workload(target: str, name: str, family: str, description: str, dims: tuple) -> Workload:
-    return recognize(Problem(target=target, name=name, family=family, dims=dict(dims), description=description))
+    return recognize(ProblemRef(target=target, name=name, family=family, dims=dict(dims), description=description))
 
 
 class CudaHeuristic:
     """Planner, coder and repairer for the cuda gemm, softmax and norm families (codegen.FAMILIES)."""
 
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: ProblemRef) -> str | None:
         """None if the heuristic can optimize the problem, else why not (in a sentence)."""
         try:
             self._start(problem)
@@ -82,11 +82,11 @@ class CudaHeuristic:
         return None
 
     @staticmethod
-    def _workload(problem: Problem) -> Workload:
+    def _workload(problem: ProblemRef) -> Workload:
         return _workload(problem.target, problem.name, problem.family, problem.description,
                          tuple(sorted(problem.dims.items())))
 
-    def _start(self, problem: Problem):
+    def _start(self, problem: ProblemRef):
         w = self._workload(problem)
         fam = FAMILIES[w.family]
         s = fam.default(w)
@@ -95,7 +95,7 @@ class CudaHeuristic:
                                  f"({problem.dims}); use an LLM model (--model ...)")
         return fam, w, s
 
-    def _schedule_of(self, code: str, problem: Problem):
+    def _schedule_of(self, code: str, problem: ProblemRef):
         fam, w, start = self._start(problem)
         parsed = parse_schedule(code, w.family)
         if parsed is not None and fam.fits(parsed, w):

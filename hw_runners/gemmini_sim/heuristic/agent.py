@@ -17,7 +17,7 @@ from autocomp_zmq.hw_runners.toolkit.errors import HeuristicError
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.codegen import (DIM, GemmSchedule, Schedule, SCHEDULES, parse_schedule,
                                               reference_schedule, render)
 from autocomp_zmq.hw_runners.gemmini_sim.heuristic.moves import OPTION_MUTATIONS, adapt, candidates, predict, score
-from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, ProblemRef, RepairRequest
 
 __all__ = ["GemminiHeuristic", "OPTION_MUTATIONS"]
 
@@ -50,7 +50,7 @@ class GemminiHeuristic:
     """Planner, coder and repairer for the gemmini-sim GEMM and conv3x3 families."""
 
     @staticmethod
-    def supports(problem: Problem) -> str | None:
+    def supports(problem: ProblemRef) -> str | None:
         """None if the heuristic can optimize the problem, else why not (a family it does not know, sizes its
         schedules do not fit)."""
         cls = SCHEDULES.get(problem.family)

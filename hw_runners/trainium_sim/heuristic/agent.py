@@ -22,7 +22,7 @@ from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, Unkno
 from autocomp_zmq.hw_runners.trainium_sim.heuristic import rowwise
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.codegen import BODIES_V2, FAMILIES, from_dict, parse_schedule, render
 from autocomp_zmq.hw_runners.trainium_sim.heuristic.rowwise_kind import recognise
-from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, Problem, RepairRequest
+from autocomp_zmq.protocols.jobs import CodeRequest, Plan, PlanRequest, ProblemRef, RepairRequest
 
 COMPUTE = ("Vector", "Scalar", "GpSimd")
 DMA_SETUP_US = 0.8
@@ -78,7 +78,7 @@ SCORES = {
 }
 
 
-def _unsupported(problem: Problem) -> HeuristicError:
+def _unsupported(problem: ProblemRef) -> HeuristicError:
     known = ", ".join(sorted(set(FAMILIES) - {"rowwise"}))
     return HeuristicError(f"the heuristic cannot optimize {problem.name} (family {problem.family!r}; it knows "
                           f"{known}, and problem files whose reference is a row softmax or act(x * scale + bias)); "
@@ -88,7 +88,7 @@ def _unsupported(problem: Problem) -> HeuristicError:
 class TrainiumHeuristic:
     """Planner, coder and repairer for the trainium-sim families listed in codegen.FAMILIES."""
 
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: ProblemRef) -> str | None:
         """None if the heuristic can optimize the problem, else why not (in a few words)."""
         try:
             self._start(self._family(problem), problem)
@@ -97,7 +97,7 @@ class TrainiumHeuristic:
         return None
 
     @staticmethod
-    def _dialect(problem: Problem) -> str:
+    def _dialect(problem: ProblemRef) -> str:
         """The NKI dialect the problem's ISA profile judges kernels in (v1 where the profile says none)."""
         try:
             return target_info(problem.target).isa_profile(problem.isa).setting("dialect") or "v1"
@@ -105,14 +105,14 @@ class TrainiumHeuristic:
             raise HeuristicError(f"the heuristic cannot read the ISA profile of {problem.name}: {exc}") from None
 
     @staticmethod
-    def _key(problem: Problem) -> str:
+    def _key(problem: ProblemRef) -> str:
         """The schedule family of the problem: its own, or "rowwise" for a problem file of no family whose
         reference computes one of the row-wise forms (rowwise_kind.py)."""
         if problem.family in FAMILIES or problem.definition is None:
             return problem.family
         return "rowwise" if recognise(problem.definition) is not None else problem.family
 
-    def _family(self, problem: Problem):
+    def _family(self, problem: ProblemRef):
         key = self._key(problem)
         fam = FAMILIES.get(key)
         if fam is None or (key == "rowwise" and problem.family == key):   # "rowwise" is no problem's own family
@@ -130,14 +130,14 @@ class TrainiumHeuristic:
                                  f"model (--model ...)")
         return fam
 
-    def _start(self, fam, problem: Problem):
+    def _start(self, fam, problem: ProblemRef):
         s = fam.default(problem.dims)
         if not fam.fits(s, problem.dims):
             raise HeuristicError(f"the heuristic's {problem.family} schedules do not fit the sizes of "
                                  f"{problem.name} ({problem.dims}); use an LLM model (--model ...)")
         return s
 
-    def _schedule_of(self, code: str, problem: Problem) -> tuple[object, bool]:
+    def _schedule_of(self, code: str, problem: ProblemRef) -> tuple[object, bool]:
         fam = self._family(problem)
         parsed = parse_schedule(code, self._key(problem))
         if parsed is not None and fam.fits(parsed, problem.dims):
