@@ -14,8 +14,7 @@ from pathlib import Path
 from autocomp_zmq.agents.engine.candidates import Translation
 from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.runstart import RunError
-from autocomp_zmq.hw_runners.base import IsaProfile, TargetInfo
-from autocomp_zmq.hw_runners.base import Problem as TargetProblem
+from autocomp_zmq.hw_runners.base import IsaProfile, Problem, TargetInfo
 from autocomp_zmq.hw_runners.definition_files import DefinitionError, relative
 from autocomp_zmq.hw_runners.pack import shown_under
 from autocomp_zmq.protocols.jobs import MenuOption
@@ -41,7 +40,7 @@ def menu_of(info: TargetInfo, profile: IsaProfile, family: str) -> list[MenuOpti
     return menu
 
 
-def reference_of(problem: TargetProblem, info: TargetInfo) -> str | None:
+def reference_of(problem: Problem, info: TargetInfo) -> str | None:
     """The source text of the problem's reference, where one is found (see the module's docstring)."""
     d = problem.definition
     if d is not None:
@@ -58,7 +57,7 @@ def reference_of(problem: TargetProblem, info: TargetInfo) -> str | None:
     return None
 
 
-def of(cfg: RunConfig, info: TargetInfo, profile: IsaProfile, problem: TargetProblem,
+def of(cfg: RunConfig, info: TargetInfo, profile: IsaProfile, problem: Problem,
        policy: type) -> Translation | None:
     """What the translation iterations offer (None without --translate-iters)."""
     if not cfg.search.options.get("translate_iters"):
