@@ -11,7 +11,8 @@ Autocomp pastes candidates (bench_published_nki.py, `--assembly substitute`) and
 harness's shapes (--quick: gemm at a smaller size, marked). The table gives, per step, the published and the
 simulated latency and each step's ratio to the one before (published, simulated, and whether the simulated ratio
 is within 25% of the published one, the goal, with the same direction); per chain, the end-to-end speedup both
-ways. A step the simulator refuses or judges wrong is shown with its error and counted as missed. A few published
+ways and how far the steps' simulated latencies are from their measurements (the geometric mean of the factor,
+1.00x = every step exact). A step the simulator refuses or judges wrong is shown with its error and counted as missed. A few published
 steps' texts are damaged (DAMAGED: cut-off names and lines that fail in Python too, so they are not the kernels
 that were measured): they are shown, not counted, and the next step is compared with the last one that runs.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import math
 import re
 import sys
 import tempfile
@@ -158,20 +160,25 @@ def main() -> int:
         end = max((i for i in range(len(steps)) if (chain.name, i) not in DAMAGED), default=0)  # the last usable
         pub_total = steps[0][1] / steps[end][1]
         sim_total = sims[0] / sims[end] if sims[0] and sims[end] else None
-        summary.append((chain.name + (f" (to step {end})" if end < len(steps) - 1 else ""), pub_total, sim_total))
+        # how far each step's simulated latency is from its measurement: the geometric mean of the factor
+        agree = [abs(math.log(sim / 1000 / pub)) for sim, (_, pub) in zip(sims, steps) if sim]
+        factor = math.exp(sum(agree) / len(agree)) if agree else None
+        summary.append((chain.name + (f" (to step {end})" if end < len(steps) - 1 else ""), pub_total, sim_total,
+                        factor))
         table.add_section()
     Console(width=max(160, Console().width)).print(table)
     ends = Table(title="end to end (starting kernel / best)")
-    for col in ("chain", "published", "simulated", "within 25%"):
+    for col in ("chain", "published", "simulated", "within 25%", "steps' latency off by (geomean)"):
         ends.add_column(col, justify="left" if col == "chain" else "right")
-    for name, pub, sim_total in summary:
+    for name, pub, sim_total, factor in summary:
         ends.add_row(name, f"{pub:.2f}x", f"{sim_total:.2f}x" if sim_total else "-",
-                     ("yes" if within(sim_total, pub) else "[red]no[/red]") if sim_total else "[red]no[/red]")
+                     ("yes" if within(sim_total, pub) else "[red]no[/red]") if sim_total else "[red]no[/red]",
+                     f"{factor:.2f}x" if factor else "-")
     Console(width=max(160, Console().width)).print(ends)
     for name, why in KNOWN.items():
         if not args.only or any(x in name for x in args.only):
             print(f"note: {name}: {why}")
-    chains_met = sum(bool(s and within(s, p)) for _, p, s in summary)
+    chains_met = sum(bool(s and within(s, p)) for _, p, s, _ in summary)
     print(f"{met} of {counted} steps and {chains_met} of {len(summary)} chains within {GOAL:.0%} of the published ratio")
     return 0
 

@@ -1,8 +1,9 @@
 """NeuronCore timing of a replayed NKI instruction stream (NeuronCore-v2 figures by default; platforms.py has v3/v4).
 
-The engines work in parallel, each executing its own instructions in program order: Tensor (PE),
-Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. An instruction starts when its engine
-is free and every earlier instruction it depends on through memory has finished: read-after-write,
+The engines work in parallel: Tensor (PE), Vector (DVE), Scalar (ACT), GpSimd (POOL) and 16 DMA engines. The
+compiler schedules the unrolled stream, so a compute instruction runs in the earliest time its engine (and any
+shared port) is free for it, an earlier gap included (slots.py); DMA queues start transfers in program order.
+An instruction starts when every earlier instruction it depends on through memory has finished: read-after-write,
 write-after-read and write-after-write on overlapping bytes of the same physical buffer. Tiles are placed as
 an allocator would (layout.py): the tiles of one kernel line rotate through that line's buffers, so reusing a
 buffer waits for its previous readers, which is what multi-buffering avoids.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autocomp_zmq.hw_runners.trainium_sim.slots import Resource
 from autocomp_zmq.hw_runners.trainium_sim import loops as compiler_loops
 from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
@@ -170,8 +172,11 @@ def clock_ghz(engine: str, p: dict) -> float:
 
 
 class EngineTiming:
-    """When each compute instruction runs: every engine executes its own instructions in program order, one
-    initiation interval (cycles()) each. A dependent instruction (its latest input, or the buffer it
+    """When each compute instruction runs: one initiation interval (cycles()) on its engine, at the earliest time
+    the engine (and the ports it shares) is free that long once its inputs are ready, in a gap left open before
+    an instruction issued earlier if one fits. AWS: static loops are fully unrolled and, outside a no_reorder
+    block, 'the compiler scheduler is free to reorder independent operations' (nki.language.no_reorder, which
+    the front end refuses, so every kernel here is scheduled). A dependent instruction (its latest input, or the buffer it
     overwrites, came from a compute instruction) starts no earlier than instruction_overhead_cycles after
     its producer ended: the producer's writes must be committed to SBUF/PSUM before the reads start (the
     SBUF access overhead that independent instructions hide behind each other). TensorE's accumulation into
@@ -180,8 +185,9 @@ class EngineTiming:
 
     def __init__(self, p: dict) -> None:
         self.p = p
+        self.slots = {e: Resource() for e in COMPUTE}
+        self.port_slots: dict[str, Resource] = {}
         self.free = {e: 0.0 for e in COMPUTE}
-        self.ports: dict[str, tuple[float, str]] = {}          # port -> (free at, engine that held it)
 
     def _ports(self, st: Step) -> list[str]:
         buffers = {a.tensor.buffer for a in st.reads + st.writes}
@@ -199,20 +205,21 @@ class EngineTiming:
         busy = cycles(st, self.p) / ghz
         if busy == 0.0:                      # a view: nothing runs, its data is there when its source is
             return ready, ready, 0.0, cause
-        # an iteration of an independent loop waits less: the compiler fills the latency with the other
-        # iterations' instructions (loops.py)
         if cause in COMPUTE and not (e == "pe" and cause == "pe"):
             wait = self.p["instruction_overhead_cycles"] - hidden_by_other_iterations(st, busy * ghz)
             ready += max(0.0, wait) / ghz
-        start, waited = max(self.free[e], ready), cause
-        held = self._ports(st)
-        for port in held:
-            at, owner = self.ports.get(port, (0.0, e))
-            if at > start:
-                start, waited = at, owner
-        end = self.free[e] = start + busy
-        for port in held:
-            self.ports[port] = (end, e)
+        resources = [self.slots[e]] + [self.port_slots.setdefault(port, Resource()) for port in self._ports(st)]
+        start = ready
+        while True:
+            later = max(r.earliest(start, busy) for r in resources)
+            if later <= start:
+                break
+            start = later
+        waited = cause if start <= ready else e
+        for r in resources:
+            r.occupy(start, busy)
+        end = start + busy
+        self.free[e] = max(self.free[e], end)
         return start, end, busy, waited
 
 

@@ -566,3 +566,37 @@ def test_a_loop_tile_loaded_block_by_block_is_double_buffered_as_a_whole():
     # set (64 KiB saved) and the 16 KiB loop tile stays double-buffered
     lay = stream(16, 1024)
     assert lay.buffers[("sbuf", 5)] == (16, 4096) and lay.buffers[("sbuf", 6)] == (2, 16384)
+
+
+def test_an_independent_instruction_runs_in_an_earlier_gap_of_its_engine():
+    """The compiler schedules the unrolled stream, not the program's order (AWS, nki.language.no_reorder: without
+    it 'the compiler scheduler is free to reorder independent operations'): an exp that waits for a load leaves
+    ScalarE idle, and an independent exp written after it runs in that gap instead of after it."""
+    def stream(independent_work: bool) -> Stream:
+        s = Stream()
+        x = s.tensor("hbm", (128, 8192))
+        t, y, u, v = (s.tensor("sbuf", (128, 8192), site=k) for k in (2, 3, 4, 5))
+        s.emit("memset", "dve", [s.at(u)], [], value=1.0)
+        s.load(t, x)
+        s.emit("activation", "act", [s.at(y)], [s.at(t), 1.0, None], fn="exp")       # waits for the load
+        if independent_work:
+            s.emit("activation", "act", [s.at(v)], [s.at(u), 1.0, None], fn="exp")   # ready long before
+        return s
+    steps, _, alone = stream(False).timed()
+    _, _, both = stream(True).timed()
+    act_ns = costmodel.cycles(steps[2], P) / costmodel.clock_ghz("act", P)
+    load_ns = costmodel.dma_ns(steps[1], P)[0] + P["dma_fixed_us"] * 1000
+    assert load_ns > 2 * act_ns                   # the gap is long enough for the second exp
+    assert both.total_ns == pytest.approx(alone.total_ns, rel=1e-6)   # hidden in the gap, not appended
+    assert both.busy_ns["act"] == pytest.approx(2 * act_ns, rel=1e-6)
+
+
+def test_a_gap_too_short_for_an_instruction_is_not_used():
+    from autocomp_zmq.hw_runners.trainium_sim.slots import Resource
+    r = Resource()
+    r.occupy(0.0, 10.0)
+    r.occupy(50.0, 10.0)                  # leaves [10, 50) open
+    assert r.earliest(0.0, 40.0) == 10.0 and r.earliest(0.0, 41.0) == 60.0
+    r.occupy(10.0, 15.0)                  # [25, 50) stays open
+    assert r.earliest(12.0, 20.0) == 25.0 and r.earliest(30.0, 25.0) == 60.0
+    assert r.earliest(70.0, 5.0) == 70.0
