@@ -114,3 +114,29 @@ def test_an_evaluation_leaves_no_cyclic_garbage():
         gc.garbage.clear()
         gc.enable()
     assert not left
+
+
+def _step_by_step_scan(prev, d0, d1):
+    out = np.empty(d0.shape, np.float32)
+    for i in range(d0.shape[-1]):
+        prev = out[..., i] = d0[..., i] * prev + d1[..., i]
+    return out
+
+
+@pytest.mark.parametrize("sets", [0, 1, 2])
+def test_the_in_place_multiply_add_scan_rounds_as_the_step_by_step_loop(sets):
+    """The scan laid out column-contiguous and stepped in place gives the loop's values bit for bit: decays,
+    runs of ones (one accumulate pass), restarts, nan and inf, a broadcast (zero-stride) data0, a dry run."""
+    from autocomp_zmq.hw_runners.trainium_sim.engine_ops import _multiply_add_scan
+    rng = np.random.default_rng(sets)
+    d0 = rng.uniform(0.2, 1.1, (sets, 16, 300)).astype(np.float32)
+    d0[..., 40:90] = 1.0
+    d0[..., 95] = 0.0
+    d0[..., 2, 7] = np.nan
+    d1 = (rng.standard_normal((sets, 16, 300)) * 1e3).astype(np.float32)
+    d1[..., 3, 120] = np.inf
+    prev = (rng.standard_normal((sets, 16)) * 1e7).astype(np.float32)
+    for a, b in ((d0, d1), np.broadcast_arrays(d0[:, :1], d1)):
+        got = _multiply_add_scan(prev, a, b)
+        assert got.shape == a.shape and got.dtype == np.float32
+        assert np.array_equal(got, _step_by_step_scan(prev, a, b), equal_nan=True)
