@@ -1,6 +1,8 @@
 """The evaluation's faster paths give exactly what the plain ones gave (issue 39, item 4): the comparison of
 mostly-selected pieces in place, the comparison without a separate finiteness pass, the value check's marking
-through strided views, the compacted transpose, and an evaluation that leaves no cyclic garbage behind."""
+through strided views, the compacted transpose, an evaluation that leaves no cyclic garbage behind, the scan
+stepped in place, and instructions of known forms (decoded as a full check decodes them, bounds and operand
+dtypes still checked)."""
 from __future__ import annotations
 
 import gc
