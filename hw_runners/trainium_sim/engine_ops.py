@@ -14,21 +14,35 @@ from autocomp_zmq.hw_runners.trainium_sim.program import Access, StreamError, ex
 def _multiply_add_scan(prev: np.ndarray, d0: np.ndarray, d1: np.ndarray) -> np.ndarray:
     """out[i] = d0[i] * out[i-1] + d1[i] in fp32, rounding exactly as the step-by-step loop does. A run of
     columns where data0 is 1 everywhere is a running sum (1 * x is x, inf and nan included), accumulated in
-    order in one pass; any other column is one step of the loop. Cumsum's forms (data0 all ones, or 0 where
-    a row restarts) take a few passes instead of one per column."""
+    order in one pass; the other columns are stepped through (_stepped). Cumsum's forms (data0 all ones, or 0
+    where a row restarts) take a few passes instead of one per column."""
     out = np.empty(d0.shape, dtype=np.float32)
     ones = (d0 == 1).reshape(-1, d0.shape[-1]).all(axis=0)
     i, n = 0, d0.shape[-1]
     while i < n:
-        if not ones[i]:
-            prev = out[..., i] = d0[..., i] * prev + d1[..., i]
-            i += 1
-            continue
-        j = i + int(np.argmin(ones[i:])) if not ones[i:].all() else n
-        run = np.add.accumulate(np.concatenate([prev[..., None], d1[..., i:j]], axis=-1), axis=-1, dtype=np.float32)
-        out[..., i:j] = run[..., 1:]
+        same = ones[i:] if ones[i] else ~ones[i:]
+        j = i + int(np.argmin(same)) if not same.all() else n
+        if ones[i]:
+            run = np.add.accumulate(np.concatenate([prev[..., None], d1[..., i:j]], axis=-1), axis=-1,
+                                    dtype=np.float32)
+            out[..., i:j] = run[..., 1:]
+        else:
+            out[..., i:j] = _stepped(prev, d0[..., i:j], d1[..., i:j])
         prev, i = out[..., j - 1], j
     return out
+
+
+def _stepped(prev: np.ndarray, d0: np.ndarray, d1: np.ndarray) -> np.ndarray:
+    """The scan's columns one step each, as d0[..., i] * prev + d1[..., i] in fp32 (the same two roundings),
+    over a copy with the columns laid out contiguously and each step multiplying and adding into its output
+    column in place: no strided gathers or temporaries per column (they were most of a mamba evaluation)."""
+    c0 = np.ascontiguousarray(np.moveaxis(d0, -1, 0))
+    c1 = np.ascontiguousarray(np.moveaxis(d1, -1, 0))
+    out = np.empty(c1.shape, dtype=np.float32)
+    for i in range(len(out)):
+        prev = np.multiply(c0[i], prev, out=out[i])
+        np.add(prev, c1[i], out=prev)
+    return np.moveaxis(out, 0, -1)
 
 class EngineOps:
     def _ew(self, step, reads, writes, attrs, mask, what):

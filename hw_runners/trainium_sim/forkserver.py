@@ -4,11 +4,12 @@ Launching a fresh sandboxed interpreter per candidate costs ~0.1 s before the ke
 (the launcher's namespaces, the interpreter, numpy and the NKI front end), more than a small problem's
 whole evaluation. The server is started once per evaluator through the same launcher, with the same
 limits, environment, private filesystem view, network isolation and unprivileged user, and imports
-everything once. Each job is a directory inside the server's working directory; the server forks a
-child for it that opens only that directory's files, lowers its own rlimits to the job's and installs
-the seccomp allowlist before the kernel runs, exactly like a freshly launched child. So a kernel gets
-nothing from the server but a copy of a state no kernel has touched, and cannot reach the server, the
-other jobs or their files (no open, kill or ptrace under the allowlist).
+everything once. Each job is a directory inside the server's working directory; the server hands it to
+a child it forked ahead (while the evaluator was busy with the last job: the fork is off the job's path),
+which opens only that directory's files, lowers its own rlimits to the job's and installs the seccomp
+allowlist before the kernel runs, exactly like a freshly launched child. Every child takes one job. So a
+kernel gets nothing from the server but a copy of a state no kernel has touched, and cannot reach the
+server, the other jobs or their files (no open, kill or ptrace under the allowlist).
 
 The server runs no kernel code, so it does not fail because of a kernel; if it dies or stops answering
 anyway, the job reports it as a sandbox failure and the next job starts a new server.

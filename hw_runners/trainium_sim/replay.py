@@ -18,6 +18,7 @@ import numpy as np
 from autocomp_zmq.hw_runners.trainium_sim import capabilities, fp8, ops
 from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.engine_ops import EngineOps
+from autocomp_zmq.hw_runners.trainium_sim.known import KnownForms, form_of
 from autocomp_zmq.hw_runners.trainium_sim.program import PARTITIONS, Access, StreamError, TensorDecl, mask_array, tile_shape, where
 from autocomp_zmq.hw_runners.trainium_sim.resolver import Resolver
 
@@ -63,6 +64,7 @@ class Replayer(EngineOps):
         says they already are (then they are used as given, and copied before anything writes them)."""
         self.tensors, self.sets, self.compute = tensors, sets, compute
         self.resolve = Resolver(tensors)
+        self.known = KnownForms()           # instruction forms checked once for all their instances
         self.unfilled: set[int] = set()     # tensors nothing reads, whose unwritten elements nobody looks at
         self.mem: dict[int, np.ndarray] = {}
         self.act_acc: np.ndarray | None = None      # the Scalar engine's accumulator registers (nisa.reduce_cmd)
@@ -178,11 +180,23 @@ class Replayer(EngineOps):
             if not (isinstance(space, list) and len(space) == 2 and isinstance(space[1], list)):
                 raise StreamError(f"malformed operand in {what}")
             mask = mask_array(attrs["mask"], tile_shape(space[1], what), what)
-        resolve = self.resolve
-        first = resolve(dsts[0], what, None if over_input else mask)
-        writes = [first] + [resolve(d, what) for d in dsts[1:]]
-        reads = [resolve(s, what, mask if self._same_space(op) or (over_input and i == 0) else None)
-                 if isinstance(s, list) else s for i, s in enumerate(srcs)]
+        resolve = self.resolve.keyed
+        first, key = resolve(dsts[0], what, None if over_input else mask)
+        writes, keys = [first], [key]
+        for d in dsts[1:]:
+            a, key = resolve(d, what)
+            writes.append(a)
+            keys.append(key)
+        reads = []
+        for i, s in enumerate(srcs):
+            a, key = resolve(s, what, mask if self._same_space(op) or (over_input and i == 0) else None) \
+                if isinstance(s, list) else (s, ("=", repr(s)))
+            reads.append(a)
+            keys.append(key)
+        form = form_of(op, engine, attrs, reads, writes, keys) if mask is None else None
+        step = self.known.step(form, site, reads, writes)     # an instruction of a form already checked
+        if step is not None:
+            return step, (run, reads, writes, attrs, mask, what)
         self._check_memories(op, engine, what, reads, writes)
         capabilities.check(op, engine, attrs, reads, writes, what)
         step = Step(op, engine, site, attrs.get("fn", attrs.get("op", op)) if op != "dma" else "dma",
@@ -194,6 +208,7 @@ class Replayer(EngineOps):
         elif op == "matmul":
             step.extra["acc"] = bool(attrs.get("acc"))
         run(self, step, reads, writes, attrs, mask, what)
+        self.known.add(form, step, reads, writes)
         return step, (run, reads, writes, attrs, mask, what)
 
     @staticmethod

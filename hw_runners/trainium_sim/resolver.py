@@ -19,15 +19,20 @@ class Resolver:
         self.kind = [kinds.setdefault((t.buffer, t.shape, t.dtype, t.pdim, t.alias), len(kinds)) for t in tensors]
 
     def __call__(self, enc, what: str, mask: np.ndarray | None = None) -> Access:
+        return self.keyed(enc, what, mask)[0]
+
+    def keyed(self, enc, what: str, mask: np.ndarray | None = None) -> tuple[Access, tuple | None]:
+        """The access and its pattern (what every access of that pattern shares, offsets aside), or None for a
+        masked access (resolved in full)."""
         key, consts = self._pattern(enc) if mask is None else (None, None)
         if key is None:
-            return resolve(enc, self.tensors, what, mask)
+            return resolve(enc, self.tensors, what, mask), None
         tpl = self.patterns.get(key)
         if tpl is None:
             a = resolve(enc, self.tensors, what)
             self.patterns[key] = _Template(a, enc[1], consts)
-            return a
-        return tpl.instance(self.tensors[enc[0]], consts, what)
+            return a, key
+        return tpl.instance(self.tensors[enc[0]], consts, what), key
 
     def _pattern(self, enc):
         """(hashable pattern, offsets) of an encoded access, or (None, None) when it is not well formed (then

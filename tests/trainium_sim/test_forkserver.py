@@ -74,3 +74,13 @@ def test_closing_the_target_stops_its_server(kit):
     proc, root = server._proc.proc, server.root
     kit.sim.close()
     assert proc.poll() is not None and not root.exists()
+
+
+def test_what_a_kernel_plants_in_the_front_end_is_gone_for_the_next_one(kit):
+    """Every job runs in its own child, forked ahead from a server no kernel has touched: a kernel that traces
+    nl.exp as a copy and marks the module leaves neither behind (each child takes one job only)."""
+    p = kit.problem(*SHAPES, REFERENCE)
+    r = kit.evaluate(p, "nl.exp = nl.copy\nnl.planted = True\n" + GOOD)
+    assert not r.correct and r.error_kind == "wrong_result", explain(r)
+    for _ in range(2):
+        ok(kit.evaluate(p, "assert not hasattr(nl, 'planted')\n" + GOOD))

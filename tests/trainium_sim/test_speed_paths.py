@@ -1,6 +1,8 @@
 """The evaluation's faster paths give exactly what the plain ones gave (issue 39, item 4): the comparison of
 mostly-selected pieces in place, the comparison without a separate finiteness pass, the value check's marking
-through strided views, the compacted transpose, and an evaluation that leaves no cyclic garbage behind."""
+through strided views, the compacted transpose, an evaluation that leaves no cyclic garbage behind, the scan
+stepped in place, and instructions of known forms (decoded as a full check decodes them, bounds and operand
+dtypes still checked)."""
 from __future__ import annotations
 
 import gc
@@ -114,3 +116,115 @@ def test_an_evaluation_leaves_no_cyclic_garbage():
         gc.garbage.clear()
         gc.enable()
     assert not left
+
+
+def _step_by_step_scan(prev, d0, d1):
+    out = np.empty(d0.shape, np.float32)
+    for i in range(d0.shape[-1]):
+        prev = out[..., i] = d0[..., i] * prev + d1[..., i]
+    return out
+
+
+@pytest.mark.parametrize("sets", [0, 1, 2])
+def test_the_in_place_multiply_add_scan_rounds_as_the_step_by_step_loop(sets):
+    """The scan laid out column-contiguous and stepped in place gives the loop's values bit for bit: decays,
+    runs of ones (one accumulate pass), restarts, nan and inf, a broadcast (zero-stride) data0, a dry run."""
+    from autocomp_zmq.hw_runners.trainium_sim.engine_ops import _multiply_add_scan
+    rng = np.random.default_rng(sets)
+    d0 = rng.uniform(0.2, 1.1, (sets, 16, 300)).astype(np.float32)
+    d0[..., 40:90] = 1.0
+    d0[..., 95] = 0.0
+    d0[..., 2, 7] = np.nan
+    d1 = (rng.standard_normal((sets, 16, 300)) * 1e3).astype(np.float32)
+    d1[..., 3, 120] = np.inf
+    prev = (rng.standard_normal((sets, 16)) * 1e7).astype(np.float32)
+    for a, b in ((d0, d1), np.broadcast_arrays(d0[:, :1], d1)):
+        got = _multiply_add_scan(prev, a, b)
+        assert got.shape == a.shape and got.dtype == np.float32
+        assert np.array_equal(got, _step_by_step_scan(prev, a, b), equal_nan=True)
+
+
+def _row(const: int, rows: int, cols: int) -> list:
+    """The access [const + i, j] of a (rows, cols) tile, as the front end records it."""
+    return [[const, [[rows, 2, 0, 1]]], [0, [[cols, 2, 1, 1]]]]
+
+
+def _decode(tensors: list, instrs: list) -> Replayer:
+    rp = Replayer(decode_tensors(tensors, 1 << 30), {}, 0, compute=False)
+    rp.decode(instrs)
+    return rp
+
+
+def test_an_instruction_of_a_known_form_still_has_its_bounds_checked():
+    """Loads of one form at three offsets: the first is checked in full, the second takes its Step, the third
+    reaches past the tensor and is refused all the same (bounds are checked on every access)."""
+    tensors = [["hbm", [256, 64], "float32", 0, 1, -1]] + [["sbuf", [128, 64], "float32", 0, 2, -1]] * 3
+    load = [["dma", "dma", [[1 + n, _row(0, 128, 64)]], [[0, _row(at, 128, 64)]], {}, 3]
+            for n, at in enumerate((0, 128))]
+    rp = _decode(tensors, load)
+    assert len(rp.known.forms) == 1
+    first, second = rp.steps
+    assert (second.reads[0].lo, second.writes[0].tensor.tid) == ((128, 0), 2)
+    assert {k: v for k, v in vars(first).items() if k not in ("reads", "writes")} == \
+        {k: v for k, v in vars(second).items() if k not in ("reads", "writes")}
+    with pytest.raises(replay.StreamError, match="out of bounds"):
+        _decode(tensors, load + [["dma", "dma", [[3, _row(0, 128, 64)]], [[0, _row(192, 128, 64)]], {}, 4]])
+
+
+def test_a_form_names_its_operands_dtypes_so_a_mixed_precision_matmul_is_checked_anew():
+    """Two matmuls alike but for the dtype of the moving tile: the second is a new form, checked in full, and
+    refused (an fp8 stationary takes no fp32 moving tile)."""
+    tensors = [["sbuf", [128, 128], "float8_e4m3", 0, 1, -1], ["sbuf", [128, 512], "float8_e4m3", 0, 1, -1],
+               ["sbuf", [128, 512], "float32", 0, 1, -1], ["psum", [128, 512], "float32", 0, 2, -1]]
+    mm = [["matmul", "pe", [[3, _row(0, 128, 512)]], [[0, _row(0, 128, 128)], [m, _row(0, 128, 512)]], {}, 5]
+          for m in (1, 1)]
+    assert len(_decode(tensors, mm).known.forms) == 1
+    mixed = ["matmul", "pe", [[3, _row(0, 128, 512)]], [[0, _row(0, 128, 128)], [2, _row(0, 128, 512)]], {}, 6]
+    with pytest.raises(replay.StreamError, match="line 6: a float32 operand needs a float32 partner"):
+        _decode(tensors, mm + [mixed])
+
+
+def _step_fields(st) -> tuple:
+    accesses = [(a.tensor.tid, a.shape, a.lo, a.hi, a.run_bytes, a.axis0_is_partition, a.dense, a.strided, a.lanes)
+                for a in st.reads + st.writes]
+    return (st.op, st.engine, st.site, st.fn, st.partitions, st.free, st.moving, st.stationary, st.fp32_matmul,
+            st.psum_read, st.dma_bytes, st.run_bytes, st.extra, len(st.reads), accesses)
+
+
+class _Forgetful(dict):
+    """A form table that remembers nothing: every instruction checked in full, as before forms were kept."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+DECODED = ["attention", "conv1d", "conv2d-small", "csa-2048", "cumsum", "gemm-1024", "layernorm", "mamba",
+           "maxpool", "rmsnorm", "rope", "sd-attention", "transpose-small"]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("name", DECODED)
+def test_instructions_of_known_forms_decode_to_the_steps_a_full_check_gives(name):
+    """Every built-in kernel of these problems decodes to the same Steps, accesses and decoded operands
+    whether each instruction is checked in full or takes the Step of its form's first instruction."""
+    tgt = get_target("trainium-sim")
+    p = tgt.problem(name)
+    spec = tgt.spec(p)
+    try:
+        for role in ("naive", "tuned"):
+            (trace, _), failure = tgt._trace(spec, p.kernel_source(role), tgt.options.limits)
+            assert failure is None
+            tensors = decode_tensors(trace["tensors"], 1 << 40)
+            full = Replayer(tensors, {}, 0, compute=False)
+            full.known.forms = _Forgetful()
+            kept = Replayer(tensors, {}, 0, compute=False)
+            want, got = full.decode(trace["instrs"]), kept.decode(trace["instrs"])
+            assert len(kept.known.forms) < len(got)         # forms repeat: most instructions took a known Step
+            assert [_step_fields(s) for s in got] == [_step_fields(s) for s in want]
+            for (run_a, reads_a, writes_a, attrs_a, mask_a, what_a), (run_b, reads_b, writes_b, attrs_b, mask_b,
+                                                                      what_b) in zip(kept.decoded, full.decoded):
+                assert (run_a, attrs_a, what_a, mask_a is None) == (run_b, attrs_b, what_b, mask_b is None)
+                assert [getattr(a, "lo", a) for a in reads_a + writes_a] == \
+                    [getattr(b, "lo", b) for b in reads_b + writes_b]
+    finally:
+        tgt.close()
