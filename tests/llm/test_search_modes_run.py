@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,21 @@ def one_phase_script(prompt, n):
     menu = prompt.split("## Options offered in this step", 1)[1].split("\n## ", 1)[0]
     option = re.search(r"^\d+\. ([\w.-]+): ", menu, re.M).group(1)
     return 200, {}, f"OPTION: {option}\nPLAN:\n{PLAN}\n\n```c\n{HWLOOP}```\n"
+
+
+def run_with_model(tmp_path, fake: FakeLLM, **options) -> tuple[str, Path, list[str]]:
+    """A gemm-256 run whose model is the fake server, with these config options: (its output, its directory,
+    the prompts the server was sent); it must speed the kernel up more than 5x."""
+    try:
+        model = f"openai-compat@{fake.url}/v1:m"
+        cfg = write_config(tmp_path / "cfg.toml", model=[model], **options)
+        run = tmp_path / "run"
+        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
+    finally:
+        fake.close()
+    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
+    return out, run, [r["body"]["messages"][-1]["content"] for r in fake.requests
+                      if r["path"].endswith("/chat/completions")]
 
 
 def test_one_phase_run_makes_only_coding_calls_each_stored_and_priced_and_shows_their_plans(tmp_path):
@@ -197,17 +213,8 @@ def test_translation_iterations_write_the_kernel_from_the_reference_with_the_tra
 
     from tests.system.runkit import ROOT
     translations = {o["id"] for o in tomllib.loads((ROOT / "prompts/gemmini-sim/translate.toml").read_text())["option"]}
-    fake = FakeLLM()
-    try:
-        model = f"openai-compat@{fake.url}/v1:m"
-        cfg = write_config(tmp_path / "cfg.toml", iterations=2, beam=2, plans=2, codes=1, model=[model],
-                           translate_iters=1)
-        run = tmp_path / "run"
-        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
-    finally:
-        fake.close()
-    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
-    prompts = [r["body"]["messages"][-1]["content"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    out, run, prompts = run_with_model(tmp_path, FakeLLM(), iterations=2, beam=2, plans=2, codes=1,
+                                       translate_iters=1)
     step = lambda p: int(re.search(r"step (\d+) of", p).group(1))   # noqa: E731
     plans = [p for p in prompts if "# Your role: planner" in p]
     offered = lambda p: set(re.findall(r"^\d+\. ([\w.-]+): ", p.split("## Options offered", 1)[1], re.M))  # noqa
@@ -242,17 +249,8 @@ def test_model_proposed_options_are_offered_to_the_planners_and_chosen(tmp_path)
                 return 200, {}, f"OPTION: {new[0]}\nPLAN:\n{PLAN}"
         return 200, {}, smart_answer(prompt)
 
-    fake = FakeLLM(script=script)
-    try:
-        model = f"openai-compat@{fake.url}/v1:m"
-        cfg = write_config(tmp_path / "cfg.toml", iterations=1, beam=1, plans=2, codes=1, model=[model],
-                           propose_options=2, dropout=0.0)
-        run = tmp_path / "run"
-        out = finish(launch("run", "--config", str(cfg), "--evaluators", "2", "--out", str(run)))
-    finally:
-        fake.close()
-    assert float(re.search(r"Speedup: ([0-9.]+)x", out).group(1)) > 5, out
-    prompts = [r["body"]["messages"][-1]["content"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    out, run, prompts = run_with_model(tmp_path, FakeLLM(script=script), iterations=1, beam=1, plans=2, codes=1,
+                                       propose_options=2, dropout=0.0)
     roles = [re.search(r"# Your role: (\w+)", p).group(1) for p in prompts]
     assert roles.count("strategist") == 1 and roles.count("planner") == 2
     assert roles.index("strategist") < roles.index("planner")       # the plans wait for the proposal

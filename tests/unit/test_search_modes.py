@@ -17,6 +17,7 @@ from autocomp_zmq.agents.workers.llm.prompts import render
 from autocomp_zmq.agents.workers.llm.specs import parse_spec
 from autocomp_zmq.protocols.jobs import CodeRequest, CodeResult, EvalReport, Parent, Plan, ProblemRef
 from tests.unit import storekit
+from tests.unit.test_full_check import drive as drive_to_end
 from tests.unit.test_search import MENU, PROBLEM, answer, drive
 
 LLM = "openai:m"
@@ -32,16 +33,7 @@ def one_phase_answer(job):
 
 
 def run_one_phase(cfg, store=None):
-    search = BeamSearch(cfg, PROBLEM, "naive", MENU, store=store)
-    search.start()
-    seen = []
-    while not search.done:
-        jobs = search.next_jobs()
-        assert jobs, "search stalled"
-        for job in jobs:
-            seen.append(job)
-            search.on_result(job.id, True, one_phase_answer(job), None)
-    return search, seen
+    return drive_to_end(cfg, one_phase_answer, store)
 
 
 def test_one_phase_makes_no_plan_jobs_and_n_menus_of_k_samples_per_parent(tmp_path):
