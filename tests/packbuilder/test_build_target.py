@@ -55,13 +55,20 @@ def calls_of(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
 
 
-def test_a_pack_is_built_cited_checked_and_replayed_byte_for_byte(tmp_path):
+def built_from_recorded_answers(tmp_path: Path) -> tuple[FakeLLM, str, Path]:
+    """A pack built from the test documentation by a server answering with the recorded answers: (the closed
+    server, with the requests it got; build-target's output; the pack's folder). The build must succeed."""
     fake = FakeLLM(script=recorded, usage=None)
     try:
         code, out, pack = build(tmp_path, fake)
     finally:
         fake.close()
     assert code == 0, out
+    return fake, out, pack
+
+
+def test_a_pack_is_built_cited_checked_and_replayed_byte_for_byte(tmp_path):
+    fake, out, pack = built_from_recorded_answers(tmp_path)
     assert len(fake.requests) == 5
     assert re.search(r"Spent \$0\.0\d+ on 5 model call\(s\)", out), out
     # the folder is a target: hostcpu's evaluation with this pack, loaded as a run loads it
@@ -141,12 +148,7 @@ def test_an_unusable_answer_is_asked_again_then_reported(tmp_path):
 
 
 def test_the_built_pack_drives_a_run_of_hostcpu(tmp_path):
-    fake = FakeLLM(script=recorded, usage=None)
-    try:
-        code, out, pack = build(tmp_path, fake)
-    finally:
-        fake.close()
-    assert code == 0, out
+    fake, out, pack = built_from_recorded_answers(tmp_path)
     kernel = (ROOT / "hw_runners/hostcpu/problems/sum-16m/variants/avx2_accumulators.c").read_text()
     prompts = []
 
