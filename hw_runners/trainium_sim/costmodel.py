@@ -117,7 +117,9 @@ def cycles(step: Step, p: dict) -> float:
         c *= p["matmul_double_row_time_factor"] if step.extra.get("perf") == "double_row" else 1
         return c * (p["matmul_fp32_factor"] if step.fp32_matmul else 1) + p["matmul_fixed_cycles"]
     if step.op == "transpose" and step.engine == "pe":
-        return max(step.moving, min(p["matmul_min_moving"], step.stationary))
+        # a matmul against an identity: fp32 data streams at the Tensor engine's fp32 rate
+        c = max(step.moving, min(p["matmul_min_moving"], step.stationary))
+        return c * (p["matmul_fp32_factor"] if step.fp32_matmul else 1)
     if is_broadcast_view(step):
         return 0.0
     stream = p["strided_access_factor"] if _strided(step, p) else 1.0     # half the SBUF/PSUM bandwidth

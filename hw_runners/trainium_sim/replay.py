@@ -320,6 +320,7 @@ class Replayer(EngineOps):
         self._fits(x.shape[::-1], dst.shape, what)
         self.write(dst, _transposed(self.read(x)), mask)
         step.moving, step.stationary = x.shape[0], x.shape[1]
+        step.fp32_matmul = x.tensor.dtype == "float32"
 
 
 def _transposed(v: np.ndarray) -> np.ndarray:
