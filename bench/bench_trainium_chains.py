@@ -80,12 +80,6 @@ KNOWN = {
             "25,088 transfers in 8.07 ms (<= 0.32 us each); the simulator takes AWS's figures for such transfers "
             "(1 KiB rows at 42% of the engines' rate, 0.8 us of queue time each, fitted to the tutorials), so it "
             "is 1.5-2.4x slower on them: the two measurement sets disagree on DMA cost, not on the kernels.",
-    "mamba": "its starting kernel is AWS's fused-mamba v1 at a quarter of the tutorial's work (channels 2048, "
-             "seq 256): the hardware's time falls about in proportion to the work (AWS's 2.34 ms at full size, "
-             "Autocomp's 0.636 ms here: 3.7x for 4x less; AWS's toy, channels 256, 172.9 us: 13.5x for 16x less), "
-             "the simulator's faster (2.06 ms -> 0.39 ms, 5.2x; toy 133.5 us, 15.4x): no constant launch cost "
-             "explains both sizes, and at seq 256 its Vector instructions (N = 256) cost it less than they cost the "
-             "hardware. What the hardware spends there is not published.",
     "conv1d": "steps 3 -> 5 measured below the ISA's per-instruction minimum (step 4: three [128, <=3] Vector "
               "instructions per output in 96 cycles; step 5: two in 85), which no published cost formula gives "
               "(max(MIN_II = 64, N)); the simulator charges the minimum.",

@@ -130,18 +130,18 @@ def cycles(step: Step, p: dict) -> float:
         return p["gpsimd_start_cycles"] * starts + n * factor * stream
     k = 1.0                                 # elements streamed per output element, in Vector/Scalar cycles
     if step.extra.get("tensor1"):           # scalar_tensor_tensor streams a second tile
-        k = p["vector_two_input_factor"]
+        k = two_input_factor(n, p)
     elif step.op == "ew" and len(step.reads) == 2 and step.engine == "dve":
         bf16 = all(r.tensor.dtype == "bfloat16" for r in step.reads) and step.fn in ("add", "subtract", "multiply")
         # an operand with one element per partition is a free-axis broadcast: tensor_scalar's cost (ISA
         # tensor_tensor: 'consider tensor_scalar ... for broadcasting in the free dimension')
         scalar = min(r.free for r in step.reads) == 1 < n
         if not (step.psum_read or bf16 or scalar):
-            k = p["vector_two_input_factor"]
+            k = two_input_factor(n, p)
     elif step.op == "ew" and step.fn == "reciprocal" and step.engine == "dve":
         k = p["vector_reciprocal_factor"]
     elif step.op == "scan":
-        k = p["vector_two_input_factor"]
+        k = two_input_factor(n, p)
     elif step.op == "reduce":
         half = step.reads[0].tensor.dtype == "bfloat16" and step.fn in ("add", "maximum")
         k = 0.5 if half else 1.0
@@ -157,6 +157,15 @@ def cycles(step: Step, p: dict) -> float:
     # less what the other iterations of an overlapped loop fill of it (loops.py: their instructions, one each)
     exposed = p["instruction_overhead_cycles"] * max(0.0, 1.0 - n / p["small_instruction_elements"])
     return body + max(0.0, exposed - hidden_by_other_iterations(step, body))
+
+
+def two_input_factor(n: float, p: dict) -> float:
+    """Vector cycles per output element of an instruction streaming two fp32 SBUF tiles of n elements per
+    partition: params.toml vector_two_input_factor, log-linear in n between its points, flat outside them."""
+    (n0, k0), (n1, k1) = p["vector_two_input_factor"]
+    if n <= n0 or n >= n1:
+        return k0 if n <= n0 else k1
+    return k0 + (k1 - k0) * math.log2(n / n0) / math.log2(n1 / n0)
 
 
 def hidden_by_other_iterations(step: Step, cycles_each: float) -> float:

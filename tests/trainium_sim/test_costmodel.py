@@ -468,7 +468,24 @@ def test_a_partition_broadcast_is_a_view_and_a_scalar_operand_costs_what_tensor_
     steps, _, _ = s.timed()
     assert costmodel.cycles(steps[3], P) == 0
     assert costmodel.cycles(steps[4], P) == 512
-    assert costmodel.cycles(steps[5], P) == pytest.approx(512 * P["vector_two_input_factor"])
+    assert costmodel.cycles(steps[5], P) == pytest.approx(512 * costmodel.two_input_factor(512, P))
+
+
+def test_two_input_vector_instructions_cost_more_per_element_as_they_grow():
+    # AWS's fused mamba measured ~1.3N at N = 512; the same kernel at N = 2048 (Autocomp's harness) ~2N
+    def two_tile_multiply(n: int) -> float:
+        s = Stream()
+        x, y, z = (s.tensor("sbuf", (128, n), site=i) for i in (1, 2, 3))
+        for t in (x, y):
+            s.emit("memset", "dve", [s.at(t)], [], value=1.0)
+        s.emit("ew", "dve", [s.at(z)], [s.at(x), s.at(y)], fn="multiply")
+        steps, _, _ = s.timed()
+        return costmodel.cycles(steps[-1], P) / n
+
+    per_element = {n: two_tile_multiply(n) for n in (256, 512, 1024, 2048, 4096)}
+    assert per_element[256] == per_element[512] == pytest.approx(1.3)
+    assert per_element[512] < per_element[1024] < per_element[2048]
+    assert per_element[2048] == per_element[4096] == pytest.approx(2.0)
 
 
 def _psum_group(fill: float, read_first: bool = False):

@@ -210,7 +210,8 @@ def rows() -> list[Row]:
             MAMBA_COND.replace("seq_len 512", "seq_len 8192") + " (scaling table; 53.33 ms in the text)", 0.30,
             miss="the compiler spills here; the simulator spills whole kernel lines (a store after each write and a "
             "load before each read, in whole rows of the block), which over-charges v2's per-state reloads: "
-            "what the compiler keeps on chip is not published"),
+            "what the compiler keeps on chip is not published. Its two-input Vector instructions (N = 8192) pay 2N "
+            "per element, 1.54x what v3's (N = 512) pay (params.toml vector_two_input_factor)"),
         Row("mamba", "v2 -> v3, seq_len 8192 (seq tiling)", "ratio", 52.2 / 27.8, "x", _ratio(v2_long, v3_long),
             "MAMBA", "published: 48% less latency", 0.25, miss="as v2 at seq_len 8192"),
         Row("mamba", "v3, seq_len 512", "abs", 1600, "us", functools.partial(latency, v3), "MAMBA",
