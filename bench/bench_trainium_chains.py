@@ -85,7 +85,10 @@ KNOWN = {
               "(max(MIN_II = 64, N)); the simulator charges the minimum.",
     "attention": "step 8 is judged against the exact result with its harness's inputs and np.allclose(atol=1e-2): "
                  "1,573 of 524,288 elements miss by up to 0.011; the harness compared it with the NKI reference "
-                 "kernel's own bf16 result on the device, which the exact result is not.",
+                 "kernel's own bf16 result on the device, which the exact result is not. Step 7 issues the same "
+                 "instructions as step 6 (renamed variables, comments, a branch for fp32 v that bf16 v skips; the "
+                 "same engines, counts and busy time per line) yet measured 1.18x faster: the hardware's run-to-run "
+                 "spread or the compiler's, which no model of the kernel can give.",
 }
 
 
