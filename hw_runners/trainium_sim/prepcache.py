@@ -1,6 +1,7 @@
-"""trainium-sim's per-problem preparation kept on disk (trusted side): a problem's public input set and the
-outputs its reference computes from it, so a second evaluator process, or the next run, loads them instead of
-drawing and computing them again (a paper-size transpose or gemm: seconds).
+"""trainium-sim's per-problem preparation (trusted side): a reference's outputs as they are compared
+(as_compared), and a problem's public input set with those outputs kept on disk (PrepCache), so a second
+evaluator process, or the next run, loads them instead of drawing and computing them again (a paper-size
+transpose or gemm: seconds).
 
 An entry is keyed by a content hash of everything its values follow from: the problem's definition (tensors,
 call, literal arguments, drawn ranges), its reference file's bytes, the seed, the numpy version and the
@@ -21,6 +22,7 @@ import functools
 import hashlib
 import inspect
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,11 +43,27 @@ def default_dir() -> Path:
 
 @functools.cache
 def _code_digest(spec_type: type) -> bytes:
-    """The code that decides the cached values: drawing and rounding inputs, calling the reference."""
+    """The code that decides the cached values: drawing and rounding inputs, calling the reference, converting its
+    outputs (as_compared, here)."""
     h = hashlib.sha256(f"format {FORMAT} numpy {np.__version__}".encode())
-    for module in sorted({ops, workloads, inspect.getmodule(spec_type)}, key=lambda m: m.__name__):
+    modules = {ops, workloads, sys.modules[__name__], inspect.getmodule(spec_type)}
+    for module in sorted(modules, key=lambda m: m.__name__):
         h.update(Path(inspect.getsourcefile(module)).read_bytes())
     return h.digest()
+
+
+def as_compared(spec: workloads.ProblemSpec, returned: tuple) -> tuple[np.ndarray, ...]:
+    """The reference's outputs (as it returned them) as they are compared, row-major (compared piece by piece):
+    floating ones in float32, the precision the kernel stores them in, the others in float64. A floating result
+    goes to float32 directly: the same single rounding as through float64 (which holds every float exactly), without
+    the float64 copy (a paper-size transpose's output: 1 GiB and seconds per input set)."""
+    out = []
+    for x, t in zip(returned, spec.outputs):
+        x = np.asarray(x)
+        if t.dtype in ops.FLOATS and not (x.dtype.kind == "f" and x.itemsize <= 8):   # long double: via float64
+            x = np.asarray(x, dtype=np.float64)
+        out.append(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ops.FLOATS else np.float64))
+    return tuple(out)
 
 
 def key(spec: workloads.ProblemSpec, seed) -> str:

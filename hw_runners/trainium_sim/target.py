@@ -31,7 +31,7 @@ from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, misma
 from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
-from autocomp_zmq.hw_runners.trainium_sim.prepcache import PrepCache
+from autocomp_zmq.hw_runners.trainium_sim.prepcache import PrepCache, as_compared
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.program import API_NAMES, where as site_of
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, in_profile, load_problems, name_patterns, parametric_problem, spec_of
@@ -180,7 +180,7 @@ class TrainiumSim(Target):
         cache = self.__dict__.setdefault("_hidden_sets", {})
         if spec not in cache:
             sets = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
-            cache[spec] = (sets, [_expected(spec, spec.reference(h)) for h in sets])
+            cache[spec] = (sets, [as_compared(spec, spec.returned(h)) for h in sets])
             while len(cache) > 2:
                 cache.pop(next(iter(cache)))
         return cache[spec]
@@ -193,7 +193,7 @@ class TrainiumSim(Target):
         found = disk.load(spec, [seed, 0]) if disk is not None else None
         if found is None:
             inputs = spec.make_inputs([seed, 0])
-            found = inputs, _expected(spec, spec.reference(inputs))
+            found = inputs, as_compared(spec, spec.returned(inputs))
             if disk is not None:
                 disk.store(spec, [seed, 0], *found)
         return found
@@ -351,13 +351,6 @@ class TrainiumSim(Target):
                     result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
                     return result
         return result
-
-
-def _expected(spec: ProblemSpec, outs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-    """Reference outputs as they are compared: floating ones in float32, the precision the kernel stores them in,
-    and row-major (compared piece by piece)."""
-    return tuple(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ops.FLOATS else x.dtype)
-                 for x, t in zip(outs, spec.outputs))
 
 
 @functools.cache

@@ -3,15 +3,16 @@ expected outputs by the problem's content hash instead of computing them; a dama
 rebuilt; hidden sets are never written; the directory follows AUTOCOMP_CACHE and stays within its budget."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
 import pytest
 
 from autocomp_zmq.hw_runners.trainium_sim import prepcache
-from autocomp_zmq.hw_runners.trainium_sim.prepcache import PrepCache, key
+from autocomp_zmq.hw_runners.trainium_sim.prepcache import PrepCache, as_compared, key
 from autocomp_zmq.hw_runners.trainium_sim.target import Options, TrainiumSim
-from autocomp_zmq.hw_runners.trainium_sim.workloads import parametric_problem
+from autocomp_zmq.hw_runners.trainium_sim.workloads import TensorSpec, parametric_problem
 
 PROBLEM = "rmsnorm"
 # a target's options find the sandbox's toolchain (a process): the tests that build one are system tests
@@ -137,3 +138,22 @@ def test_no_disk_entry_with_a_zero_budget_and_the_default_directory_follows_auto
     assert len(list((tmp_path / "mine" / "trainium-sim-prep").glob("*.npz"))) == 1
     with pytest.raises(ValueError, match="prep_cache_bytes"):
         Options(prep_cache_bytes=-1)
+
+
+def test_outputs_are_compared_as_through_float64_without_the_float64_copy():
+    """A floating output goes to float32 in one rounding, as float64 -> float32 rounds it (float16/32/64 are exact
+    in float64); other results and other output dtypes still go through float64."""
+    rng = np.random.default_rng(0)
+    wide = rng.standard_normal((64, 48)) * 1e3 + 1e-9          # float64 values that float32 must round
+    results = [wide, wide.T, wide.astype(np.float32).T, wide.astype(np.float16), np.arange(12).reshape(3, 4),
+               (wide > 0), wide.astype(np.longdouble) * np.longdouble(1 + 2 ** -60), [[0.1, 0.2], [1e39, -1e39]]]
+    for dtype in ("float32", "bfloat16", "int32"):
+        for x in results:
+            shape = np.shape(x)
+            spec = dataclasses.replace(_spec("rmsnorm-128x128"), outputs=(TensorSpec("out", shape, dtype),))
+            old = np.asarray(x, dtype=np.float64)
+            with np.errstate(over="ignore"):        # 1e39 is inf in float32, either way
+                want = np.ascontiguousarray(old, dtype=np.float32 if dtype != "int32" else np.float64)
+                (got,) = as_compared(spec, (x,))
+            assert got.dtype == want.dtype and got.flags.c_contiguous
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (dtype, np.asarray(x).dtype)
