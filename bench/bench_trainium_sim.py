@@ -5,7 +5,9 @@ The speed goal is relative: a full evaluation (sandboxed tracing, decoding and c
 the cost model, the value check on the public and hidden input sets) within 3x the time numpy takes to
 compute the problem's reference once, measured here in the same run on the same machine ("x ref" columns).
 An evaluator draws a problem's input sets and computes their references once, before its first evaluation
-of that problem (TrainiumSim.prepare); that is shown apart ("prep s") and not counted in an evaluation.
+of that problem (TrainiumSim.prepare); that is shown apart ("prep s") and not counted in an evaluation. The
+public set and its expected outputs come from the preparation cache on disk once an earlier process kept them
+(prepcache.py): a second run shows the warm figure, the hidden sets' draw and references.
 
     python bench/bench_trainium_sim.py [--problems a,b] [--skip TAG] [--repeat N] [--isa nki2]
     python bench/bench_trainium_sim.py --calibration [--group matmul,mamba,...]

@@ -31,6 +31,7 @@ from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, misma
 from autocomp_zmq.hw_runners.trainium_sim.dialect import profile_for, profile_mismatch
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
+from autocomp_zmq.hw_runners.trainium_sim.prepcache import PrepCache, as_compared
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.program import API_NAMES, where as site_of
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec, in_profile, load_problems, name_patterns, parametric_problem, spec_of
@@ -85,6 +86,11 @@ class Options:
     # freed memory the evaluating process keeps for its next evaluation rather than taking fresh (zeroed) pages
     # from the kernel again (heap.py); 0: glibc's defaults
     retain_heap_bytes: int = 1 << 30
+    # where a problem's public input set and expected outputs are kept between evaluator processes and runs
+    # (prepcache.py; None: $AUTOCOMP_CACHE or $XDG_CACHE_HOME/autocomp-zmq, trainium-sim-prep), and how many
+    # bytes it may hold (the least recently used entries go first); 0: nothing kept on disk
+    prep_cache_dir: Path | None = None
+    prep_cache_bytes: int = 4 << 30
 
     def __post_init__(self) -> None:
         if not isinstance(self.hidden_sets, int) or self.hidden_sets < 1:
@@ -97,6 +103,10 @@ class Options:
             raise ValueError("full_check_elements must be an integer >= 0")
         if not isinstance(self.retain_heap_bytes, int) or self.retain_heap_bytes < 0:
             raise ValueError("retain_heap_bytes must be an integer >= 0")
+        if not isinstance(self.prep_cache_bytes, int) or self.prep_cache_bytes < 0:
+            raise ValueError("prep_cache_bytes must be an integer >= 0")
+        if self.prep_cache_dir is not None:
+            self.prep_cache_dir = Path(self.prep_cache_dir).expanduser()
         if not self.time_s > 0:
             raise ValueError("time_s must be > 0")
         if self.platform is not None and self.platform not in costmodel.PLATFORMS:
@@ -170,10 +180,23 @@ class TrainiumSim(Target):
         cache = self.__dict__.setdefault("_hidden_sets", {})
         if spec not in cache:
             sets = [spec.make_inputs(secrets.randbits(64)) for _ in range(self.options.hidden_sets)]
-            cache[spec] = (sets, [spec.reference(h) for h in sets])
+            cache[spec] = (sets, [as_compared(spec, spec.returned(h)) for h in sets])
             while len(cache) > 2:
                 cache.pop(next(iter(cache)))
         return cache[spec]
+
+    def _public(self, spec: ProblemSpec, seed: int) -> tuple[dict[str, np.ndarray], tuple]:
+        """The public input set of a seed and its expected outputs: from the preparation cache on disk, else
+        drawn and computed (and kept there)."""
+        disk = PrepCache(self.options.prep_cache_dir, self.options.prep_cache_bytes) \
+            if self.options.prep_cache_bytes else None
+        found = disk.load(spec, [seed, 0]) if disk is not None else None
+        if found is None:
+            inputs = spec.make_inputs([seed, 0])
+            found = inputs, as_compared(spec, spec.returned(inputs))
+            if disk is not None:
+                disk.store(spec, [seed, 0], *found)
+        return found
 
     def prepare(self, problem: Problem, seed: int = 0) -> None:
         """Draw a problem's input sets and compute their reference outputs now (an evaluator does it once per
@@ -187,18 +210,14 @@ class TrainiumSim(Target):
         cache, finite = self.__dict__.setdefault("_stacked", {}), self.__dict__.setdefault("_finite", {})
         key = (spec, seed)
         if key not in cache:
-            public_in = spec.make_inputs([seed, 0])     # kept only stacked below
-            public_out = spec.reference(public_in)
+            public_in, public_out = self._public(spec, seed)     # the inputs are kept only stacked below
             hidden, hidden_out = self._hidden(spec)
             stacked = {}
             for t in spec.inputs:
                 arr = ops.round_to(np.stack([s[t.name] for s in [public_in] + hidden]), t.dtype)
                 arr.flags.writeable = False
                 stacked[t.name] = arr
-            # floating outputs are compared in float32, the precision the kernel stores them in
-            expected = [tuple(np.ascontiguousarray(x, dtype=np.float32 if t.dtype in ops.FLOATS else x.dtype)
-                              for x, t in zip(outs, spec.outputs))
-                        for outs in [public_out] + hidden_out]     # row-major: compared piece by piece
+            expected = [public_out] + hidden_out
             cache[key] = (stacked, expected)
             # per set and output: whether every expected value and its tolerance are finite (then the
             # comparison need not look at the computed values' finiteness apart: compare.mismatch)

@@ -93,7 +93,10 @@ def trace(spec: ProblemSpec, code: str, entry_point: str, options, limits: sandb
                               env=CHILD_ENV)
         return _read(work, out, options, limits)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if server is not None:
+            server.discard(work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _read(work: Path, out: sandbox.Outcome, options, limits: sandbox.Limits):

@@ -40,8 +40,8 @@ class FileSpec(ProblemSpec):
     """A problem file's ProblemSpec: its bool tensors reach the reference as numpy bools."""
     bools: tuple[str, ...] = ()
 
-    def reference(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-        return super().reference({k: (v != 0) if k in self.bools else v for k, v in inputs.items()})
+    def returned(self, inputs: dict[str, np.ndarray]) -> tuple:
+        return super().returned({k: (v != 0) if k in self.bools else v for k, v in inputs.items()})
 
 
 def _parameters(pf: ProblemFile, entry: str) -> list[str]:

@@ -76,6 +76,23 @@ def test_closing_the_target_stops_its_server(kit):
     assert proc.poll() is not None and not root.exists()
 
 
+def test_a_finished_jobs_files_are_removed_while_the_next_job_runs(kit):
+    """The evaluator removes a job's directory while it waits for the next job's child, not on an evaluation's
+    path: at most the last job's directory is left between evaluations, and none once the server closes."""
+    p = kit.problem(*SHAPES, REFERENCE)
+    ok(kit.evaluate(p, GOOD))
+    server = kit.sim._tracing_server()
+    jobs = lambda: sorted(d.name for d in server.root.iterdir() if d.name.startswith("job"))  # noqa: E731
+    first = jobs()
+    assert len(first) == 1 and (server.root / first[0] / "trace.bin").exists()
+    for _ in range(3):
+        ok(kit.evaluate(p, GOOD))
+        assert len(jobs()) == 1 and jobs() != first
+    root = server.root
+    kit.sim.close()
+    assert not root.exists()
+
+
 def test_what_a_kernel_plants_in_the_front_end_is_gone_for_the_next_one(kit):
     """Every job runs in its own child, forked ahead from a server no kernel has touched: a kernel that traces
     nl.exp as a copy and marks the module leaves neither behind (each child takes one job only)."""
