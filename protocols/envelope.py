@@ -73,19 +73,32 @@ def _no_extensions(code: int, data: memoryview) -> Any:
     raise msgspec.ValidationError(f"msgpack extension type {code} is not accepted")
 
 
+# msgspec completes a Struct's type information lazily, on the type's first decode or conversion, and two threads
+# doing that at once can crash the process (a worker's job threads handle their first requests together; under
+# load the interpreter switches threads in the middle of it): every first use runs under this one lock
+_type_info_lock = threading.Lock()
 _decoders: dict[Any, msgspec.msgpack.Decoder] = {}
-_decoders_lock = threading.Lock()
+_converted: set[Any] = set()
 
 
 def decoder(type: Any) -> msgspec.msgpack.Decoder:
-    """The decoder of a type, built once. msgspec completes a Struct's type information lazily, on the
-    type's first decode, and two threads doing that at once can crash the process (a worker's job threads
-    decode their first requests together): building every decoder under one lock makes it safe."""
+    """The decoder of a type, built once (under _type_info_lock)."""
     found = _decoders.get(type)
     if found is None:
-        with _decoders_lock:
+        with _type_info_lock:
             found = _decoders.get(type) or _decoders.setdefault(type, msgspec.msgpack.Decoder(type, ext_hook=_no_extensions))
     return found
+
+
+def convert(obj: Any, type: type[T], **options: Any) -> T:
+    """msgspec.convert, safe from any thread: a type's first conversion runs under _type_info_lock (a plain
+    msgspec.convert of a Struct's first use from several threads at once segfaults msgspec 0.22)."""
+    if type in _converted:
+        return msgspec.convert(obj, type, **options)
+    with _type_info_lock:
+        out = msgspec.convert(obj, type, **options)
+        _converted.add(type)
+    return out
 
 
 def decode(data: bytes | memoryview, type: type[T], limit: int = MAX_BODY_BYTES) -> T:

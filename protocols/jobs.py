@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from autocomp_zmq.protocols.envelope import Name, ProtocolError, Text, decode, encode
+from autocomp_zmq.protocols.envelope import Name, ProtocolError, Text, convert, decode, encode
 
 ROLES = ("planner", "coder", "repairer", "evaluator")
 JOB_KINDS = ("plan", "code", "repair", "eval")
@@ -289,6 +289,6 @@ def stored_result(kind: str, ok: bool, text: str | None) -> Answer | Failure | N
     if text is None:
         return None
     try:
-        return msgspec.convert(msgspec.json.decode(text), _of(RESULTS, kind) if ok else Failure)
+        return convert(msgspec.json.decode(text), _of(RESULTS, kind) if ok else Failure)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ProtocolError(f"stored {kind} result: {exc}") from None

@@ -15,6 +15,7 @@ from autocomp_zmq.agents.run.runconfig import RunConfig
 from autocomp_zmq.agents.run.runstart import RunError
 from autocomp_zmq.agents.store import RunStore
 from autocomp_zmq.agents.store.reading import damage_of, final_frontier, meta_of, open_read
+from autocomp_zmq.protocols.envelope import convert
 from autocomp_zmq.protocols.jobs import ProblemRef
 
 
@@ -62,7 +63,7 @@ def load(spec: str, runs_dir: Path, problem: ProblemRef) -> dict[str, Any]:
     stored, frontier, initial, run_id = _read(run_dir, lambda db: (
         meta_of(db, "problem"), final_frontier(db), meta_of(db, "initial_code"), meta_of(db, "run_id")))
     try:
-        theirs = msgspec.convert(stored, ProblemRef)
+        theirs = convert(stored, ProblemRef)
     except (msgspec.ValidationError, TypeError):
         raise RunError(f"--continue-from {run_dir}: its store records no problem (a run of an older version)") \
             from None

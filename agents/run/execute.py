@@ -44,6 +44,7 @@ from autocomp_zmq.agents.run import slurm_evaluators
 from autocomp_zmq.cluster.slurm import SlurmError
 from autocomp_zmq.hw_runners import get_target
 from autocomp_zmq.hw_runners.base import DescriptorError, UnknownIsaError, UnknownTargetError
+from autocomp_zmq.protocols.envelope import convert
 from autocomp_zmq.protocols.jobs import ProblemRef, ProblemDefinition
 
 log = structlog.get_logger("agents.run")
@@ -160,7 +161,7 @@ def _stored_definition(store: RunStore) -> ProblemDefinition | None:
     """The problem file a run stored when it started (None: a problem known by name, or an older run)."""
     stored = store.meta("problem") or {}
     try:
-        return msgspec.convert(stored, ProblemRef).definition if stored.get("definition") else None
+        return convert(stored, ProblemRef).definition if stored.get("definition") else None
     except msgspec.ValidationError as exc:
         raise RunError(f"the run's stored problem is unusable: {exc}") from None
 

@@ -22,6 +22,7 @@ from autocomp_zmq.agents.engine.policy import (DEFAULT_POLICY, SearchSettings, U
 from autocomp_zmq.agents.run.configtext import explain
 from autocomp_zmq.agents.workers.llm.specs import BATCH_LOOK_S, MAX_WAIT_S
 from autocomp_zmq.protocols.control import MAX_LEASE_S
+from autocomp_zmq.protocols.envelope import convert
 from autocomp_zmq.agents.run.runsections import (  # noqa: F401 - the declarations, re-exported
     EVALUATORS_PER_CORE, EXTEND, FIXED, LOCAL, SECTIONS, SECURITY, Budget, Bus, Cluster, ConfigError, Local, Models,
     Search, Task, bounded, opt)
@@ -114,7 +115,7 @@ def sectioned(flat: dict) -> dict:
 def build(data: dict) -> RunConfig:
     """A checked configuration from sections; a wrong type or value is a one-line ConfigError naming the option."""
     try:
-        cfg = msgspec.convert(data, RunConfig)
+        cfg = convert(data, RunConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(explain(exc, data, SECTIONS)) from None
     cap = max_local_evaluators()
@@ -137,7 +138,7 @@ def _policy_section(policy: str, given: dict) -> dict:
         raise ConfigError(f"{', '.join(flag_of(k) for k in unknown)}: not an option of the search policy {policy} "
                           f"(its options: {', '.join(own) or 'none'})")
     try:
-        checked = msgspec.convert(given, config)
+        checked = convert(given, config)
     except msgspec.ValidationError as exc:
         raise ConfigError(explain(exc, given, SECTIONS)) from None
     return {name: getattr(checked, name) for name in own}

@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from autocomp_zmq.hw_runners.base import DescriptorError
+from autocomp_zmq.protocols.envelope import convert
 
 # what {NAME} in the command's argv may name; anything else is a descriptor error, not a silent literal
 PLACEHOLDERS = ("python", "home", "problem", "candidate", "seed", "workdir", "time_limit")
@@ -55,7 +56,7 @@ def load_command(home: Path) -> CommandSpec:
         raise DescriptorError(f"{path}: no [command] table (argv, candidate, timeout_s): a command target "
                               "declares the command that evaluates a candidate")
     try:
-        spec = msgspec.convert(table, CommandSpec)
+        spec = convert(table, CommandSpec)
     except msgspec.ValidationError as exc:
         raise DescriptorError(f"{path}: [command]: {exc}") from None
     if not spec.argv or not spec.argv[0]:
@@ -80,7 +81,7 @@ def expand(argv: list[str], values: dict[str, str]) -> list[str]:
 def load_problem(folder: Path) -> ProblemSpec:
     path = folder / "problem.toml"
     try:
-        spec = msgspec.convert(tomllib.loads(path.read_text()), ProblemSpec)
+        spec = convert(tomllib.loads(path.read_text()), ProblemSpec)
     except (OSError, tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
         raise DescriptorError(f"{path}: {exc}") from None
     missing = [f for f in (spec.start, *(v.file for v in spec.variant)) if not (folder / f).is_file()]

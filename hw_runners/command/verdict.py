@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from autocomp_zmq.hw_runners.base import EvalResult
+from autocomp_zmq.protocols.envelope import convert
 
 # what a command may call a candidate's failure (the product's own kinds, protocols/jobs.py EvalReport)
 KernelFault = Literal["compile", "crash", "timeout", "limit", "wrong_result", "sandbox", "policy"]
@@ -44,7 +45,7 @@ def read_verdict(stdout: str, unit: str) -> CommandVerdict:
         raise MalformedVerdict(f"it printed {len(lines)} lines on stdout (it must print exactly one JSON line; "
                                "anything else belongs on stderr)")
     try:
-        verdict = msgspec.json.decode(lines[0].encode(), type=CommandVerdict)
+        verdict = convert(msgspec.json.decode(lines[0].encode()), CommandVerdict)   # safe from any thread
     except msgspec.ValidationError as exc:
         raise MalformedVerdict(f"its JSON line does not follow the schema: {exc}") from None
     except msgspec.DecodeError as exc:

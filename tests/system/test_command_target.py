@@ -185,3 +185,62 @@ def test_an_offline_search_on_hostcpu_improves_the_naive_kernel(tmp_path):
     # the naive loop is one chain of dependent adds; every listed variant breaks it (measured: 3-4x)
     assert best["speedup"] > 2, best
     assert "solution" in (run_dir / "best.c").read_text() and best["evaluations"] >= 3
+
+
+# A worker's first jobs arrive together and its job threads read the target's files at once; under load the
+# interpreter switches threads while msgspec completes a type's information (forced here with a tiny switch
+# interval): before protocols.envelope.convert a quarter of such processes died of a segfault (the full suite lost
+# a hostcpu planner that way and the run waited on it)
+THREADED_FIRST_USE = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+from pathlib import Path
+from autocomp_zmq.hw_runners.command import spec
+home = Path(sys.argv[1])
+start = threading.Barrier(4)
+def load():
+    start.wait()
+    spec.load_problem(home / "problems" / "sum-16m")
+    spec.load_command(home)
+threads = [threading.Thread(target=load) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("loaded")
+"""
+
+FRESH_TYPES = """
+import sys, threading
+from typing import Annotated
+import msgspec
+from autocomp_zmq.protocols.envelope import convert
+sys.setswitchinterval(1e-6)
+data = {"name": "x", "parts": [{"file": "a"}, {"file": "b", "dims": {"N": 3}}], "size": 3}
+for i in range(300):
+    part = msgspec.defstruct(f"Part{i}", [("file", str), ("dims", dict[str, int], {})])
+    whole = msgspec.defstruct(f"Whole{i}", [("name", str), ("parts", list[part], []),
+                                            ("size", Annotated[int, msgspec.Meta(ge=0)], 0)], kw_only=True)
+    start = threading.Barrier(4)
+    def go():
+        start.wait()
+        assert convert(data, whole).parts[1].dims == {"N": 3}
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+print("converted")
+"""
+
+
+def test_a_command_targets_files_read_from_several_threads_at_once_do_not_crash_the_process():
+    for _ in range(12):     # each process is a first use
+        proc = subprocess.run([sys.executable, "-c", THREADED_FIRST_USE, str(ROOT / "hw_runners" / "hostcpu")],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "loaded" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_first_conversions_of_new_types_from_several_threads_are_safe():
+    proc = subprocess.run([sys.executable, "-c", FRESH_TYPES], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "converted" in proc.stdout, (proc.returncode, proc.stderr[-2000:])

@@ -14,6 +14,7 @@ import re
 import msgspec
 
 from autocomp_zmq.agents.workers.llm.parse import AnswerError, strip_reasoning
+from autocomp_zmq.protocols.envelope import convert
 
 _JSON_BLOCK = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*json[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M | re.I)
 
@@ -43,7 +44,7 @@ def parse_edits(answer: str) -> list[Edit]:
     if isinstance(data, list):     # a bare list of edits is what was meant
         data = {"edits": data}
     try:
-        edits = msgspec.convert(data, _Answer).edits
+        edits = convert(data, _Answer).edits
     except msgspec.ValidationError as exc:
         raise _bad(f'the edits do not have the asked shape {{"edits": [{{"old": ..., "new": ...}}]}} ({exc})') \
             from None
