@@ -134,7 +134,15 @@ def agents_of(pid: int, role: str) -> list[psutil.Process]:
         kids = psutil.Process(pid).children()
     except psutil.NoSuchProcess:
         return []
-    return [p for p in kids if f"--role" in p.cmdline() and role in p.cmdline()]
+    found = []
+    for p in kids:
+        try:        # a child that has exited (a zombie not yet reaped, or gone) is no agent
+            argv = p.cmdline()
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+        if "--role" in argv and role in argv:
+            found.append(p)
+    return found
 
 
 def processes_mentioning(text: str) -> list[psutil.Process]:
