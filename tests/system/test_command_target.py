@@ -191,27 +191,35 @@ def test_an_offline_search_on_hostcpu_improves_the_naive_kernel(tmp_path):
 # interpreter switches threads while msgspec completes a type's information (forced here with a tiny switch
 # interval): before protocols.envelope.convert a quarter of such processes died of a segfault (the full suite lost
 # a hostcpu planner that way and the run waited on it)
-THREADED_FIRST_USE = """
-import sys, threading
-sys.setswitchinterval(1e-6)
-from pathlib import Path
-from autocomp_zmq.hw_runners.command import spec
-home = Path(sys.argv[1])
+# work() run by four threads released together, under a tiny switch interval
+IN_FOUR_THREADS = """
+import threading
 start = threading.Barrier(4)
-def load():
+def run():
     start.wait()
-    spec.load_problem(home / "problems" / "sum-16m")
-    spec.load_command(home)
-threads = [threading.Thread(target=load) for _ in range(4)]
+    work()
+threads = [threading.Thread(target=run) for _ in range(4)]
 for t in threads:
     t.start()
 for t in threads:
     t.join()
+"""
+
+THREADED_FIRST_USE = """
+import sys
+sys.setswitchinterval(1e-6)
+from pathlib import Path
+from autocomp_zmq.hw_runners.command import spec
+home = Path(sys.argv[1])
+def work():
+    spec.load_problem(home / "problems" / "sum-16m")
+    spec.load_command(home)
+""" + IN_FOUR_THREADS + """
 print("loaded")
 """
 
 FRESH_TYPES = """
-import sys, threading
+import sys
 from typing import Annotated
 import msgspec
 from autocomp_zmq.protocols.envelope import convert
@@ -221,18 +229,11 @@ for i in range(300):
     part = msgspec.defstruct(f"Part{i}", [("file", str), ("dims", dict[str, int], {})])
     whole = msgspec.defstruct(f"Whole{i}", [("name", str), ("parts", list[part], []),
                                             ("size", Annotated[int, msgspec.Meta(ge=0)], 0)], kw_only=True)
-    start = threading.Barrier(4)
-    def go():
-        start.wait()
+    def work():
         assert convert(data, whole).parts[1].dims == {"N": 3}
-    threads = [threading.Thread(target=go) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+""" + "\n".join("    " + line for line in IN_FOUR_THREADS.splitlines()) + """
 print("converted")
 """
-
 
 def test_a_command_targets_files_read_from_several_threads_at_once_do_not_crash_the_process():
     for _ in range(12):     # each process is a first use
