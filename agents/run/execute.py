@@ -20,7 +20,8 @@ import zmq
 
 from autocomp_zmq.agents.run import logsetup
 from autocomp_zmq.agents.engine.coordinator import Coordinator, CostPolicy, LeasePolicy
-from autocomp_zmq.agents.run.localagents import key_variables, spawn_local_agents, stop_agents
+from autocomp_zmq.agents.run.localagents import key_variables, spawn_local_agents
+from autocomp_zmq.agents.run.supervisor import Supervisor
 from autocomp_zmq.agents.workers.llm.pricing import cost_functions
 from autocomp_zmq.agents.workers import registry
 from autocomp_zmq.agents.workers.llm.specs import (SPEC_FORMS, ModelSpec, SpecError, answers_from_seed, check_keys,
@@ -322,31 +323,32 @@ def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolic
     # a script gets SIGINT ignored, and Python then installs no KeyboardInterrupt for it, so `kill -INT` would do
     # nothing
     old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    procs, cluster, ended = [], slurm_evaluators.Submitted(), False
+    agents, cluster, ended = Supervisor([]), slurm_evaluators.Submitted(), False
     try:
         try:
-            procs = spawn_local_agents(cfg, run_dir, router.endpoints[0], ctx.specs, ctx.target)
+            agents = spawn_local_agents(cfg, run_dir, router.endpoints[0], ctx.specs, ctx.target)
             cluster = slurm_evaluators.start(cfg, run_dir, router.endpoints[0], key_variables(ctx.specs))
         except OSError as exc:
             raise RunError(f"cannot start the local agents: {exc}") from None
         except SlurmError as exc:
             raise RunError(str(exc)) from None
-        watch = _RunDirWatch(run_dir, progress.update)
+        watch = _RunDirWatch(run_dir, progress.update, agents, stopping=lambda: interrupted)
         coord = Coordinator(router, store, search, leases, on_progress=watch,
                             cost=CostPolicy(cfg.budget.max_cost, *cost_functions(ctx.prices, cfg.models.max_tokens)),
                             replay=ctx.replay, seeded=answers_from_seed)
         with progress:
             try:
-                coord.run(should_stop=lambda: interrupted or cluster.failed)
+                coord.run(should_stop=lambda: interrupted or cluster.failed or agents.failed)
             except KeyboardInterrupt:
                 interrupted = signal.SIGINT
             except (sqlite3.Error, OSError) as exc:   # nothing acknowledged is lost: results commit before acks
                 failure = exc
-        ended = not interrupted and failure is None and not cluster.failed
+        ended = not interrupted and failure is None and not cluster.failed and not agents.failed
     finally:
+        agents.stopping = True     # from here on a process that ends is not restarted
         try:
             router.close("run finished" if ended else "run interrupted")
-            stop_agents(procs)
+            agents.stop()
         finally:    # the Slurm job ends with the run, however it ends (scancel; at once unless it ended normally)
             try:
                 cluster.end(finished=ended)
@@ -355,6 +357,9 @@ def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolic
                     signal.signal(sig, handler)
     if cluster.failed:
         raise RunError(f"the run stopped: {cluster.failed}; every result is kept: continue with --resume {run_dir}")
+    if agents.failed:
+        raise RunError(f"the run stopped: {agents.failed}\nEvery result is kept: fix the cause and continue with "
+                       f"--resume {run_dir}")
     if failure is not None:
         raise RunError(f"the run stopped: the run store failed ({failure}); every acknowledged result is kept "
                        f"in {run_dir / 'run.db'}: fix the cause and continue with --resume {run_dir}")
@@ -379,15 +384,18 @@ def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolic
 
 
 class _RunDirWatch:
-    """Progress callback that also notices, every few seconds, that the run directory was removed, and every
-    30 s moves the store's write-ahead log into run.db (a store that cannot take it stops the run, loudly)."""
+    """Progress callback that also restarts local agents that ended (unless the run is stopping), notices every few
+    seconds that the run directory was removed, and every 30 s moves the store's write-ahead log into run.db."""
 
-    def __init__(self, run_dir: Path, update) -> None:
+    def __init__(self, run_dir: Path, update, agents: Supervisor | None = None, stopping=lambda: False) -> None:
         self.run_dir, self.update, self.next_check, self.warned = run_dir, update, 0.0, False
+        self.agents, self.stopping = agents, stopping
         self.next_checkpoint = time.monotonic() + 30.0
 
     def __call__(self, coord: Coordinator) -> None:
         self.update(coord)
+        if self.agents is not None and not self.stopping():   # an interrupted run's agents may end with it
+            self.agents.poll(coord.router.alive())
         now = time.monotonic()
         if now >= self.next_checkpoint:   # run.db itself, not only its write-ahead log, keeps up with the run
             self.next_checkpoint = now + 30.0

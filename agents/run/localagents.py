@@ -1,18 +1,17 @@
 """The processes a run starts on its own host: evaluators (one per core or device, as the target declares),
 the offline agent implementations its models name (the heuristic, or any registered one), and one LLM agent per
-role serving that role's hosted models; how they are started (the worker command line) and stopped."""
+role serving that role's hosted models, and how they are started (the worker command line). The supervisor
+(supervisor.py) keeps them running while the run goes on and stops them."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from autocomp_zmq.agents.workers.llm.specs import ModelSpec
 from autocomp_zmq.agents.run.runconfig import RunConfig
-from autocomp_zmq.agents.run.rundir import private_open
 from autocomp_zmq.agents.run.runflags import BUS_WORKER_OPTIONS, WORKER_OPTIONS, as_args, option_pairs
+from autocomp_zmq.agents.run.supervisor import Launch, RestartLimit, Supervisor
 from autocomp_zmq.hw_runners.base import Target
 
 ROOT = Path(__file__).resolve().parents[2]   # holds launch.py: the checkout, or site-packages when installed
@@ -76,11 +75,11 @@ def keyless_env(named: set[str] = frozenset(), passed: list[str] | tuple[str, ..
 
 
 def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str, specs: dict[str, list[ModelSpec]],
-                       target: Target) -> list[subprocess.Popen]:
+                       target: Target, limit: RestartLimit = RestartLimit()) -> Supervisor:
     """Evaluators (by default one per core or device, as the target declares); for each offline model of a role
     (an agent implementation named like `heuristic`), `--planners/--coders/--repairers` processes of that
     implementation; and one LLM agent per role serving that role's hosted models (many calls at once: they
-    mostly wait). No repairer when --max-repairs is 0."""
+    mostly wait). No repairer when --max-repairs is 0. Started, under a supervisor that restarts them (`limit`)."""
     local_evals = target.local_evaluators() if cfg.local.evaluators is None else cfg.local.evaluators
     if cfg.local.evaluators is None and cfg.cluster.slurm:
         local_evals = 0      # the evaluators are Slurm tasks: this host's cores are the coordinator's and agents'
@@ -97,27 +96,8 @@ def spawn_local_agents(cfg: RunConfig, run_dir: Path, endpoint: str, specs: dict
         hosted = [s.text for s in role_specs if not s.offline]
         if hosted:   # jobs at once: every model's calls at once (agents/workers/llm/limits.py bounds each model's)
             launches.append((role, cfg.models.llm_concurrency * len(hosted), "llm", hosted, full_env))
-    procs = []
-    try:
-        for i, (role, capacity, impl, models, env) in enumerate(launches):
-            with private_open(run_dir / "logs" / f"{role}-{i}.log") as logf:
-                procs.append(subprocess.Popen(agent_command(role, endpoint, run_dir, cfg, capacity, impl, models),
-                                              stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=env))
-    except OSError:
-        stop_agents(procs, grace_s=0)
-        raise
-    return procs
-
-
-def stop_agents(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    slots = [Launch(role, agent_command(role, endpoint, run_dir, cfg, capacity, impl, models), env,
+                    run_dir / "logs" / f"{role}-{i}.log", impl=impl, models=tuple(models),
+                    target=cfg.task.target if role == "evaluator" else None)
+             for i, (role, capacity, impl, models, env) in enumerate(launches)]
+    return Supervisor(slots, limit).start()
