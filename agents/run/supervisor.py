@@ -144,8 +144,9 @@ class Supervisor:
         now = self.clock()
         if not may_restart(launch.restarted_at, now, self.limit):
             launch.given_up = how
-            log.error("agent_given_up", role=launch.role, impl=launch.impl, ended=how, log=str(launch.log_path),
-                      restarts=len(launch.restarted_at), limit=self.limit.restarts, window_s=self.limit.window_s)
+            log.error("agent_given_up", agent=launch.describe(), role=launch.role, ended=how,
+                      log=str(launch.log_path), restarts=len(launch.restarted_at), limit=self.limit.restarts,
+                      window_s=self.limit.window_s)
             return
         launch.restarted_at.append(now)
         count = len(launch.restarted_at)
@@ -155,10 +156,10 @@ class Supervisor:
             launch.start(note)
         except OSError as exc:
             launch.given_up = f"{how}, and it could not be started again: {exc}"
-            log.error("agent_given_up", role=launch.role, impl=launch.impl, ended=launch.given_up,
+            log.error("agent_given_up", agent=launch.describe(), role=launch.role, ended=launch.given_up,
                       log=str(launch.log_path))
             return
-        log.warning("agent_restarted", role=launch.role, impl=launch.impl, ended=how, restarts=count,
+        log.warning("agent_restarted", agent=launch.describe(), role=launch.role, ended=how, restarts=count,
                     log=str(launch.log_path), pid=launch.proc.pid)
 
     def _unserved(self, peers: list[Peer]) -> str | None:
