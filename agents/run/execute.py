@@ -21,6 +21,7 @@ import zmq
 from autocomp_zmq.agents.run import logsetup
 from autocomp_zmq.agents.engine.coordinator import Coordinator, CostPolicy, LeasePolicy
 from autocomp_zmq.agents.run.localagents import key_variables, spawn_local_agents
+from autocomp_zmq.agents.run.runwatch import RunWatch
 from autocomp_zmq.agents.run.supervisor import Supervisor
 from autocomp_zmq.agents.workers.llm.pricing import cost_functions
 from autocomp_zmq.agents.workers import registry
@@ -332,7 +333,7 @@ def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolic
             raise RunError(f"cannot start the local agents: {exc}") from None
         except SlurmError as exc:
             raise RunError(str(exc)) from None
-        watch = _RunDirWatch(run_dir, progress.update, agents, stopping=lambda: interrupted)
+        watch = RunWatch(run_dir, progress.update, agents, stopping=lambda: interrupted)
         coord = Coordinator(router, store, search, leases, on_progress=watch,
                             cost=CostPolicy(cfg.budget.max_cost, *cost_functions(ctx.prices, cfg.models.max_tokens)),
                             replay=ctx.replay, seeded=answers_from_seed)
@@ -381,28 +382,3 @@ def _search(ctx: RunContext, run_dir: Path, store: RunStore, search: SearchPolic
     except sqlite3.Error as exc:
         raise RunError(f"the run finished and wrote its best kernel, but its store could not take in what it "
                        f"recorded ({exc}): that is in {run_dir / 'run.db-wal'}; keep that file beside run.db") from None
-
-
-class _RunDirWatch:
-    """Progress callback that also restarts local agents that ended (unless the run is stopping), notices every few
-    seconds that the run directory was removed, and every 30 s moves the store's write-ahead log into run.db."""
-
-    def __init__(self, run_dir: Path, update, agents: Supervisor | None = None, stopping=lambda: False) -> None:
-        self.run_dir, self.update, self.next_check, self.warned = run_dir, update, 0.0, False
-        self.agents, self.stopping = agents, stopping
-        self.next_checkpoint = time.monotonic() + 30.0
-
-    def __call__(self, coord: Coordinator) -> None:
-        self.update(coord)
-        if self.agents is not None and not self.stopping():   # an interrupted run's agents may end with it
-            self.agents.poll(coord.router.alive())
-        now = time.monotonic()
-        if now >= self.next_checkpoint:   # run.db itself, not only its write-ahead log, keeps up with the run
-            self.next_checkpoint = now + 30.0
-            coord.store.checkpoint(final=False)
-        if not self.warned and now >= self.next_check:
-            self.next_check = now + 2.0
-            if not (self.run_dir / "run.db").exists():
-                self.warned = True
-                log.error("run_directory_removed", run_dir=str(self.run_dir),
-                          note="the run goes on; its results will be written to a fallback directory")
