@@ -209,13 +209,12 @@ class EngineTiming:
             held.append("psum:dve+act")
         return held
 
-    def run(self, st: Step, ready: float, cause: str) -> tuple[float, float, float, str]:
-        """(start, end, busy ns, what it waited for) of one compute instruction whose inputs and output
-        buffer are available at `ready` (cause: the engine that produced the latest of them)."""
+    def _plan(self, st: Step, ready: float, cause: str) -> tuple[float, float, list, str]:
+        """(start, busy ns, the resources it holds, what it waited for), occupying nothing."""
         e, ghz = st.engine, clock_ghz(st.engine, self.p)
         busy = cycles(st, self.p) / ghz
         if busy == 0.0:                      # a view: nothing runs, its data is there when its source is
-            return ready, ready, 0.0, cause
+            return ready, 0.0, [], cause
         if cause in COMPUTE and not (e == "pe" and cause == "pe"):
             wait = self.p["instruction_overhead_cycles"] - hidden_by_other_iterations(st, busy * ghz)
             ready += max(0.0, wait) / ghz
@@ -226,12 +225,41 @@ class EngineTiming:
             if later <= start:
                 break
             start = later
-        waited = cause if start <= ready else e
+        return start, busy, resources, cause if start <= ready else e
+
+    def place(self, st: Step, ready: float, cause: str) -> Step:
+        """The instruction on the engine the compiler gives it: for one it places itself (a copy with no
+        engine named, replay._placements), the engine on which it ends first, as AWS's tensor_copy reference
+        says the compiler picks ('best engine based on engine workload'); ties keep the recorded engine."""
+        choices = st.extra.get("engines")
+        if not choices:
+            return st
+        best, best_end = st, math.inf
+        for e in choices:
+            candidate = st if e == st.engine else _on_engine(st, e)
+            start, busy, _, _ = self._plan(candidate, ready, cause)
+            if start + busy < best_end:
+                best, best_end = candidate, start + busy
+        return best
+
+    def run(self, st: Step, ready: float, cause: str) -> tuple[float, float, float, str]:
+        """(start, end, busy ns, what it waited for) of one compute instruction whose inputs and output
+        buffer are available at `ready` (cause: the engine that produced the latest of them)."""
+        start, busy, resources, waited = self._plan(st, ready, cause)
+        if not resources:
+            return start, start, 0.0, waited
         for r in resources:
             r.occupy(start, busy)
         end = start + busy
-        self.free[e] = max(self.free[e], end)
+        self.free[st.engine] = max(self.free[st.engine], end)
         return start, end, busy, waited
+
+
+def _on_engine(st: Step, engine: str) -> Step:
+    out = object.__new__(Step)
+    out.__dict__.update(st.__dict__)
+    out.engine = engine
+    return out
 
 
 def elided_psum_zero_fills(steps: list[Step]) -> set[int]:
@@ -339,6 +367,7 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
             if st.run_bytes < 512:
                 tl.dma_small_rows += 1
         else:
+            st = engines.place(st, ready, cause)
             free_before = engines.free[st.engine]
             start, end, busy, waited = engines.run(st, ready, cause)
             if busy and start > free_before:

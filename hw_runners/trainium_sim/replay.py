@@ -207,6 +207,8 @@ class Replayer(EngineOps):
             step.extra["fill"] = attrs.get("value")
         elif op == "matmul":
             step.extra["acc"] = bool(attrs.get("acc"))
+        if "engines" in attrs:        # the compiler places it (costmodel.EngineTiming.place)
+            step.extra["engines"] = self._placements(op, engine, attrs, reads, writes, what)
         run(self, step, reads, writes, attrs, mask, what)
         self.known.add(form, step, reads, writes)
         return step, (run, reads, writes, attrs, mask, what)
@@ -215,6 +217,26 @@ class Replayer(EngineOps):
     def _same_space(op: str) -> bool:
         """Sources indexed over the destination's tile (masks apply to them too)."""
         return op in ("dma", "ew", "tensor_scalar", "activation", "select")
+
+    def _placements(self, op, engine, attrs, reads, writes, what) -> tuple[str, ...]:
+        """The engines an instruction the compiler places may run on: the recorded one first, then those of the
+        stream's `engines` on which the instruction passes every check the recorded engine passed (a copy the
+        kernel could have placed there itself); empty when there is no other."""
+        named = attrs["engines"]
+        if not (isinstance(named, list) and len(named) <= len(ENGINES) and engine in named
+                and all(e in ENGINES for e in named)):
+            raise StreamError(f"malformed engine choice in {what}")
+        out = [engine]
+        for e in named:
+            if e in out or e in ("dma", "pe"):
+                continue
+            try:
+                self._check_memories(op, e, what, reads, writes)
+                capabilities.check(op, e, attrs, reads, writes, what)
+            except StreamError:
+                continue
+            out.append(e)
+        return tuple(out) if len(out) > 1 else ()
 
     def _check_memories(self, op, engine, what, reads, writes) -> None:
         for a in [r for r in reads if isinstance(r, Access)] + writes:

@@ -89,7 +89,9 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None) -> None:
         # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.28.1/nki/api/generated/nki.isa.tensor_copy.html
         raise NKIError("nisa.tensor_copy: on NeuronCore-v2 (trn1) tensor_copy is not supported on the Scalar "
                        "engine; use nisa.activation(dst=..., op=nl.copy, data=...)")
-    into(d, "nisa.tensor_copy", lambda: _v1.tensor_copy(s, dtype=d.dtype_name, engine=e), s)
+    # engine=unknown: the compiler picks by workload among the engines this NeuronCore copies on (not Scalar on v2)
+    choices = ("dve", "pool") if _v2.PLATFORM["name"] == "trn1" else _v1.COPY_ENGINES
+    into(d, "nisa.tensor_copy", lambda: _v1.tensor_copy(s, dtype=d.dtype_name, engine=e, choices=choices), s)
 
 
 def memset(dst, value, engine=engine.unknown, name=None) -> None:

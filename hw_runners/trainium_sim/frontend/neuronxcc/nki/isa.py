@@ -229,9 +229,18 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     return nl._compute("scan", "dve", srcs, attrs, dtype, shape=nl.tile_broadcast(a.shape, b.shape))
 
 
-def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **_) -> View:
+# Copies whose engine is left to the compiler (nisa.tensor_copy's engine=unknown, the default, and nl.copy): AWS's
+# tensor_copy reference says the compiler "selects best engine based on engine workload" (v2.28.1), and the NKI v1
+# reference (v2.26.1) lists Vector, Scalar and GpSimd as copy engines on NeuronCore-v2. The replayer keeps those of
+# them that may run this copy (GpSimd cannot reach PSUM) and the cost model runs it on the one free first.
+COPY_ENGINES = ("dve", "act", "pool")
+
+
+def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, choices=COPY_ENGINES, **_) -> View:
     x = nl._view(src, "tensor_copy's src")
-    return nl._compute("ew", _engine(engine, "dve"), [x], nl._attrs(mask, fn="copy"), dtype or x.dtype)
+    picked = engine in (None, "unknown")
+    attrs = nl._attrs(mask, fn="copy", engines=list(choices)) if picked else nl._attrs(mask, fn="copy")
+    return nl._compute("ew", _engine(engine, "dve"), [x], attrs, dtype or x.dtype)
 
 
 class reduce_cmd(IntEnum):

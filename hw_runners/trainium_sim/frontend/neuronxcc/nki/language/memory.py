@@ -147,7 +147,9 @@ def load_transpose2d(src, mask=None, dtype=None, **_) -> View:
 
 
 def copy(x, dtype=None, mask=None, **_) -> View:
-    return _ew("copy", "act", x, dtype=dtype, mask=mask)
+    """The compiler picks the engine by workload (nisa.tensor_copy's default; Scalar when all are free)."""
+    x = _view(x, "nl.copy's source")
+    return _compute("ew", "act", [x], _attrs(mask, fn="copy", engines=["act", "dve", "pool"]), dtype)
 
 
 def broadcast_to(x, shape, **_) -> View:
