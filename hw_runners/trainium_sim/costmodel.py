@@ -29,7 +29,7 @@ from autocomp_zmq.hw_runners.trainium_sim import loops as compiler_loops
 from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
 from autocomp_zmq.hw_runners.trainium_sim.dma import DmaQueues, dma_efficiency, dma_ns  # noqa: F401  (its API)
-from autocomp_zmq.hw_runners.trainium_sim.platforms import PLATFORMS, params  # noqa: F401  (the cost model's API)
+from autocomp_zmq.hw_runners.trainium_sim.platforms import DMA_FIGURES, PLATFORMS, params  # noqa: F401  (the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 

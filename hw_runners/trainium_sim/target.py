@@ -80,6 +80,10 @@ class Options:
     # (NeuronCore-v2), trn2 (v3) or trn3 (v4); None: trn1 for NKI v1 kernels (neuronxcc.nki), trn2 for NKI v2
     # (`import nki`, the dialect of trn2/trn3 users), decided per kernel from its imports
     platform: str | None = None
+    # whose trn1 DMA measurements the cost model follows (platforms.DMA_FIGURES): "aws" (AWS's DMA guide and
+    # tutorials) or "autocomp" (fitted to Autocomp's published optimization chains; params_dma_autocomp.toml).
+    # trn1 only: trn2/trn3 kernels keep AWS's figures, the only ones published for them
+    dma_figures: str = "aws"
     # trace in children forked from one sandboxed server per evaluator (forkserver.py), not in a freshly
     # launched interpreter per kernel (~0.1 s less per evaluation; the same sandbox either way)
     fork_server: bool = True
@@ -111,6 +115,8 @@ class Options:
             raise ValueError("time_s must be > 0")
         if self.platform is not None and self.platform not in costmodel.PLATFORMS:
             raise ValueError(f"platform must be one of {', '.join(costmodel.PLATFORMS)}, got {self.platform!r}")
+        if self.dma_figures not in costmodel.DMA_FIGURES:
+            raise ValueError(f"dma_figures must be one of {', '.join(costmodel.DMA_FIGURES)}, got {self.dma_figures!r}")
         self.limits = dataclasses.replace(self.limits, private_fs=True, ro_paths=_python_paths())
 
 
@@ -263,9 +269,12 @@ class TrainiumSim(Target):
             return profile.setting("platform")
         return "trn2" if dialect == "v2" else "trn1"
 
+    def _params(self, platform: str) -> dict:
+        return costmodel.params(platform, self.options.dma_figures if platform == "trn1" else "aws")
+
     def _trace(self, spec: ProblemSpec, code: str, limits: sandbox.Limits, platform: str = "trn1"):
         return tracer.trace(spec, code, self.info().entry_point, self.options, limits, self._tracing_server(),
-                            platform, costmodel.params(platform))
+                            platform, self._params(platform))
 
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
                      deadline: float, profile: IsaProfile = DEFAULT_ISA, full: bool = False) -> EvalResult:
@@ -279,7 +288,7 @@ class TrainiumSim(Target):
         if failure is not None:
             return failure
         trace, common = traced
-        p = costmodel.params(platform)
+        p = self._params(platform)
         # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
         try:
             with _blas().limit(limits=1), sandbox.memory_ceiling(self.options.max_memory_bytes):
