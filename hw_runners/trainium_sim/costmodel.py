@@ -228,9 +228,9 @@ class EngineTiming:
         return start, busy, resources, cause if start <= ready else e
 
     def place(self, st: Step, ready: float, cause: str) -> Step:
-        """The instruction on the engine the compiler gives it: for one it places itself (a copy, tensor_tensor
-        or tensor_scalar with no engine named; replay._placements), the engine on which it ends first, as AWS's
-        reference says the compiler picks ('best engine based on engine workload'); ties keep the recorded one."""
+        """The instruction on the engine the compiler gives it: for one it places itself (a copy with no
+        engine named, replay._placements), the engine on which it ends first, as AWS's tensor_copy reference
+        says the compiler picks ('best engine based on engine workload'); ties keep the recorded engine."""
         choices = st.extra.get("engines")
         if not choices:
             return st

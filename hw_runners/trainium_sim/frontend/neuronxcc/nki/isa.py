@@ -41,13 +41,6 @@ def _engine(value, default: str) -> str:
     return e
 
 
-def _placed(engine, choices: tuple) -> dict:
-    """The stream's record that the compiler places this instruction (no engine named), among `choices`: AWS's
-    reference lists Vector or GpSimd for tensor_tensor and Vector, Scalar or GpSimd for tensor_scalar, the compiler
-    choosing by engine workload when the kernel names none (as for tensor_copy, COPY_ENGINES)."""
-    return {"engines": list(choices)} if engine in (None, "unknown") else {}
-
-
 def _scalar_or_tile(x, what: str):
     if isinstance(x, (int, float, _np.number)):
         return float(x)
@@ -134,8 +127,7 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **_) -> Vie
 
 def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown, **_) -> View:
     a, b = nl._view(data1, "tensor_tensor's data1"), nl._view(data2, "tensor_tensor's data2")
-    attrs = nl._attrs(mask, fn=op_name(op), **_placed(engine, ("dve", "pool")))
-    return nl._compute("ew", _engine(engine, "dve"), [a, b], attrs, dtype)
+    return nl._compute("ew", _engine(engine, "dve"), [a, b], nl._attrs(mask, fn=op_name(op)), dtype)
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None,
@@ -147,7 +139,6 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     if op1 is not None:
         srcs.append(_scalar_or_tile(operand1, "tensor_scalar's operand1"))
         attrs.update(op1=op_name(op1), reverse1=bool(reverse1))
-    attrs.update(_placed(engine, ("dve", "act", "pool")))
     return nl._compute("tensor_scalar", _engine(engine, "dve"), srcs, nl._attrs(mask, **attrs), dtype,
                        shape=x.shape)
 
