@@ -1,10 +1,12 @@
-"""Copies whose engine the compiler picks (nisa.tensor_copy's default engine, nl.copy): the cost model runs each on
-the engine that finishes it first among those that may run it (fast tier: hand-built streams, no sandbox)."""
+"""Copies whose engine the compiler picks (nisa.tensor_copy with its default engine, nl.copy): the cost model runs each
+on the engine that finishes it first among those that may run it (hand-built streams in the fast tier; kernels through
+the front end and the sandbox in the system tier)."""
 from __future__ import annotations
 
 import pytest
 
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError
+from tests.trainium_sim.simkit import SimKit, ok
 from tests.trainium_sim.test_costmodel import Stream
 
 
@@ -75,3 +77,53 @@ def test_an_engine_the_instruction_may_not_use_is_never_chosen():
     s.emit("ew", "act", [s.at(f)], [s.at(y)], site=7, fn="exp", engines=["act", "dve", "pool"])
     _, _, tl = s.timed()
     assert engines_of_site(tl, 7) == {"act"}
+
+
+# -- through the NKI front end and the sandbox --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    return SimKit(tmp_path_factory.mktemp("trn-placement"))
+
+
+BUSY = {  # eight dependent passes over a on one engine, and what they compute
+    "Scalar": ("e = nisa.activation(op=nl.tanh, data=e)", "for _ in range(8):\n        a = np.tanh(a)\n"),
+    "Vector": ("e = nisa.tensor_scalar(data=e, op0=nl.multiply, operand0=0.5, engine=nisa.vector_engine)",
+               "a = a * 0.5 ** 8\n"),
+}
+ON = {"Scalar": "nisa.activation(op=nl.copy, data=t)", "Vector": "nisa.tensor_copy(t, engine=nisa.vector_engine)"}
+
+
+def busy_then_copy(busy: str, copy: str) -> str:
+    """Eight dependent passes on the `busy` engine, and 16 PSUM tiles copied to SBUF beside them by `copy`."""
+    return f"""
+        @nki.jit
+        def solution(a, b):
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            out2 = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.shared_hbm)
+            e = nl.load(a)
+            x = nl.load(b)
+            for j in range(8):
+                {BUSY[busy][0]}
+            nl.store(out, e)
+            for i in nl.affine_range(16):
+                t = nisa.nc_transpose(x[:, nl.ds(i * 128, 128)])
+                nl.store(out2[:, nl.ds(i * 128, 128)], {copy})
+            return out, out2
+        """
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("copy, busy, free", [("nl.copy(t)", "Scalar", "Vector"),   # nl.copy: Scalar when idle
+                                              ("nisa.tensor_copy(t)", "Vector", "Scalar")])
+def test_a_copy_left_to_the_compiler_goes_to_the_engine_that_is_not_busy(kit, copy, busy, free):
+    p = kit.problem({"a": ((128, 2048), "float32"), "b": ((128, 2048), "float32")},
+                    {"out": ((128, 2048), "float32"), "out2": ((128, 2048), "float32")},
+                    "def reference(a, b):\n    " + BUSY[busy][1] +
+                    "    return a, np.concatenate([b[:, i * 128:(i + 1) * 128].T for i in range(16)], 1)\n")
+    placed, pinned = (kit.evaluate(p, busy_then_copy(busy, c)) for c in (copy, ON[busy]))
+    ok(placed)
+    ok(pinned)
+    counts = {r.feedback_text.split("instructions:")[1].split("\n")[0]: r for r in (placed, pinned)}
+    placed_counts, pinned_counts = counts
+    assert free in placed_counts and free not in pinned_counts, counts
+    assert placed.latency <= pinned.latency
