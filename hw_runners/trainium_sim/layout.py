@@ -33,8 +33,8 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
            deadline: float | None = None) -> Layout:
     """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (liveness.uses):
     per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
-    once, and at least two when the line allocates repeatedly (the compiler's double buffering of loop tiles)
-    while there is room. Capacity is counted by liveness: what the kernel's blocks need at once, each from its
+    once, and loop_tile_buffers times that when the line allocates repeatedly (the compiler's multi-buffering of
+    loop tiles) while there is room. Capacity is counted by liveness: what the kernel's blocks need at once, each from its
     first to its last use, so tiles of different lines whose lifetimes do not overlap share memory (the
     compiler's allocator packs tiles by lifetime; nl.ndarray declares a tile, it does not reserve memory for the
     kernel's duration: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/nki_direct_allocation_guide.html
@@ -56,9 +56,11 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
         if buf == "psum" and s > p["psum_partition_bytes"]:
             raise StreamError(f"a PSUM tensor at kernel.py line {site} needs {s} bytes per partition; PSUM has "
                               f"{int(p['psum_partition_bytes'])} (8 banks of 2 KiB)")
-    # double buffering keeps two of what a line has alive at once: two sets of blocks of a loop tile that is
-    # loaded block by block before it is used (8 blocks of lhsT in the matmul tutorial's optimized kernel)
-    slots = {g: min(2 * need[g], len(us)) for g, us in groups.items()}
+    # multi-buffering keeps loop_tile_buffers sets of what a line has alive at once (a set: the blocks of a loop
+    # tile that is loaded block by block before it is used, 8 blocks of lhsT in the matmul tutorial's optimized
+    # kernel), fewer where SBUF/PSUM has no room for them (below)
+    depth = int(p["loop_tile_buffers"])
+    slots = {g: min(depth * need[g], len(us)) for g, us in groups.items()}
 
     def unit(g: tuple) -> int:       # SBUF: bytes per partition; PSUM: whole banks
         return size[g] if g[0] == "sbuf" else math.ceil(size[g] / bank)
@@ -69,7 +71,7 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     def use(buf: str, without: dict) -> int:
         """The most SBUF bytes per partition (PSUM banks) the kernel needs at once: every tile block from its
         first to its last use (tiles whose lifetimes do not overlap share memory, as the compiler allocates
-        them), plus the extra buffers double buffering keeps for a line while the line runs."""
+        them), plus the extra buffers multi-buffering keeps for a line while the line runs."""
         clock.tick()
         events = []
         for g, us in groups.items():
@@ -88,11 +90,12 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
     spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
         used = use(buf, spilled)
-        for g in sorted((g for g in groups if g[0] == buf and slots[g] > need[g]),
-                        key=lambda g: -(slots[g] - need[g]) * size[g]):       # the largest saving first
-            if used <= limits[buf]:
+        while used > limits[buf]:     # one set of buffers fewer at a time, from the line whose extra sets are largest
+            extra = [g for g in groups if g[0] == buf and slots[g] > need[g]]
+            if not extra:
                 break
-            slots[g] = need[g]    # no room to double-buffer this line's tiles
+            g = max(extra, key=lambda g: ((slots[g] - need[g]) * unit(g), g))
+            slots[g] = max(need[g], slots[g] - need[g])
             used = use(buf, spilled)
         # PSUM keeps one bank to stage the spilled lines' results in before they leave it
         room = limits[buf] - (buf == "psum")
