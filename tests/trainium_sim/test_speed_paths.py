@@ -263,3 +263,30 @@ def test_an_instruction_the_compiler_places_runs_on_the_plan_placing_it_made(nam
     if name == "transpose-small":       # its copies are placed by the compiler: the reused plans were taken
         assert any(st.extra.get("engines") for st in Replayer(tensors, {}, 0, compute=False).decode(trace["instrs"]))
     tgt.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recording_an_access_to_exactly_one_segment_in_place_leaves_what_merging_leaves(seed):
+    """deps.Buffer.record updates the records of the one segment an access covers exactly in place: every wait
+    and every segment's records are those of the general merge, over tiles accessed whole, in parts and across."""
+    from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
+
+    class Merging(Buffer):
+        def record(self, p0, p1, f0, f1, is_write, end, engine):
+            self._merge(*self._span(f0, f1), p0, p1, f0, f1, is_write, end, engine)
+
+    rng = np.random.default_rng(seed)
+    fast, plain = Buffer(), Merging()
+    for n in range(3000):
+        tile = int(rng.integers(8))
+        f0, f1 = tile * 512, tile * 512 + 511
+        if rng.random() < 0.2:      # a part of a tile, or across two
+            f0 += int(rng.integers(256))
+            f1 += int(rng.integers(-256, 512))
+        p0 = int(rng.integers(2)) * 64
+        p1 = p0 + int(rng.integers(1, 65)) - 1
+        w = bool(rng.random() < 0.5)
+        assert fast.ready(p0, p1, f0, f1, w) == plain.ready(p0, p1, f0, f1, w)
+        for b in (fast, plain):
+            b.record(p0, p1, f0, f1, w, float(n), "dve" if w else "act")
+        assert (fast.starts, fast.ends, fast.recs) == (plain.starts, plain.ends, plain.recs)
