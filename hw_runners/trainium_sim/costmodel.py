@@ -199,6 +199,7 @@ class EngineTiming:
         self.slots = {e: Resource() for e in COMPUTE}
         self.port_slots: dict[str, Resource] = {}
         self.free = {e: 0.0 for e in COMPUTE}
+        self._placed = None         # (step, ready, cause, its plan) of the last place()
 
     def _ports(self, st: Step) -> list[str]:
         buffers = {a.tensor.buffer for a in st.reads + st.writes}
@@ -237,15 +238,17 @@ class EngineTiming:
         best, best_end = st, math.inf
         for e in choices:
             candidate = st if e == st.engine else _on_engine(st, e)
-            start, busy, _, _ = self._plan(candidate, ready, cause)
-            if start + busy < best_end:
-                best, best_end = candidate, start + busy
+            plan = self._plan(candidate, ready, cause)
+            if plan[0] + plan[1] < best_end:
+                best, best_end, self._placed = candidate, plan[0] + plan[1], (candidate, ready, cause, plan)
         return best
 
     def run(self, st: Step, ready: float, cause: str) -> tuple[float, float, float, str]:
         """(start, end, busy ns, what it waited for) of one compute instruction whose inputs and output
         buffer are available at `ready` (cause: the engine that produced the latest of them)."""
-        start, busy, resources, waited = self._plan(st, ready, cause)
+        placed, self._placed = self._placed, None     # place() planned it just now: nothing ran since
+        start, busy, resources, waited = placed[3] if placed is not None and placed[0] is st \
+            and placed[1:3] == (ready, cause) else self._plan(st, ready, cause)
         if not resources:
             return start, start, 0.0, waited
         for r in resources:

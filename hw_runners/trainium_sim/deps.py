@@ -47,6 +47,19 @@ class Buffer:
 
     def record(self, p0: int, p1: int, f0: int, f1: int, is_write: bool, end: float, engine: str) -> None:
         lo, hi = self._span(f0, f1)
+        if hi == lo + 1 and self.starts[lo] == f0 and self.ends[lo] == f1:
+            # the bytes of exactly one segment (a tile accessed whole again): its records, updated in place,
+            # as the general path below leaves them (no head or tail, the one segment's records merged)
+            recs = self.recs[lo]
+            merged = [r for r in recs if not (p0 <= r[0] and r[1] <= p1)] if is_write else list(recs)
+            merged.append((p0, p1, end, is_write, engine))
+            self.recs[lo] = _shrink(merged) if len(merged) > MAX_RECORDS else merged
+            return
+        self._merge(lo, hi, p0, p1, f0, f1, is_write, end, engine)
+
+    def _merge(self, lo: int, hi: int, p0: int, p1: int, f0: int, f1: int, is_write: bool, end: float,
+               engine: str) -> None:
+        """record() in general: segments lo..hi-1 overlap the access's bytes f0..f1."""
         merged: list[Record] = []
         head = tail = None
         for i in range(lo, hi):

@@ -228,3 +228,65 @@ def test_instructions_of_known_forms_decode_to_the_steps_a_full_check_gives(name
                     [getattr(b, "lo", b) for b in reads_b + writes_b]
     finally:
         tgt.close()
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("name,role", [("transpose-small", "naive"), ("sd-attention", "tuned"), ("rmsnorm", "naive")])
+def test_an_instruction_the_compiler_places_runs_on_the_plan_placing_it_made(name, role, monkeypatch):
+    """EngineTiming.run takes the plan that place() made for the engine it chose (nothing ran in between) instead
+    of planning it again: every timeline is the one planned anew gives."""
+    from autocomp_zmq.hw_runners.trainium_sim import costmodel
+    tgt = get_target("trainium-sim")
+    p = tgt.problem(name)
+    spec = tgt.spec(p)
+    params = tgt._params("trn1")
+    (trace, _), failure = tgt._trace(spec, p.kernel_source(role), tgt.options.limits)
+    assert failure is None
+    tensors = decode_tensors(trace["tensors"], 1 << 40)
+    first, last = uses(trace["instrs"], tensors)
+
+    def timeline():
+        steps = Replayer(tensors, {}, 0, compute=False).decode(trace["instrs"])
+        tl = costmodel.simulate(steps, costmodel.layout(tensors, first, last, params), params, None, trace["loops"])
+        return (tl.total_ns, dict(tl.busy_ns), dict(tl.waits_ns), dict(tl.site_ns), dict(tl.counts), tl.dma_bytes,
+                tl.dma_small_rows, tl.spill_bytes)
+
+    reused = timeline()
+    planned = costmodel.EngineTiming.run
+
+    def run_planned_anew(self, st, ready, cause):
+        self._placed = None
+        return planned(self, st, ready, cause)
+
+    monkeypatch.setattr(costmodel.EngineTiming, "run", run_planned_anew)
+    assert timeline() == reused
+    if name == "transpose-small":       # its copies are placed by the compiler: the reused plans were taken
+        assert any(st.extra.get("engines") for st in Replayer(tensors, {}, 0, compute=False).decode(trace["instrs"]))
+    tgt.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recording_an_access_to_exactly_one_segment_in_place_leaves_what_merging_leaves(seed):
+    """deps.Buffer.record updates the records of the one segment an access covers exactly in place: every wait
+    and every segment's records are those of the general merge, over tiles accessed whole, in parts and across."""
+    from autocomp_zmq.hw_runners.trainium_sim.deps import Buffer
+
+    class Merging(Buffer):
+        def record(self, p0, p1, f0, f1, is_write, end, engine):
+            self._merge(*self._span(f0, f1), p0, p1, f0, f1, is_write, end, engine)
+
+    rng = np.random.default_rng(seed)
+    fast, plain = Buffer(), Merging()
+    for n in range(3000):
+        tile = int(rng.integers(8))
+        f0, f1 = tile * 512, tile * 512 + 511
+        if rng.random() < 0.2:      # a part of a tile, or across two
+            f0 += int(rng.integers(256))
+            f1 += int(rng.integers(-256, 512))
+        p0 = int(rng.integers(2)) * 64
+        p1 = p0 + int(rng.integers(1, 65)) - 1
+        w = bool(rng.random() < 0.5)
+        assert fast.ready(p0, p1, f0, f1, w) == plain.ready(p0, p1, f0, f1, w)
+        for b in (fast, plain):
+            b.record(p0, p1, f0, f1, w, float(n), "dve" if w else "act")
+        assert (fast.starts, fast.ends, fast.recs) == (plain.starts, plain.ends, plain.recs)
