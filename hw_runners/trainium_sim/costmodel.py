@@ -199,7 +199,6 @@ class EngineTiming:
         self.slots = {e: Resource() for e in COMPUTE}
         self.port_slots: dict[str, Resource] = {}
         self.free = {e: 0.0 for e in COMPUTE}
-        self._placed = None         # (step, ready, cause, its plan) of the last place()
 
     def _ports(self, st: Step) -> list[str]:
         buffers = {a.tensor.buffer for a in st.reads + st.writes}
@@ -228,27 +227,27 @@ class EngineTiming:
             start = later
         return start, busy, resources, cause if start <= ready else e
 
-    def place(self, st: Step, ready: float, cause: str) -> Step:
-        """The instruction on the engine the compiler gives it: for one it places itself (a copy with no
-        engine named, replay._placements), the engine on which it ends first, as AWS's tensor_copy reference
-        says the compiler picks ('best engine based on engine workload'); ties keep the recorded engine."""
+    def place(self, st: Step, ready: float, cause: str) -> tuple[Step, tuple | None]:
+        """The instruction on the engine the compiler gives it, and its plan there (None: not planned yet): for
+        one it places itself (a copy with no engine named, replay._placements), the engine on which it ends
+        first, as AWS's tensor_copy reference says the compiler picks ('best engine based on engine workload');
+        ties keep the recorded engine, which comes first."""
         choices = st.extra.get("engines")
         if not choices:
-            return st
-        best, best_end = st, math.inf
+            return st, None
+        best = None
         for e in choices:
             candidate = st if e == st.engine else _on_engine(st, e)
             plan = self._plan(candidate, ready, cause)
-            if plan[0] + plan[1] < best_end:
-                best, best_end, self._placed = candidate, plan[0] + plan[1], (candidate, ready, cause, plan)
+            if best is None or plan[0] + plan[1] < best[1][0] + best[1][1]:
+                best = candidate, plan
         return best
 
-    def run(self, st: Step, ready: float, cause: str) -> tuple[float, float, float, str]:
+    def run(self, st: Step, ready: float, cause: str, plan: tuple | None = None) -> tuple[float, float, float, str]:
         """(start, end, busy ns, what it waited for) of one compute instruction whose inputs and output
-        buffer are available at `ready` (cause: the engine that produced the latest of them)."""
-        placed, self._placed = self._placed, None     # place() planned it just now: nothing ran since
-        start, busy, resources, waited = placed[3] if placed is not None and placed[0] is st \
-            and placed[1:3] == (ready, cause) else self._plan(st, ready, cause)
+        buffer are available at `ready` (cause: the engine that produced the latest of them); `plan`: the one
+        place() made for it just now, when nothing has run since."""
+        start, busy, resources, waited = plan or self._plan(st, ready, cause)
         if not resources:
             return start, start, 0.0, waited
         for r in resources:
@@ -370,9 +369,9 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
             if st.run_bytes < 512:
                 tl.dma_small_rows += 1
         else:
-            st = engines.place(st, ready, cause)
+            st, plan = engines.place(st, ready, cause)
             free_before = engines.free[st.engine]
-            start, end, busy, waited = engines.run(st, ready, cause)
+            start, end, busy, waited = engines.run(st, ready, cause, plan)
             if busy and start > free_before:
                 tl.waits_ns[(st.engine, waited)] += start - free_before
         tl.busy_ns[st.engine] = tl.busy_ns.get("dma_in", 0.0) + tl.busy_ns.get("dma_out", 0.0) \

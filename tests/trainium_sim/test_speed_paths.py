@@ -254,8 +254,7 @@ def test_an_instruction_the_compiler_places_runs_on_the_plan_placing_it_made(nam
     reused = timeline()
     planned = costmodel.EngineTiming.run
 
-    def run_planned_anew(self, st, ready, cause):
-        self._placed = None
+    def run_planned_anew(self, st, ready, cause, plan=None):
         return planned(self, st, ready, cause)
 
     monkeypatch.setattr(costmodel.EngineTiming, "run", run_planned_anew)
