@@ -54,13 +54,13 @@ class Stream:
     def load(self, dst: int, src: int, site: int = 1) -> None:
         self.emit("dma", "dma", [self.at(dst)], [self.at(src)], site)
 
-    def timed(self):
-        """(steps, layout, timeline) of the stream."""
+    def timed(self, p: dict = P):
+        """(steps, layout, timeline) of the stream, with the cost model's parameters `p`."""
         decls = decode_tensors(self.tensors, 1 << 40)
         first, last = uses(self.instrs, decls)
-        lay = costmodel.layout(decls, first, last, P)
+        lay = costmodel.layout(decls, first, last, p)
         steps = Replayer(decls, {}, 1, last_use(last)).run(self.instrs)
-        return steps, lay, costmodel.simulate(steps, lay, P)
+        return steps, lay, costmodel.simulate(steps, lay, p)
 
 
 def matmul_step(moving: int, dtype: str, stationary: int = 128):

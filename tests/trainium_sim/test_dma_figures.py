@@ -13,8 +13,8 @@ from tests.trainium_sim.test_costmodel import Stream
 AWS, AUTOCOMP = costmodel.params("trn1"), costmodel.params("trn1", "autocomp")
 
 
-def load_ns(rows: int, row_bytes: int, p: dict) -> float:
-    """The DMA engines' time for one load of `rows` partition rows of row_bytes contiguous bf16 bytes each."""
+def load_ns(row_bytes: int, p: dict) -> float:
+    """The DMA engines' time for one load of 128 partition rows of row_bytes contiguous bf16 bytes each."""
     s = Stream()
     x = s.tensor("hbm", (4096, 8192), "bfloat16")
     t = s.tensor("sbuf", (128, row_bytes // 2), "bfloat16")
@@ -36,7 +36,7 @@ def test_autocomp_gemm_step_3_loads_fit_its_measured_time_only_with_its_own_figu
     # Autocomp's gemm step 3 (examples/trn-tutorial/2_gemm_trace.py): 16,384 lhsT loads of 128 x 256 B rows and
     # 8,704 rhs loads of 128 x 1 KiB rows, measured at 8.07 ms in all (each load is spread over the 16 engines)
     def engines_ms(p: dict) -> float:
-        return (16_384 * load_ns(128, 256, p) + 8_704 * load_ns(128, 1024, p)) / 1e6
+        return (16_384 * load_ns(256, p) + 8_704 * load_ns(1024, p)) / 1e6
     assert engines_ms(AUTOCOMP) < 8.07 < engines_ms(AWS)
 
 

@@ -5,20 +5,9 @@ from __future__ import annotations
 import pytest
 
 from autocomp_zmq.hw_runners.trainium_sim import costmodel
-from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
-from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
-from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
 from tests.trainium_sim.test_costmodel import Stream
 
 AUTOCOMP = costmodel.params("trn1", "autocomp")     # the DMA figures Autocomp's chain was measured with
-
-
-def timed(s: Stream, p: dict):
-    decls = decode_tensors(s.tensors, 1 << 40)
-    first, last = uses(s.instrs, decls)
-    lay = costmodel.layout(decls, first, last, p)
-    steps = Replayer(decls, {}, 1, last_use(last)).run(s.instrs)
-    return lay, costmodel.simulate(steps, lay, p)
 
 
 def gemm_block(lhs_loads: int, iterations: int = 24) -> Stream:
@@ -50,11 +39,11 @@ def gemm_block(lhs_loads: int, iterations: int = 24) -> Stream:
 @pytest.mark.parametrize("buffers, wide_not_slower", [(2, False), (3, True)])
 def test_fewer_larger_loads_are_not_slower_once_loop_tiles_are_triple_buffered(buffers, wide_not_slower):
     p = {**AUTOCOMP, "loop_tile_buffers": buffers}
-    (_, narrow), (_, wide) = timed(gemm_block(4), p), timed(gemm_block(1), p)
+    (_, _, narrow), (_, _, wide) = gemm_block(4).timed(p), gemm_block(1).timed(p)
     assert (wide.total_ns <= narrow.total_ns) == wide_not_slower, (narrow.total_ns, wide.total_ns)
 
 
 def test_the_default_keeps_three_sets_of_a_loop_tile_when_there_is_room():
-    lay, _ = timed(gemm_block(1), costmodel.params())
+    _, lay, _ = gemm_block(1).timed()
     assert costmodel.params()["loop_tile_buffers"] == 3
     assert lay.buffers[("sbuf", 4)][0] == 3 and lay.buffers[("sbuf", 2)][0] == 3
