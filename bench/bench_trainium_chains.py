@@ -114,7 +114,7 @@ def within(sim: float, pub: float) -> bool:
     return same and abs(sim / pub - 1) <= GOAL
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--autocomp", type=Path, required=True, help="a checkout or exported tree of ucb-bar/autocomp")
     ap.add_argument("--only", action="append", default=[], help="the chains whose name contains this")
@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--dma-figures", default="autocomp", choices=sorted(DMA_FIGURES),
                     help="whose trn1 DMA measurements the simulator follows (default: autocomp, the ones these chains "
                          "were measured with; aws: AWS's DMA guide and tutorials, the simulator's default)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     cases = {c.name: c for c in AUTOCOMP}
     sim = TracingSim(hidden_sets=1, time_s=900.0, dma_figures=args.dma_figures)
     print(f"DMA figures: {args.dma_figures} (hw_runners/trainium_sim/platforms.py DMA_FIGURES)", file=sys.stderr)

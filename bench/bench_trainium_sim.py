@@ -10,7 +10,7 @@ public set and its expected outputs come from the preparation cache on disk once
 (prepcache.py): a second run shows the warm figure, the hidden sets' draw and references.
 
     python bench/bench_trainium_sim.py [--problems a,b] [--skip TAG] [--repeat N] [--isa nki2]
-    python bench/bench_trainium_sim.py --calibration [--group matmul,mamba,...]
+    python bench/bench_trainium_sim.py --calibration [--group matmul,mamba,...] [--chains AUTOCOMP_DIR]
 
 --isa nki2 compares the NKI v2 kernels (naive_nki2, tuned_nki2) on the profile's platform (trn2) instead.
 Wall time is the whole evaluation; the best of --repeat runs is shown, and the reference time is the best of
@@ -24,6 +24,8 @@ tutorial, fused mamba, layernorm, performance-guide micro-benchmarks, DMA guides
 per kernel and per optimization step, with the goal (absolute within 30%, step ratios in the right
 direction and within 25%); tests/trainium_sim/calibration/harness.py holds the numbers and their sources.
 Kernels run at the published shapes through a timing-only replay (no values computed); about 2 minutes.
+With --chains DIR (a checkout or exported tree of ucb-bar/autocomp) the table of Autocomp's published trn1
+optimization chains follows it, step by step (bench_trainium_chains.py; about 6 minutes more).
 """
 from __future__ import annotations
 
@@ -111,9 +113,17 @@ def main() -> int:
                     help="print the calibration table against published trn1 measurements instead")
     ap.add_argument("--group", help="with --calibration: comma-separated groups (matmul, mamba, layernorm, micro, "
                                     "dma)")
+    ap.add_argument("--chains", metavar="AUTOCOMP_DIR", help="with --calibration: Autocomp's published chains too")
     args = ap.parse_args()
     if args.calibration:
-        return calibration(args.group.split(",") if args.group else None)
+        status = calibration(args.group.split(",") if args.group else None)
+        if args.chains:
+            try:
+                from . import bench_trainium_chains as chains
+            except ImportError:
+                import bench_trainium_chains as chains
+            status = chains.main(["--autocomp", args.chains]) or status
+        return status
     tgt = get_target("trainium-sim")
     names = args.problems.split(",") if args.problems else [p.name for p in tgt.problems()]
     problems = [tgt.problem(n, args.isa) for n in names]

@@ -30,20 +30,25 @@ def _max_live(units: list[tuple], first: dict, last: dict) -> int:
 
 
 def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple, int], p: dict,
-           deadline: float | None = None) -> Layout:
-    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (liveness.uses):
-    per (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at
-    once, and loop_tile_buffers times that when the line allocates repeatedly (the compiler's multi-buffering of
-    loop tiles) while there is room. Capacity is counted by liveness: what the kernel's blocks need at once, each from its
-    first to its last use, so tiles of different lines whose lifetimes do not overlap share memory (the
-    compiler's allocator packs tiles by lifetime; nl.ndarray declares a tile, it does not reserve memory for the
-    kernel's duration: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/nki_direct_allocation_guide.html
-    contrasts it with direct allocation). When SBUF or PSUM is still over-full, whole lines are spilled to HBM, largest footprint
-    first, as the compiler spills: their tiles then cost a DMA store after each write and a load before each read
-    (simulate). PSUM spills too: Autocomp's attention kernel, whose (32, 8, par_dim(128), 512) fp32 PSUM tensor
-    keeps all 256 banks' worth alive at once (32x PSUM), compiled and ran on a trn1 at 3.09 ms (its published
-    trace, examples/trn-tutorial/4_attention_trace.py, step 0). The evacuation copy from PSUM that such a spill
-    also needs is not charged, only its DMA traffic."""
+           deadline: float | None = None, touches: dict[tuple, int] | None = None) -> Layout:
+    """Place on-chip tiles as an allocator would, before anything runs. The unit is a tile block (liveness.uses): per
+    (buffer, kernel line) as many rotating buffers of the line's largest block as its blocks need alive at once, and
+    loop_tile_buffers times that when the line allocates repeatedly (the compiler's multi-buffering of loop tiles)
+    while there is room. Capacity is counted by liveness: what the kernel's blocks need at once, each from its first
+    to its last use, so tiles of different lines whose lifetimes do not overlap share memory (the compiler's
+    allocator packs tiles by lifetime; nl.ndarray declares a tile, it does not reserve memory for the kernel's
+    duration: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/nki_direct_allocation_guide.html contrasts
+    it with direct allocation). When SBUF or PSUM is still over-full, whole lines are spilled to HBM: their tiles
+    then cost a DMA store after each write and a load before each read (simulate). Which lines: those whose accesses
+    per block are fewest first (what spilling costs per byte it gives back: `touches`, from liveness.uses), skipping
+    a line not alive at the peak, which would free nothing, then keeping on chip again any that fits back: the
+    classic allocator's choice of the value with the least spill cost for its benefit (Chaitin, "Register allocation
+    & spilling via graph coloring", 1982); neuronx-cc's own policy is not published. Against AWS's fused-mamba v2 at
+    seq_len 8192 (52.2 ms, SBUF over-full): spilling the largest lines first chose the per-state accumulator among
+    them, 101 ms; by cost, u and the d_bu temporaries, 56 ms. PSUM spills too: Autocomp's attention kernel, whose
+    (32, 8, par_dim(128), 512) fp32 PSUM tensor keeps all 256 banks' worth alive at once (32x PSUM), compiled and
+    ran on a trn1 at 3.09 ms (its published trace, examples/trn-tutorial/4_attention_trace.py, step 0). The
+    evacuation copy from PSUM that such a spill also needs is not charged, only its DMA traffic."""
     groups: dict[tuple, list[tuple]] = defaultdict(list)
     for unit in first:
         t = tensors[unit[0]]
@@ -86,6 +91,10 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
             live += n
             peak = max(peak, live)
         return peak
+    # what spilling a line costs per byte of memory it gives back: a store after every write and a load before
+    # every read of its blocks (simulate), i.e. its accesses per block
+    traffic = {g: sum(touches.get(u, 2) if touches is not None else 2 for u in us) / max(1, slots[g])
+               for g, us in groups.items()}
     limits = {"sbuf": int(p["sbuf_usable_partition_bytes"]), "psum": int(p["psum_banks"])}
     spilled: dict[tuple, int] = {}
     for buf in ("sbuf", "psum"):
@@ -100,11 +109,22 @@ def layout(tensors: list[TensorDecl], first: dict[tuple, int], last: dict[tuple,
         # PSUM keeps one bank to stage the spilled lines' results in before they leave it
         room = limits[buf] - (buf == "psum")
         if used > limits[buf]:
-            for g in sorted((g for g in groups if g[0] == buf), key=lambda g: -slots[g] * unit(g)):
+            for g in sorted((g for g in groups if g[0] == buf), key=lambda g: (traffic[g], -slots[g] * unit(g))):
                 if used <= room:
                     break
                 spilled[g] = slots[g] * size[g]
-                used = use(buf, spilled)
+                now = use(buf, spilled)
+                if now < used:
+                    used = now
+                else:           # not alive at the peak: spilling it would cost traffic and free nothing
+                    del spilled[g]
+            # the cheapest per byte may be small lines that did not make the difference: keep on chip each one
+            # that fits back, costliest first
+            for g in sorted((g for g in spilled if g[0] == buf), key=lambda g: -traffic[g] * slots[g] * size[g]):
+                kept = dict(spilled)
+                del kept[g]
+                if use(buf, kept) <= room:
+                    spilled = kept
     slot_of = {}
     for g, us in groups.items():
         clock.tick()

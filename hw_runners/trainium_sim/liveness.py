@@ -8,11 +8,13 @@ import math
 from autocomp_zmq.hw_runners.trainium_sim.program import StreamError, TensorDecl, _terms
 
 
-def uses(instrs, tensors: list[TensorDecl], max_items: int = 4_000_000) -> tuple[dict, dict]:
+def uses(instrs, tensors: list[TensorDecl], max_items: int = 4_000_000,
+         touches: dict | None = None) -> tuple[dict, dict]:
     """First and last instruction index that touches each allocation unit (checked lightly: replay checks
     fully). A unit is (tid, block): an on-chip tensor with dimensions before its partition dimension,
     (8, par_dim(128), 512), is allocated block by block as the compiler does, each block alive from its
-    first to its last use; any other tensor is one unit, (tid, ())."""
+    first to its last use; any other tensor is one unit, (tid, ()). `touches`, if given, gets how many
+    accesses touch each unit (what spilling it would cost: layout.py)."""
     first: dict[tuple, int] = {}
     last: dict[tuple, int] = {}
     if not isinstance(instrs, list):
@@ -34,6 +36,8 @@ def uses(instrs, tensors: list[TensorDecl], max_items: int = 4_000_000) -> tuple
                     unit = (a[0], b)
                     first.setdefault(unit, n)
                     last[unit] = n
+                    if touches is not None:
+                        touches[unit] = touches.get(unit, 0) + 1
     return first, last
 
 

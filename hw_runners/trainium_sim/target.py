@@ -302,8 +302,9 @@ class TrainiumSim(Target):
                 if isinstance(instrs, list) and len(instrs) > self.options.max_instructions:
                     raise StreamError(f"the kernel issued {len(instrs):,} instructions; at most "
                                       f"{self.options.max_instructions:,} are allowed")
-                first, last = uses(instrs, tensors)
-                lay = costmodel.layout(tensors, first, last, p, deadline)   # capacity is checked before anything runs
+                touches: dict = {}
+                first, last = uses(instrs, tensors, touches=touches)
+                lay = costmodel.layout(tensors, first, last, p, deadline, touches)   # capacity is checked before anything runs
                 replay = Replayer(tensors, inputs, len(expected), last_use(last), rounded=True)
                 steps = replay.decode(instrs, deadline=deadline)
                 fp8.check_platform(tensors, steps, p, platform)     # float8_e4m3fn, double_row by NeuronCore

@@ -4,7 +4,7 @@ The calibration kernels must compute what the published ones compute (checked wi
 shapes), and the simulator must reproduce the published numbers at the published shapes: every step ratio
 in the right direction and within 25% of the published ratio, absolute latencies within 30% where the
 publication states its conditions. Every row is counted; the few the simulator is known to miss (layernorm's
-launch-dominated latencies, mamba v2's spills at seq_len 8192, the DMA figure's 256 B point) say why in the
+launch-dominated latencies, the DMA figure's 256 B point) say why in the
 harness, and a test keeps that list honest.
 """
 from __future__ import annotations

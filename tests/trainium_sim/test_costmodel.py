@@ -57,8 +57,9 @@ class Stream:
     def timed(self, p: dict = P):
         """(steps, layout, timeline) of the stream, with the cost model's parameters `p`."""
         decls = decode_tensors(self.tensors, 1 << 40)
-        first, last = uses(self.instrs, decls)
-        lay = costmodel.layout(decls, first, last, p)
+        touches: dict = {}
+        first, last = uses(self.instrs, decls, touches=touches)
+        lay = costmodel.layout(decls, first, last, p, touches=touches)
         steps = Replayer(decls, {}, 1, last_use(last)).run(self.instrs)
         return steps, lay, costmodel.simulate(steps, lay, p)
 

@@ -88,8 +88,9 @@ def run(r: Run) -> Timed:
     trace, _ = traced
     p = costmodel.params(r.platform)
     tensors = decode_tensors(trace["tensors"], 1 << 40)
-    first, last = uses(trace["instrs"], tensors)
-    lay = costmodel.layout(tensors, first, last, p)
+    touches: dict = {}
+    first, last = uses(trace["instrs"], tensors, touches=touches)
+    lay = costmodel.layout(tensors, first, last, p, touches=touches)
     steps = Replayer(tensors, {}, 1, last_use(last), compute=False).run(trace["instrs"])      # timing only
     tl = costmodel.simulate(steps, lay, p, loops=trace.get("loops"))
     flops = 0
@@ -208,12 +209,12 @@ def rows() -> list[Row]:
             "v3 scaling table: 1.6 ms at 512, 27.8 ms at 8192 (92% scaling efficiency)", 0.25),
         Row("mamba", "v2, seq_len 8192 (spills)", "abs", 52200, "us", functools.partial(latency, v2_long), "MAMBA",
             MAMBA_COND.replace("seq_len 512", "seq_len 8192") + " (scaling table; 53.33 ms in the text)", 0.30,
-            miss="the compiler spills here; the simulator spills whole kernel lines (a store after each write and a "
-            "load before each read, in whole rows of the block), which over-charges v2's per-state reloads: "
-            "what the compiler keeps on chip is not published. Its two-input Vector instructions (N = 8192) pay 2N "
-            "per element, 1.54x what v3's (N = 512) pay (params.toml vector_two_input_factor)"),
+            note="SBUF is over-full here: the simulator spills the lines whose accesses cost least per byte they "
+            "give back (layout.py), u and the d_bu temporaries, reloaded for every state. Its two-input Vector "
+            "instructions (N = 8192) pay 2N per element, 1.54x what v3's (N = 512) pay (params.toml "
+            "vector_two_input_factor)"),
         Row("mamba", "v2 -> v3, seq_len 8192 (seq tiling)", "ratio", 52.2 / 27.8, "x", _ratio(v2_long, v3_long),
-            "MAMBA", "published: 48% less latency", 0.25, miss="as v2 at seq_len 8192"),
+            "MAMBA", "published: 48% less latency", 0.25),
         Row("mamba", "v3, seq_len 512", "abs", 1600, "us", functools.partial(latency, v3), "MAMBA",
             MAMBA_COND + " (scaling table, 2 digits)", 0.30),
         Row("mamba", "v1, channels 256 (toy)", "abs", 172.93, "us",
