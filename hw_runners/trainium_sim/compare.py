@@ -13,9 +13,12 @@ def finite_tolerance(want: np.ndarray, atol: float, rtol: float) -> bool:
     """Whether every expected value and its tolerance are finite (integers are): mismatch(finite=True) holds."""
     if not np.issubdtype(want.dtype, np.floating) or not want.size:
         return True
-    if not np.isfinite(want).all():
+    # min and max carry any NaN or inf through, and need no temporary array: two passes over an output that can
+    # be a GiB (isfinite and abs made two copies of it)
+    lo, hi = want.min(keepdims=True), want.max(keepdims=True)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
         return False
-    tol = np.abs(want).max(keepdims=True)        # the largest tolerance, in want's dtype as mismatch computes it
+    tol = np.maximum(-lo, hi)                    # the largest tolerance, in want's dtype as mismatch computes it
     with np.errstate(over="ignore"):
         tol *= rtol
         tol += atol

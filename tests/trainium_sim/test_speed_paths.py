@@ -50,6 +50,12 @@ def test_the_finiteness_pass_is_skipped_only_where_it_cannot_matter():
     assert finite_tolerance(want, 1e-4, 1e-2) and finite_tolerance(np.arange(4), 0, 0)
     assert not finite_tolerance(np.array([1.0, np.inf], np.float32), 1e-4, 1e-2)
     assert not finite_tolerance(np.array([3e38], np.float32), 0.0, 10.0)      # its tolerance overflows
+    for bad in (np.nan, -np.inf):                                             # anywhere, either sign
+        for at in (0, 7, 15):
+            x = np.linspace(-2, 3, 16, dtype=np.float32)
+            x[at] = bad
+            assert not finite_tolerance(x, 1e-4, 1e-2), (bad, at)
+    assert not finite_tolerance(np.array([-3e38, 1.0], np.float32), 0.0, 10.0)  # the largest magnitude is negative
     got = want.copy()
     got[1, 1], got[2, 2] = np.inf, -np.inf
     assert mismatch(got, want, 1e-4, 1e-2, finite=True) == mismatch(got, want, 1e-4, 1e-2)
