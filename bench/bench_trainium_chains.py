@@ -78,7 +78,9 @@ KNOWN = {
             "Autocomp measured at 20.99 ms: the same source 2.47x faster, at AWS's `block_free` latency (22.07 ms), "
             "and its step 1 (two N tiles per LHS load, by hand, fewer bytes) measured slower (28.68 ms): a compiler "
             "that rewrote step 0's loops, which the simulator (following the source as written) does not model, so "
-            "steps 0-2's ratios and the end-to-end ratio compare two compilers. Steps 2-5 run with the DMA figures "
+            "steps 0-2's ratios and the end-to-end ratio compare two compilers (step 0 with its lhsT loads hoisted "
+            "out of the n loop by hand simulates at 22.5 ms, as written 25.2: a compiler that hoists them fits; "
+            "step 1, measured slower still, it does not explain). Steps 2-5 run with the DMA figures "
             "these measurements imply (dma_figures=autocomp, params_dma_autocomp.toml) and are each within 12% of "
             "their measurement.",
     "conv1d": "steps 3 -> 5 measured below the ISA's per-instruction minimum (step 4: three [128, <=3] Vector "
