@@ -11,6 +11,12 @@ allowlist before the kernel runs, exactly like a freshly launched child. Every c
 kernel gets nothing from the server but a copy of a state no kernel has touched, and cannot reach the
 server, the other jobs or their files (no open, kill or ptrace under the allowlist).
 
+A child reports its exit status on a pipe of its own once its files are written and flushed, and the server
+replies then, without waiting for the exit (tearing a traced kernel's memory down took 1-2 ms of every
+evaluation); it kills the child (a kernel could forge that report and keep running: it is judged on what it
+had written) and reaps it before it reads the next request, so a job's directory is reused only after the next
+reply.
+
 The server runs no kernel code, so it does not fail because of a kernel; if it dies or stops answering
 anyway, the job reports it as a sandbox failure and the next job starts a new server.
 """
@@ -50,6 +56,8 @@ class ForkServer:
         self._jobs = 0
         self._finished: list[Path] = []     # job directories to remove while the next job's kernel runs
         self._ended: set[Path] = set()      # job directories whose child the server reported ended
+        self._ending: list[Path] = []       # job directories whose child was ending when the server replied
+        self._awaiting: list[Path] = []     # job directories whose files were read, their child still ending
         self._spare: Path | None = None     # a finished job's directory, emptied, for the next job
         self._finalizer = weakref.finalize(self, _shutdown, self.root, [None])
 
@@ -63,11 +71,18 @@ class ForkServer:
         return Path(tempfile.mkdtemp(prefix=f"job{self._jobs}-", dir=self.root))
 
     def discard(self, job: Path) -> None:
-        """A job whose files have been read. If the server reported its child ended, its files are removed and
-        the empty directory is the next job's (removing the directory itself takes 1-4 ms of waiting in the
+        """A job whose files have been read. Once the server reported its child ended, its files are removed
+        and the empty directory is a later job's (removing the directory itself takes 1-4 ms of waiting in the
         kernel, rmdir of a directory inside the server's private filesystem view: as long as a small kernel's
-        whole trace, so it delayed the next job's reply); otherwise it goes while the next job runs, or with
-        the server."""
+        whole trace, so it delayed the next job's reply); a directory the server never reported ended goes
+        while the next job runs, or with the server. A child that reported its files written is usually still
+        ending when its job is discarded: its directory waits for the next reply (see run)."""
+        if job in self._ending:
+            self._awaiting.append(job)
+        else:
+            self._recycle(job)
+
+    def _recycle(self, job: Path) -> None:
         ended = job in self._ended
         self._ended.discard(job)
         if ended and self._spare is None and _emptied(job):
@@ -98,7 +113,15 @@ class ForkServer:
                                        wall_s=time.monotonic() - started,
                                        notes=[f"the tracing server stopped answering ({type(exc).__name__}: {exc}); "
                                               f"it is restarted for the next job"])
-        self._ended.add(job)        # the server reaped its child: nothing writes into `job` any more
+        # the server reaps a child whose report came before its exit (reaped False) before it reads the next
+        # request: this reply means every earlier job's child has ended, and nothing writes into its directory
+        self._ended.update(self._ending)
+        self._ending = [] if reply.get("reaped", True) else [job]
+        for done in self._awaiting:
+            self._recycle(done)
+        self._awaiting = []
+        if reply.get("reaped", True):
+            self._ended.add(job)
         code = int(reply["status"])
         return sandbox.Outcome(returncode=None if code < 0 else code, signal=-code if code < 0 else None,
                                timed_out=bool(reply["timed_out"]), wall_s=float(reply["wall_s"]),
@@ -124,6 +147,9 @@ class ForkServer:
 
     def _start(self) -> None:
         self._stop()
+        # the old server's children were killed with it, but were never reported reaped: not reused
+        self._finished += self._awaiting
+        self._awaiting, self._ending = [], []
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         sandbox.prepare_workdir(self.root, self.limits)
