@@ -69,7 +69,9 @@ def test_an_evaluator_that_cannot_start_again_stops_the_run_with_its_log(tmp_pat
     assert f"the last lines of its log {run / 'logs' / 'evaluator-0.log'}" in out
     assert "is not a hex string" in out            # the worker's own error, from the end of its log
     assert f"--resume {run}" in out
-    ended = [e["ended"] for e in _events(run, "agent_restarted")]
+    # the evaluator's slot: another agent that restarts meanwhile (a slow host can make one reconnect) reads the
+    # same spoiled file and ends the same way, which is not what this test is about
+    ended = [e["ended"] for e in _events(run, "agent_restarted") if e["role"] == "evaluator"]
     assert ended == ["signal SIGKILL", "exit status 2", "exit status 2"], ended
-    assert [e["ended"] for e in _events(run, "agent_given_up")] == ["exit status 2"]
+    assert [e["ended"] for e in _events(run, "agent_given_up") if e["role"] == "evaluator"] == ["exit status 2"]
     assert not processes_mentioning(str(run / "secret"))
