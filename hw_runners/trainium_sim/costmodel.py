@@ -11,9 +11,9 @@ buffer waits for its previous readers, which is what multi-buffering avoids.
 Instruction costs follow the published NKI ISA cost formulas and the architecture guide (cycles()); a
 dependent instruction waits a latency after its producer and Vector/GpSimd (SBUF) and Vector/Scalar (PSUM)
 share ports (EngineTiming); loads and stores share the 16 DMA engines from in-order queues (DmaQueues);
-PSUM zero-fills that a matmul accumulation group overwrites are dropped, as the compiler drops them
-(elided_psum_zero_fills). Every parameter and its source is in params.toml; the calibration against AWS's
-published trn1 measurements is tests/trainium_sim/calibration (bench_trainium_sim.py --calibration).
+PSUM zero-fills that a matmul accumulation group overwrites are dropped and copies of a result read by
+nothing else merged into its producer, as the compiler does (rewrites.py). Every parameter and its source is in
+params.toml; the calibration against AWS's published trn1 measurements is tests/trainium_sim/calibration (bench_trainium_sim.py --calibration).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from autocomp_zmq.hw_runners.trainium_sim.dma import DmaQueues, dma_efficiency, 
 from autocomp_zmq.hw_runners.trainium_sim.platforms import DMA_FIGURES, PLATFORMS, params  # noqa: F401  (the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
+from autocomp_zmq.hw_runners.trainium_sim.rewrites import elided_psum_zero_fills, merged_copies
 
 COMPUTE = ("pe", "dve", "act", "pool")
 
@@ -264,25 +265,6 @@ def _on_engine(st: Step, engine: str) -> Step:
     return out
 
 
-def elided_psum_zero_fills(steps: list[Step]) -> set[int]:
-    """Indices of PSUM zero-fills the compiler drops: a tile zeroed and then accumulated into by matmuls
-    starts its accumulation group with a matmul that overwrites the bank (architecture guide, 'Near-memory
-    accumulation'), so nl.zeros(..., buffer=nl.psum) costs nothing when the next access to the tile is such
-    a matmul writing all of it."""
-    pending: dict[int, tuple[int, tuple]] = {}              # PSUM tensor -> (memset index, region)
-    elided = set()
-    for i, st in enumerate(steps):
-        for a in st.reads + st.writes:
-            if a.tensor.buffer != "psum" or a.tensor.tid not in pending:
-                continue
-            j, region = pending.pop(a.tensor.tid)
-            if st.op == "matmul" and st.extra.get("acc") and a is st.writes[0] and a.region() == region:
-                elided.add(j)
-        if st.op == "memset" and st.extra.get("fill") == 0.0 and st.writes[0].tensor.buffer == "psum":
-            pending[st.writes[0].tensor.tid] = (i, st.writes[0].region())
-    return elided
-
-
 @dataclass
 class Timeline:
     total_ns: float = 0.0
@@ -306,6 +288,8 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
     engines = EngineTiming(p)
     dma = DmaQueues(p)
     elided = elided_psum_zero_fills(steps)
+    merged = merged_copies(steps)
+    merged_into = {p: c for c, p in merged.items()}
     buffers: dict[tuple, Buffer] = defaultdict(Buffer)
     latency = dma.completion_ns
     hbm_bytes = 0
@@ -342,10 +326,12 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
 
     clock = Clock(deadline, f"timing the kernel's {len(steps):,} instructions")
     for n, st in enumerate(steps):
-        if n in elided:
+        if n in elided or n in merged:
             continue
         ready, cause = 0.0, "dma"
         regions = regions_of(st)
+        if n in merged_into:            # it writes the copy's destination too, as the copy would have
+            regions += [r for r in regions_of(steps[merged_into[n]]) if r[2]]
         clock.tick(n)
         for k, (p0, p1, f0, f1), is_write, a, share in regions:
             t, why = buffers[k].ready(p0, p1, f0, f1, is_write)
