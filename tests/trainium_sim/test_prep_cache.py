@@ -157,3 +157,16 @@ def test_outputs_are_compared_as_through_float64_without_the_float64_copy():
                 (got,) = as_compared(spec, (x,))
             assert got.dtype == want.dtype and got.flags.c_contiguous
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (dtype, np.asarray(x).dtype)
+
+
+@system
+def test_every_input_set_is_on_its_dtypes_grid_drawn_or_loaded(tmp_path):
+    """The stacked sets are not rounded again (make_inputs rounds each set, the cache keeps what it made): the
+    values a bf16 input holds are bf16 values whether drawn now or loaded from disk."""
+    from autocomp_zmq.hw_runners.trainium_sim import ops
+    for _ in range(2):                                      # drawn and stored, then loaded
+        spec, (stacked, _) = _prepared(_sim(tmp_path), "gemm-1024")
+        assert {t.dtype for t in spec.inputs} == {"bfloat16"}
+        for t in spec.inputs:
+            assert np.array_equal(stacked[t.name], ops.round_to(stacked[t.name], t.dtype))
+    assert len(list(tmp_path.glob("*.npz"))) == 1
