@@ -12,8 +12,9 @@ Instruction costs follow the published NKI ISA cost formulas and the architectur
 dependent instruction waits a latency after its producer and Vector/GpSimd (SBUF) and Vector/Scalar (PSUM)
 share ports (EngineTiming); loads and stores share the 16 DMA engines from in-order queues (DmaQueues);
 PSUM zero-fills that a matmul accumulation group overwrites are dropped and copies of a result read by
-nothing else merged into its producer, as the compiler does (rewrites.py). Every parameter and its source is in
-params.toml; the calibration against AWS's published trn1 measurements is tests/trainium_sim/calibration (bench_trainium_sim.py --calibration).
+nothing else merged into its producer, as the compiler does (rewrites.py). Every parameter and its source is
+in params.toml; the calibration against AWS's published trn1 measurements is tests/trainium_sim/calibration
+(bench_trainium_sim.py --calibration).
 """
 from __future__ import annotations
 
@@ -289,7 +290,7 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
     dma = DmaQueues(p)
     elided = elided_psum_zero_fills(steps)
     merged = merged_copies(steps)
-    merged_into = {p: c for c, p in merged.items()}
+    merged_into = {producer: copy for copy, producer in merged.items()}
     buffers: dict[tuple, Buffer] = defaultdict(Buffer)
     latency = dma.completion_ns
     hbm_bytes = 0
