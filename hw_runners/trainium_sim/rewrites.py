@@ -12,17 +12,20 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
 
 
-def elided_psum_zero_fills(steps: list[Step]) -> set[int]:
+def elided_psum_zero_fills(steps: list[Step], deadline: float | None = None) -> set[int]:
     """Indices of PSUM zero-fills the compiler drops: a tile zeroed and then accumulated into by matmuls
     starts its accumulation group with a matmul that overwrites the bank (architecture guide, 'Near-memory
     accumulation'), so nl.zeros(..., buffer=nl.psum) costs nothing when the next access to the tile is such
     a matmul writing all of it."""
     pending: dict[int, tuple[int, tuple]] = {}              # PSUM tensor -> (memset index, region)
     elided = set()
+    clock = Clock(deadline, f"finding the PSUM zero-fills the compiler drops ({len(steps):,} instructions)")
     for i, st in enumerate(steps):
+        clock.tick(i)
         for a in st.reads + st.writes:
             if a.tensor.buffer != "psum" or a.tensor.tid not in pending:
                 continue
@@ -40,7 +43,7 @@ _WRITES = {"sbuf": ("act", "dve", "pool"), "psum": ("act", "dve")}
 _COMPUTING = ("activation", "ew", "tensor_scalar", "select", "scan")
 
 
-def merged_copies(steps: list[Step]) -> dict[int, int]:
+def merged_copies(steps: list[Step], deadline: float | None = None) -> dict[int, int]:
     """copy index -> index of the instruction it merges into. A plain copy (nl.copy, nisa.tensor_copy) of a
     tile that exactly one compute instruction wrote, all of it, and that nothing but the copy reads, is the
     producer writing the copy's destination in the copy's dtype: the result is the same bits (the engines
@@ -53,9 +56,11 @@ def merged_copies(steps: list[Step]) -> dict[int, int]:
     any engine that runs them, against a 0.43 ms kernel), and measured 2% faster (0.434 -> 0.424 ms): the copy
     cost the hardware nothing. Nothing weaker is merged: a partial copy, a reduced-precision intermediate (its
     rounding is part of the result), a PSUM source (the matmul's result has to leave PSUM), a tile read twice."""
+    clock = Clock(deadline, f"finding the copies the compiler merges ({len(steps):,} instructions)")
     touched: dict[int, list[int]] = defaultdict(list)       # tensor -> indices of the instructions accessing it
     writers: dict[int, list[int]] = defaultdict(list)
     for i, st in enumerate(steps):
+        clock.tick(i)
         for a in st.reads + st.writes:
             ids = touched[a.tensor.tid]
             if not ids or ids[-1] != i:
@@ -65,6 +70,7 @@ def merged_copies(steps: list[Step]) -> dict[int, int]:
     merged: dict[int, int] = {}
     producers: set[int] = set()
     for c, st in enumerate(steps):
+        clock.tick(c)
         if not (st.op == "ew" and st.fn == "copy" and len(st.reads) == 1 and len(st.writes) == 1):
             continue
         src, dst = st.reads[0], st.writes[0]

@@ -3,6 +3,8 @@ destination (rewrites.merged_copies; fast tier). Autocomp's sd-attention chain s
 extra fp32 -> bf16 copy of every [128, 4096] exp result and the kernel measured 2% faster on a trn1."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from autocomp_zmq.hw_runners.trainium_sim import rewrites
@@ -104,3 +106,18 @@ def test_a_kernel_that_computes_in_fp32_and_copies_to_bf16_costs_what_writing_bf
     ok(direct)
     ok(copied)
     assert copied.latency == pytest.approx(direct.latency)
+
+
+def test_both_rewrites_stop_at_the_deadline():
+    """Their work grows with what the kernel issued: each looks at the clock (deadline.py), like every stage."""
+    s = Stream()
+    x, y = s.tensor("sbuf", (128, 512)), s.tensor("sbuf", (128, 512), site=2)
+    for _ in range(3):
+        s.emit("memset", "dve", [s.at(x)], [], value=1.0)
+        s.emit("ew", "dve", [s.at(y)], [s.at(x)], fn="copy", site=2)
+    steps, _, _ = s.timed()
+    past = time.monotonic() - 1
+    with pytest.raises(TimeoutError, match="copies the compiler merges"):
+        rewrites.merged_copies(steps, past)
+    with pytest.raises(TimeoutError, match="PSUM zero-fills"):
+        rewrites.elided_psum_zero_fills(steps, past)
