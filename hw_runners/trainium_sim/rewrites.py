@@ -58,15 +58,12 @@ def merged_copies(steps: list[Step], deadline: float | None = None) -> dict[int,
     rounding is part of the result), a PSUM source (the matmul's result has to leave PSUM), a tile read twice."""
     clock = Clock(deadline, f"finding the copies the compiler merges ({len(steps):,} instructions)")
     touched: dict[int, list[int]] = defaultdict(list)       # tensor -> indices of the instructions accessing it
-    writers: dict[int, list[int]] = defaultdict(list)
     for i, st in enumerate(steps):
         clock.tick(i)
         for a in st.reads + st.writes:
             ids = touched[a.tensor.tid]
             if not ids or ids[-1] != i:
                 ids.append(i)
-        for a in st.writes:
-            writers[a.tensor.tid].append(i)
     merged: dict[int, int] = {}
     producers: set[int] = set()
     for c, st in enumerate(steps):
@@ -77,10 +74,10 @@ def merged_copies(steps: list[Step], deadline: float | None = None) -> dict[int,
         t = src.tensor
         if t.buffer != "sbuf" or dst.tensor.buffer not in _WRITES or t.dtype not in ("float32", dst.tensor.dtype):
             continue
-        users, made = touched[t.tid], writers[t.tid]
-        if len(users) != 2 or len(made) != 1 or users[1] != c or made[0] != users[0]:
+        users = touched[t.tid]               # the producer, then this copy: nothing else touches the tile
+        if len(users) != 2 or users[1] != c:
             continue
-        p = made[0]
+        p = users[0]
         producer = steps[p]
         if producer.op not in _COMPUTING or producer.engine not in _WRITES[dst.tensor.buffer] or p in producers:
             continue
