@@ -281,6 +281,7 @@ class TrainiumSim(Target):
     def _evaluate_in(self, spec: ProblemSpec, code: str, seed: int, limits: sandbox.Limits,
                      deadline: float, profile: IsaProfile = DEFAULT_ISA, full: bool = False) -> EvalResult:
         heap.retain_freed_memory(self.options.retain_heap_bytes)
+        lap = _Laps()       # where the evaluation's time went, by stage (feedback["seconds"])
         if tracer.dialect_of(code) == "mixed":
             return EvalResult.failure("compile", "NKI error: this kernel imports both NKI v1 (neuronxcc.nki) and "
                                       "NKI v2 (nki); a kernel is written in one dialect (NKI 0.4.0 rejects "
@@ -290,6 +291,7 @@ class TrainiumSim(Target):
         if failure is not None:
             return failure
         trace, common = traced
+        lap("trace")
         p = self._params(platform)
         # one evaluator per core: threaded BLAS on small matmuls only fights the other evaluators
         try:
@@ -297,7 +299,7 @@ class TrainiumSim(Target):
                 hbm_budget = 4 * sum(spec.compulsory_bytes) + (256 << 20)
                 tensors = decode_tensors(trace.get("tensors"), hbm_budget, self.options.max_tiles,
                                          int(p["sbuf_partition_bytes"]))
-                in_tids, out_tids = _io_tensors(trace, tensors, spec)
+                in_tids, out_tids = tracer.io_tensors(trace, tensors, spec)
                 stacked, expected = self._prepared(spec, seed)
                 inputs = {tid: stacked[t.name] for tid, t in zip(in_tids, spec.inputs)}
                 instrs = trace.get("instrs")
@@ -318,6 +320,7 @@ class TrainiumSim(Target):
                             "policy", f"kernel rejected: it executed {len(used):,} instruction(s) that --isa "
                             f"{profile.name} does not allow, the first {site_of(used[0].op, {}, used[0].site)} "
                             f"({profile.description})", **common)
+                lap("decode")
                 small = sum(math.prod(t.shape) for t in spec.outputs) <= self.options.full_check_elements
                 check, unwritten = slicing.plan(steps, replay.decoded, tensors, out_tids,
                                                 0 if small or full else self.options.check_regions,
@@ -328,7 +331,9 @@ class TrainiumSim(Target):
                     read = {a.tensor.alias if a.tensor.alias != -1 else a.tensor.tid for st in steps for a in st.reads}
                     replay.unfilled = {o for o in out_tids if tensors[o].alias == -1 and o not in read}
                     replay.execute(check.needed, deadline)
+                lap("values")
                 tl = costmodel.simulate(steps, lay, p, deadline, trace.get("loops"))
+                lap("timing")
         except StreamError as exc:
             return EvalResult.failure("compile", f"NKI error: {exc}", **common)
         except TimeoutError as exc:
@@ -345,6 +350,7 @@ class TrainiumSim(Target):
         m = feedback.metrics(tl, lay, p, spec.flops, spec.compulsory_bytes)
         m["value_check"] = check.describe()
         m["platform"] = platform
+        m["seconds"] = lap.seconds
         result = EvalResult(correct=True, latency=m["latency_us"], latency_unit="us", utilization=m["utilization"],
                             roofline_fraction=m["roofline_fraction"], bound=m["binding_engine"], feedback=m,
                             feedback_text=feedback.text(m), sampled=check.checked < check.elements, **common)
@@ -361,8 +367,23 @@ class TrainiumSim(Target):
                         f"hidden input set {s} (drawn from a secret seed; the public set was right)"
                     result.correct, result.error_kind = False, "wrong_result"
                     result.error = f"wrong result in output {out_spec.name} on {which}: {bad}"
+                    lap("values")
                     return result
+        lap("values")
         return result
+
+
+class _Laps:
+    """Seconds per stage of one evaluation: each call charges the time since the previous one to its stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def __call__(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._last, 6)
+        self._last = now
 
 
 @functools.cache
@@ -370,30 +391,3 @@ def _blas() -> ThreadpoolController:
     """The BLAS libraries numpy loaded, found once (threadpool_limits() looks for them again each time: ~0.5 ms
     an evaluation)."""
     return ThreadpoolController()
-
-
-def _io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], list[int]]:
-    """The input and output tensors the stream claims, checked against the problem."""
-    ins, outs = trace.get("inputs"), trace.get("outputs")
-    if not (isinstance(ins, list) and isinstance(outs, list) and all(isinstance(i, int) for i in ins + outs)
-            and all(0 <= i < len(tensors) for i in ins + outs)):
-        raise StreamError("malformed instruction stream: inputs/outputs")
-    if len(ins) != len(spec.inputs) or len(set(ins)) != len(ins):
-        raise StreamError("the stream's input tensors do not match the problem")
-    for tid, t in zip(ins, spec.inputs):
-        d = tensors[tid]
-        if d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype or d.alias != -1:
-            raise StreamError(f"input {t.name} must be an HBM tensor {t.dtype}{list(t.shape)}")
-    if len(outs) != len(spec.outputs):
-        raise StreamError(f"solution() returned {len(outs)} tensor(s); the problem expects {len(spec.outputs)} "
-                          f"({', '.join(t.name for t in spec.outputs)})")
-    for tid, t in zip(outs, spec.outputs):
-        d = tensors[tid]
-        base = d.alias if d.alias != -1 else tid
-        if base in ins or d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype:
-            raise StreamError(f"output {t.name} must be a new HBM tensor {t.dtype}{list(t.shape)} "
-                              f"(got {d.buffer} {d.dtype}{list(d.shape)})")
-    bases = [tensors[o].alias if tensors[o].alias != -1 else o for o in outs]
-    if len(set(bases)) != len(bases):
-        raise StreamError("solution() returned the same storage for two outputs")
-    return ins, outs

@@ -20,6 +20,7 @@ from autocomp_zmq import sandbox
 from autocomp_zmq.hw_runners.base import EvalResult
 from autocomp_zmq.hw_runners.trainium_sim.dialect import imported_dialects
 from autocomp_zmq.hw_runners.trainium_sim.forkserver import ForkServer
+from autocomp_zmq.hw_runners.trainium_sim.program import StreamError
 from autocomp_zmq.hw_runners.trainium_sim.workloads import ProblemSpec
 
 HERE = Path(__file__).resolve().parent
@@ -133,3 +134,30 @@ def _read(work: Path, out: sandbox.Outcome, options, limits: sandbox.Limits):
     if decoded.get("error"):
         return None, EvalResult.failure("compile", str(decoded["error"]), **common)
     return (decoded, common), None
+
+
+def io_tensors(trace: dict, tensors, spec: ProblemSpec) -> tuple[list[int], list[int]]:
+    """The input and output tensors the stream claims, checked against the problem."""
+    ins, outs = trace.get("inputs"), trace.get("outputs")
+    if not (isinstance(ins, list) and isinstance(outs, list) and all(isinstance(i, int) for i in ins + outs)
+            and all(0 <= i < len(tensors) for i in ins + outs)):
+        raise StreamError("malformed instruction stream: inputs/outputs")
+    if len(ins) != len(spec.inputs) or len(set(ins)) != len(ins):
+        raise StreamError("the stream's input tensors do not match the problem")
+    for tid, t in zip(ins, spec.inputs):
+        d = tensors[tid]
+        if d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype or d.alias != -1:
+            raise StreamError(f"input {t.name} must be an HBM tensor {t.dtype}{list(t.shape)}")
+    if len(outs) != len(spec.outputs):
+        raise StreamError(f"solution() returned {len(outs)} tensor(s); the problem expects {len(spec.outputs)} "
+                          f"({', '.join(t.name for t in spec.outputs)})")
+    for tid, t in zip(outs, spec.outputs):
+        d = tensors[tid]
+        base = d.alias if d.alias != -1 else tid
+        if base in ins or d.buffer != "hbm" or d.shape != t.shape or d.dtype != t.dtype:
+            raise StreamError(f"output {t.name} must be a new HBM tensor {t.dtype}{list(t.shape)} "
+                              f"(got {d.buffer} {d.dtype}{list(d.shape)})")
+    bases = [tensors[o].alias if tensors[o].alias != -1 else o for o in outs]
+    if len(set(bases)) != len(bases):
+        raise StreamError("solution() returned the same storage for two outputs")
+    return ins, outs

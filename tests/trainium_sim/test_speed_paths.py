@@ -17,7 +17,7 @@ from autocomp_zmq.hw_runners.trainium_sim.compare import finite_tolerance, misma
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer, _transposed
-from autocomp_zmq.hw_runners.trainium_sim.target import _io_tensors
+from autocomp_zmq.hw_runners.trainium_sim.tracer import io_tensors
 
 
 @pytest.mark.parametrize("density", [0.0, 0.1, 0.3, 0.9, 1.0])
@@ -82,7 +82,7 @@ def test_the_check_marked_through_strided_views_is_the_one_marked_by_index(name,
     (trace, _), failure = tgt._trace(spec, p.kernel_source(role), tgt.options.limits)
     assert failure is None
     tensors = decode_tensors(trace["tensors"], 1 << 40)
-    _, outs = _io_tensors(trace, tensors, spec)
+    _, outs = io_tensors(trace, tensors, spec)
     _, last = uses(trace["instrs"], tensors)
     rp = Replayer(tensors, {}, 0, last_use(last), compute=False)
     steps = rp.decode(pickle.loads(pickle.dumps(trace["instrs"])))
@@ -122,6 +122,20 @@ def test_an_evaluation_leaves_no_cyclic_garbage():
         gc.garbage.clear()
         gc.enable()
     assert not left
+
+
+@pytest.mark.system
+def test_an_evaluation_says_where_its_time_went():
+    """feedback["seconds"]: the trace, the decoding, the values and the timing, which together are the evaluation
+    but for its set-up (the speed bench lists the values' share of each evaluation over its goal)."""
+    tgt = get_target("trainium-sim")
+    p = tgt.problem("rmsnorm")
+    r = tgt.evaluate(p, p.kernel_source("tuned"))
+    assert r.correct, r.error
+    seconds = r.feedback["seconds"]
+    assert list(seconds) == ["trace", "decode", "values", "timing"]
+    assert all(s >= 0 for s in seconds.values()) and 0 < sum(seconds.values()) <= r.wall_s
+    assert "seconds" not in r.feedback_text       # wall times are no business of the prompt
 
 
 def _step_by_step_scan(prev, d0, d1):

@@ -15,7 +15,7 @@ from autocomp_zmq.hw_runners.trainium_sim import slicing
 from autocomp_zmq.hw_runners.trainium_sim.liveness import last_use, uses
 from autocomp_zmq.hw_runners.trainium_sim.program import decode_tensors
 from autocomp_zmq.hw_runners.trainium_sim.replay import Replayer
-from autocomp_zmq.hw_runners.trainium_sim.target import _io_tensors
+from autocomp_zmq.hw_runners.trainium_sim.tracer import io_tensors
 from tests.trainium_sim.simkit import SimKit, explain, ok
 
 pytestmark = pytest.mark.system
@@ -119,7 +119,7 @@ KERNELS = [("gemm-1024", "naive"), ("gemm-1024", "tuned"), ("csa-2048", "tuned")
 
 def _replay(tgt, trace, spec, needed_of):
     tensors = decode_tensors(trace["tensors"], 1 << 40)
-    ins, outs = _io_tensors(trace, tensors, spec)
+    ins, outs = io_tensors(trace, tensors, spec)
     stacked, expected = tgt._prepared(spec, 0)
     _, last = uses(trace["instrs"], tensors)
     rp = Replayer(tensors, {tid: stacked[t.name] for tid, t in zip(ins, spec.inputs)}, len(expected),
