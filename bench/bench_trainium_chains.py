@@ -92,8 +92,12 @@ KNOWN = {
                     "step 3 faster on the device (its other changes: a Vector transpose of the [128, 64] divisor, "
                     "renamed copies) is not known.",
     "attention": "step 8 is judged against the exact result with its harness's inputs and np.allclose(atol=1e-2): "
-                 "1,573 of 524,288 elements miss by up to 0.011; the harness compared it with the NKI reference "
-                 "kernel's own bf16 result on the device, which the exact result is not. Step 7 issues the same "
+                 "1,573 of 524,288 elements miss, by up to 0.030 (against the reference kernel's own simulated "
+                 "result, the harness's comparison, 1,368). The error is the algorithm's: it caches QK in bf16 before "
+                 "the exp (|QK| up to ~21, rounded by up to 0.06), and numpy with that one rounding puts 162 of the "
+                 "first 512 rows' 65,536 elements over 1e-2 (up to 0.018); the device run, which passed, cannot have "
+                 "rounded QK as NKI documents tensor_copy(dtype=bfloat16), and how it did differ is not known. "
+                 "Step 7 issues the same "
                  "instructions as step 6 (renamed variables, comments, a branch for fp32 v that bf16 v skips; the "
                  "same engines, counts and busy time per line) yet measured 1.18x faster: the hardware's run-to-run "
                  "spread or the compiler's, which no model of the kernel can give.",
