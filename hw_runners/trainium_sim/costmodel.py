@@ -33,7 +33,7 @@ from autocomp_zmq.hw_runners.trainium_sim.dma import DmaQueues, dma_efficiency, 
 from autocomp_zmq.hw_runners.trainium_sim.platforms import DMA_FIGURES, PLATFORMS, params  # noqa: F401  (the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.layout import Layout, layout  # noqa: F401  (layout: part of the cost model's API)
 from autocomp_zmq.hw_runners.trainium_sim.replay import Step
-from autocomp_zmq.hw_runners.trainium_sim.rewrites import elided_psum_zero_fills, merged_copies
+from autocomp_zmq.hw_runners.trainium_sim.rewrites import elided_psum_zero_fills, merged_copies, merged_instruction
 
 COMPUTE = ("pe", "dve", "act", "pool")
 
@@ -330,9 +330,9 @@ def simulate(steps: list[Step], lay: Layout, p: dict, deadline: float | None = N
         if n in elided or n in merged:
             continue
         ready, cause = 0.0, "dma"
+        if n in merged_into:            # it writes the copy's destination itself, as the copy would have
+            st = merged_instruction(st, steps[merged_into[n]])
         regions = regions_of(st)
-        if n in merged_into:            # it writes the copy's destination too, as the copy would have
-            regions += [r for r in regions_of(steps[merged_into[n]]) if r[2]]
         clock.tick(n)
         for k, (p0, p1, f0, f1), is_write, a, share in regions:
             t, why = buffers[k].ready(p0, p1, f0, f1, is_write)

@@ -10,6 +10,7 @@ by construction, so a kernel gains nothing from one that it could not have writt
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections import defaultdict
 
 from autocomp_zmq.hw_runners.trainium_sim.deadline import Clock
@@ -90,3 +91,12 @@ def merged_copies(steps: list[Step], deadline: float | None = None) -> dict[int,
         merged[c] = p
         producers.add(p)
     return merged
+
+
+def merged_instruction(producer: Step, copy: Step) -> Step:
+    """The producer of a merged copy as the compiler issues it: writing the copy's destination (its access
+    pattern and dtype, which the instruction's cost sees: a strided destination costs what writing it
+    directly costs) in place of the tile nothing else reads."""
+    tile = copy.reads[0].tensor.tid
+    return dataclasses.replace(producer, writes=[copy.writes[0] if a.tensor.tid == tile else a
+                                                 for a in producer.writes])

@@ -65,6 +65,32 @@ def test_what_the_compiler_cannot_merge_is_charged(case):
     assert tl.busy_ns["dve"] > 0
 
 
+def strided_exp(via_copy: bool):
+    """exp of a [128, 512] tile written to every 8th column of a wider tile (32-byte stride): directly, or into
+    a contiguous fp32 tile first and then copied there."""
+    s = Stream()
+    src, out = s.tensor("hbm", (128, 512), site=10), s.tensor("hbm", (128, 4096), site=11)
+    x, y, z = s.tensor("sbuf", (128, 512)), s.tensor("sbuf", (128, 512), site=2), s.tensor("sbuf", (128, 4096), site=3)
+    s.load(x, src)
+    s.emit("memset", "dve", [s.at(z)], [], value=0.0, site=3)
+    every_8th = s.at(z, (0, 128), (0, 4096, 8))
+    s.emit("activation", "act", [s.at(y) if via_copy else every_8th], [s.at(x), 1.0, None], fn="exp", site=2)
+    if via_copy:
+        s.emit("ew", "act", [every_8th], [s.at(y)], fn="copy", site=3)
+    s.emit("dma", "dma", [s.at(out)], [s.at(z)], site=4)
+    steps, _, tl = s.timed()
+    return rewrites.merged_copies(steps), tl
+
+
+def test_a_merged_copy_writes_its_destination_at_that_destination_s_cost():
+    """The merged instruction writes the copy's destination: a strided one costs it what writing there directly
+    costs (a copy is no way to make a strided write cheap)."""
+    (merged, via), (_, direct) = strided_exp(True), strided_exp(False)
+    assert merged == {3: 2}
+    assert via.busy_ns["act"] == pytest.approx(direct.busy_ns["act"])
+    assert via.total_ns == pytest.approx(direct.total_ns)
+
+
 def test_a_psum_result_is_never_merged_away():
     s = Stream()
     a = s.tensor("sbuf", (128, 128), "bfloat16")
