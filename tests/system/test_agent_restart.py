@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 
+import psutil
 import pytest
 
 from tests.system.runkit import (SLOW_GEMM, agents_of, finish, launch, processes_mentioning, query, summary,
@@ -58,8 +59,22 @@ def test_a_killed_evaluator_and_planner_are_restarted_and_the_run_finishes(tmp_p
     assert not processes_mentioning(str(run / "secret"))
 
 
+def _all_connected(proc) -> bool:
+    """Every agent process the run started is connected to the bus, so each has read the run's secret (under load
+    one may still be starting when the evaluator is already at work)."""
+    launched = [p for role in ("planner", "coder", "repairer", "evaluator") for p in agents_of(proc.pid, role)]
+
+    def connected(p: psutil.Process) -> bool:
+        try:
+            return any(c.status == psutil.CONN_ESTABLISHED for c in p.net_connections(kind="tcp"))
+        except psutil.Error:
+            return False
+    return bool(launched) and all(connected(p) for p in launched)
+
+
 def test_an_evaluator_that_cannot_start_again_stops_the_run_with_its_log(tmp_path):
     proc, run, evaluator = _start(tmp_path)
+    wait_for(lambda: _all_connected(proc), timeout=60, what="every agent connected")
     (run / "secret").write_text("not a secret\n")    # what a restarted worker reads first: it will exit at once
     evaluator.send_signal(signal.SIGKILL)
     out = finish(proc, timeout=120)
