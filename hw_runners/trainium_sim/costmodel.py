@@ -72,8 +72,10 @@ def inner_stride_bytes(a) -> int:
 
 
 def _strided(step: Step, p: dict) -> bool:
-    return any(a.tensor.buffer in ("sbuf", "psum") and inner_stride_bytes(a) > p["strided_access_threshold_bytes"]
-               for a in step.reads + step.writes)
+    """An on-chip operand walked with a stride past the threshold (`strided`: a vectorized loop's, loops.py)."""
+    limit = p["strided_access_threshold_bytes"]
+    return step.extra.get("strided", False) or any(a.tensor.buffer in ("sbuf", "psum") and inner_stride_bytes(a) > limit
+                                                   for a in step.reads + step.writes)
 
 
 _HALF = ("bfloat16", "float16")
@@ -97,7 +99,7 @@ def perf_mode_factor(step: Step, p: dict) -> float:
         return 1.0
     in_sbuf = all(a.tensor.buffer == "sbuf" for a in accs)
     if copy_like:
-        contiguous = all(inner_stride_bytes(a) <= a.tensor.itemsize for a in accs)
+        contiguous = not step.extra.get("strided") and all(inner_stride_bytes(a) <= a.tensor.itemsize for a in accs)
         return p["vector_perf_copy_factor"] if in_sbuf and contiguous else p["vector_perf_half_factor"]
     if step.op == "ew" and len(step.reads) == 2 and all(r.tensor.buffer == "sbuf" for r in step.reads):
         return p["vector_perf_half_factor"]

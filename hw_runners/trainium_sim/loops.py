@@ -196,6 +196,19 @@ def affine(its: list[list[Step]]) -> bool:
     return True
 
 
+def _strided_walk(its: list[list[Step]], j: int, p: dict) -> bool:
+    """Whether body instruction j, fused over the iterations, walks an on-chip operand with a stride past the
+    strided-access threshold: where each iteration touches one element per partition, the fused instruction's
+    innermost walk is the iteration's step (every 8th column, one per iteration, is a 32-byte stride, as written
+    in one instruction); a wider per-iteration access keeps its own innermost walk, which cycles() sees."""
+    first, second = its[0][j], its[1][j]
+    for a0, a1 in zip(first.reads + first.writes, second.reads + second.writes):
+        if a0.tensor.buffer in ("sbuf", "psum") and a0.tensor.tid == a1.tensor.tid and a0.free == 1:
+            if abs(a1.region()[2] - a0.region()[2]) > p["strided_access_threshold_bytes"]:
+                return True
+    return False
+
+
 def _marked(st: Step, **extra) -> Step:
     """A copy of a Step with more in its `extra` (what dataclasses.replace makes, for less)."""
     out = object.__new__(Step)
@@ -252,7 +265,8 @@ def _loop(steps: list[Step], lp: Loop, p: dict, span: _Spans, clock: Clock) -> t
     body = its[0]
     if not lp.inner and lp.trip <= p["vectorize_max_trip"] and all(st.engine in VECTOR_ENGINES for st in body) \
             and affine(its):
-        fused = [_marked(st, vectorized=lp.trip) for st in body]
+        fused = [_marked(st, vectorized=lp.trip, **({"strided": True} if _strided_walk(its, j, p) else {}))
+                 for j, st in enumerate(body)]
         for j, st in enumerate(fused):
             st.reads = [a for it in its for a in it[j].reads]
             st.writes = [a for it in its for a in it[j].writes]

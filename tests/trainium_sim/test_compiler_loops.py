@@ -89,6 +89,32 @@ def test_a_fixed_size_inner_loop_of_vector_work_is_vectorized():
     assert 7 < flat_ns / blocked_ns < 22, (flat_ns, blocked_ns)
 
 
+def every_8th_column(looped: bool) -> LoopStream:
+    """exp of a [128, 64] tile into every 8th column of a [128, 512] one (a 32-byte stride): one column per
+    iteration of a 64-trip loop, or in one instruction."""
+    s = LoopStream()
+    x, t = s.tensor("sbuf", (128, 64)), s.tensor("sbuf", (128, 512), site=2)
+    s.emit("memset", "dve", [s.at(x)], [], value=1.0)
+    if looped:
+        for k in s.loop(64):
+            column = s.at(t, (0, 128), (8 * k, 8 * k + 1))
+            s.emit("activation", "act", [column], [s.at(x, (0, 128), (k, k + 1)), 1.0, None], fn="exp", site=2)
+    else:
+        s.emit("activation", "act", [s.at(t, (0, 128), (0, 512, 8))], [s.at(x), 1.0, None], fn="exp", site=2)
+    return s
+
+
+def test_a_vectorized_loop_walks_its_iterations_at_their_stride():
+    """Fused, one column per iteration 8 columns apart is a strided walk: it costs what the same walk written as
+    one instruction costs (not the contiguous rate: a loop is no way to make a strided access cheap)."""
+    looped_ns, issued = every_8th_column(True).time()
+    direct_ns, _ = every_8th_column(False).time()
+    direct = every_8th_column(False).time()[1][1]
+    [fused] = [st for st in issued if st.extra.get("vectorized")]
+    assert fused.extra.get("strided") and costmodel.cycles(fused, P) == pytest.approx(costmodel.cycles(direct, P))
+    assert looped_ns == pytest.approx(direct_ns)
+
+
 def test_independent_iterations_hide_the_dependent_latency_and_small_tile_overhead():
     s = conv_rows(256, None)
     overlapped_ns, _ = s.time()
