@@ -97,10 +97,9 @@ KNOWN = {
                  "the exp (|QK| up to ~21, rounded by up to 0.06), and numpy with that one rounding puts 162 of the "
                  "first 512 rows' 65,536 elements over 1e-2 (up to 0.018); the device run, which passed, cannot have "
                  "rounded QK as NKI documents tensor_copy(dtype=bfloat16), and how it did differ is not known. "
-                 "Step 7 issues the same "
-                 "instructions as step 6 (renamed variables, comments, a branch for fp32 v that bf16 v skips; the "
-                 "same engines, counts and busy time per line) yet measured 1.18x faster: the hardware's run-to-run "
-                 "spread or the compiler's, which no model of the kernel can give.",
+                 "Step 7 issues the same instructions as step 6 (renamed variables, comments, a branch for fp32 v "
+                 "that bf16 v skips; the same engines, counts and busy time per line) yet measured 1.18x faster: the "
+                 "hardware's run-to-run spread or the compiler's, which no model of the kernel can give.",
 }
 
 
